@@ -1,0 +1,14 @@
+"""The versioned JSON Schemas (draft 2020-12) of perfsuite's records, shipped as package data."""
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+
+RESULT_SCHEMA_VERSION = "1.0"
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> dict:
+    """Load ``<name>.schema.json`` (e.g. ``load("result")``)."""
+    return json.loads(resources.files(__name__).joinpath(f"{name}.schema.json").read_text())

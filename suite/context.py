@@ -1,0 +1,172 @@
+"""The run context a workload receives: its parameters and controls, and the harness's
+measuring, verifying and recording methods. Lives in the measuring process only."""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from suite import nvml, stats, timing
+from suite.controls import Controls
+from suite.workload import Case, Check, Work
+
+MIN_SAMPLES = 10
+ESTIMATE_CALLS = 3
+
+
+def throughput_metrics(work: Work) -> list[tuple[str, str, float, float]]:
+    """(metric name, unit, scale from per-second work, work per call) for declared work."""
+    out = []
+    if work.flops:
+        out.append(("tflops", "TFLOP/s", 1e-12, work.flops))
+    if work.bytes:
+        out.append(("gbps", "GB/s", 1e-9, work.bytes))
+    if work.items:
+        out.append(("items_per_s", f"{work.item_unit}/s", 1.0, work.items))
+    return out
+
+
+def roofline_metric_name(resource: str) -> str:
+    """Which throughput metric a ceiling resource judges: FLOP ceilings judge TFLOP/s,
+    every other ceiling (memory, host-device, peer links) judges GB/s."""
+    return "tflops" if resource.startswith("matmul.") else "gbps"
+
+
+@dataclass
+class Measurement:
+    label: str
+    samples_s: list[float]
+    wall_s: float
+    energy_j: float | None  # over the whole timed loop, all calls
+    iterations: int
+
+
+@dataclass
+class RunContext:
+    params: Any
+    controls: Controls
+    quick: bool = False
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    metrics: list[dict] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    dist_backend: str | None = None
+
+    @property
+    def device(self) -> str:
+        return self.controls.device
+
+    @property
+    def torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
+
+    def log(self, message: str) -> None:
+        print(f"[rank {self.rank}] {message}" if self.world_size > 1 else message, file=sys.stderr, flush=True)
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    # -- measuring -------------------------------------------------------------------
+    def nvml_index(self) -> int | None:
+        """NVML's index of the GPU this process measures on (matched by UUID)."""
+        if self.device != "cuda" or nvml.init()[0] is None:
+            return None
+        import torch
+
+        uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", ""))
+        for g in nvml.describe_gpus():
+            if uuid and g["uuid"].removeprefix("GPU-") == uuid.removeprefix("GPU-"):
+                return g["index"]
+        return torch.cuda.current_device()
+
+    def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
+                graph: bool | None = None, iterations: int | None = None) -> Measurement:
+        """Warm up, choose the iteration count, and time each call of ``fn``."""
+        c = self.controls
+        use_graph = c.cuda_graph if graph is None else graph
+        if self.device == "cuda" and use_graph:
+            fn = timing.capture_graph(fn)
+        for _ in range(c.warmup):
+            fn()
+        per_call = timing.estimate_call_s(fn, self.device, ESTIMATE_CALLS)
+        n = iterations or c.iterations
+        if n is None:
+            n = math.ceil((c.min_time_s or 0.0) / max(per_call, 1e-9))
+            n = min(max(n, MIN_SAMPLES), c.max_iterations)
+        gpu = self.nvml_index()
+        e0 = nvml.energy_mj(gpu) if gpu is not None else None
+        if self.device == "cuda":
+            flush = c.l2_flush if l2_flush is None else l2_flush
+            t = timing.CudaTimer(flush).time(fn, n)
+        else:
+            t = timing.time_cpu(fn, n)
+        e1 = nvml.energy_mj(gpu) if gpu is not None else None
+        energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
+        return Measurement(label, t.samples_s, t.wall_s, energy, n)
+
+    def measure(self, case: Case) -> Measurement:
+        """Time a case and record its metrics: time per call, throughput from its declared
+        work (with the ceiling it is judged against), and throughput per joule."""
+        m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
+                         graph=None if case.graph_safe else False)
+        self.record_measurement(case.label, m, case.work, case.roofline)
+        return m
+
+    def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False,
+                        aggregate="max")
+        for name, unit, scale, per_call in throughput_metrics(work):
+            samples = [per_call / s * scale for s in m.samples_s if s > 0]
+            res = roofline if roofline and roofline_metric_name(roofline) == name else None
+            self.add_metric(label, name, unit, samples, higher_is_better=True, roofline=res, aggregate="min")
+        if m.energy_j:
+            watts = m.energy_j / m.wall_s
+            self.add_metric(label, "power_w", "W", [watts], higher_is_better=False, aggregate="max")
+            for name, unit, scale, per_call in throughput_metrics(work):
+                per_j = {"tflops": ("gflop_per_j", "GFLOP/J", 1e-9), "gbps": ("gb_per_j", "GB/J", 1e-9),
+                         "items_per_s": ("items_per_j", f"{work.item_unit}/J", 1.0)}[name]
+                total = per_call * m.iterations
+                self.add_metric(label, per_j[0], per_j[1], [total / m.energy_j * per_j[2]],
+                                higher_is_better=True, aggregate="min")
+
+    def add_metric(self, case: str, name: str, unit: str, samples: list[float], *, higher_is_better: bool,
+                   roofline: str | None = None, aggregate: str = "rank0") -> dict:
+        """Record a metric from raw samples; its value is their median."""
+        summary = stats.summarize(samples)
+        metric = {
+            "case": case, "name": name, "unit": unit, "value": summary["median"],
+            "higher_is_better": higher_is_better, "samples": [float(s) for s in samples],
+            "statistics": summary, "aggregate": aggregate, "per_rank": None,
+            "roofline": None if roofline is None else {
+                "resource": roofline, "fraction": None, "ceiling": None, "ceiling_unit": None,
+                "ceiling_run_id": None, "reason": "not yet resolved"},
+        }
+        self.metrics.append(metric)
+        return metric
+
+    # -- verifying ---------------------------------------------------------------------
+    def verify(self, case: Case) -> Check | None:
+        if case.verify is None:
+            return None
+        check = case.verify()
+        self.add_check(check)
+        return check
+
+    def add_check(self, check: Check) -> None:
+        if not isinstance(check, Check):
+            raise TypeError(f"verification must return suite.Check, got {type(check).__name__}")
+        self.checks.append(check)

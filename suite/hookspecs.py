@@ -1,0 +1,38 @@
+"""Hook specifications of the perfsuite plugin host.
+
+Only specifications live here. Hooks take a ``register`` callback (or the object to
+extend) instead of returning lists, so that the host checks names, duplicates and types
+in one place rather than every plugin doing it.
+"""
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("perfsuite")
+hookimpl = pluggy.HookimplMarker("perfsuite")
+
+
+@hookspec
+def perfsuite_register_workloads(register):
+    """Called once when the host builds its workload catalogue.
+
+    Call ``register(WorkloadClass)`` for each workload the plugin provides. The class
+    must subclass :class:`suite.workload.Workload`; a name already taken by another
+    plugin is an error that names both plugins. Importing the class must not import
+    heavy packages (torch, DALI): do that inside its methods.
+    """
+
+
+@hookspec
+def perfsuite_register_commands(cli):
+    """Called when the CLI is built; add click commands or groups with ``cli.add_command``."""
+
+
+@hookspec
+def perfsuite_collect_environment(env):
+    """Called while the environment fingerprint is taken, in the measuring process.
+
+    ``env`` is the fingerprint dict; add what your workloads depend on under
+    ``env["packages"]`` (name -> version) or a key named after your plugin. Never remove
+    or rewrite what is already there.
+    """

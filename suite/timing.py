@@ -1,0 +1,89 @@
+"""Timers for one call of a case: host clock on the CPU, CUDA events on the GPU, with
+optional L2 flush between calls and optional CUDA-graph replay."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100 50 MB, H200 60 MB)
+
+
+@dataclass
+class Timing:
+    samples_s: list[float]
+    wall_s: float  # host time of the whole timed loop, for energy and power
+
+
+def time_cpu(fn: Callable[[], Any], n: int) -> Timing:
+    samples = []
+    t_start = time.perf_counter_ns()
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) * 1e-9)
+    return Timing(samples, (time.perf_counter_ns() - t_start) * 1e-9)
+
+
+class CudaTimer:
+    """Per-call CUDA events, recorded back to back and read after one synchronisation,
+    so the host never stalls the device between calls (as triton's do_bench)."""
+
+    def __init__(self, l2_flush: bool) -> None:
+        import torch
+
+        self.torch = torch
+        self.flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda") if l2_flush else None
+
+    def time(self, fn: Callable[[], Any], n: int) -> Timing:
+        torch = self.torch
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda.synchronize()
+        t_start = time.perf_counter_ns()
+        for i in range(n):
+            if self.flush_buf is not None:
+                self.flush_buf.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter_ns() - t_start) * 1e-9
+        return Timing([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)], wall)
+
+
+def capture_graph(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Capture one call of ``fn`` in a CUDA graph (after a warm-up on a side stream, as
+    torch requires) and return the replay."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+def estimate_call_s(fn: Callable[[], Any], device: str, calls: int) -> float:
+    """Mean seconds per call over ``calls`` synchronised calls (also serves as warm-up)."""
+    sync = _sync(device)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(max(calls, 1)):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / max(calls, 1)
+
+
+def _sync(device: str) -> Callable[[], None]:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None

@@ -1,0 +1,152 @@
+"""The workload contract: what a workload author writes, in one file per workload.
+
+A workload declares who it is (``name``, ``category``, ``version``), typed parameters
+(a dataclass ``Params`` plus a ``quick`` preset), what it needs (``requirements``) and,
+for each thing it times, a :class:`Case`: the function to time, the work one call does
+(FLOPs, bytes, items), the device ceiling it is judged against, and how its output is
+verified. The harness owns warm-up, timing, statistics, energy, output and storage.
+
+Workloads that are not a simple timed loop (sweeps, time-to-target, LoadGen scenarios)
+override :meth:`Workload.execute` and drive ``ctx.measure`` / ``ctx.add_metric`` themselves.
+
+Nothing here imports torch: workload modules are imported by ``perfsuite list``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite.context import RunContext
+
+CATEGORIES = ("data", "kernels", "collectives", "training", "inference")
+DEVICES = ("cpu", "cuda")
+
+
+def param(default: Any, help: str, choices: tuple | None = None) -> Any:
+    """A typed workload parameter: use as a field of a workload's ``Params`` dataclass."""
+    meta = {"help": help}
+    if choices is not None:
+        meta["choices"] = tuple(choices)
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("parameter defaults must be immutable (use a tuple)")
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a workload needs before it can run; an unmet one is a skip with its reason."""
+
+    devices: tuple[str, ...] = DEVICES
+    min_world_size: int = 1
+    packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
+    features: tuple[str, ...] = ()  # named capabilities checked in :meth:`Workload.unmet`
+
+
+@dataclass(frozen=True)
+class Work:
+    """The work one call of a case's function does; throughput is derived from it."""
+
+    flops: float = 0.0
+    bytes: float = 0.0  # bytes that must move: each input read once, each output written once
+    items: float = 0.0
+    item_unit: str = "items"  # what an item is: samples, tokens, images, launches
+
+
+@dataclass
+class Check:
+    """The outcome of one verification: never ranked when ``passed`` is false."""
+
+    label: str
+    passed: bool
+    method: str
+    error: float | None = None
+    tolerance: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class Case:
+    """One timed function of a workload, e.g. one dtype of a GEMM or one backend of SDPA.
+
+    ``roofline`` names the device ceiling the case is judged against, as measured by
+    ``kernels.ceilings`` (``"matmul.bf16"``, ``"memory"``, ``"h2d.pinned"`` ...).
+    ``baseline`` marks the named implementation the others are compared with.
+    """
+
+    label: str
+    fn: Callable[[], Any]
+    work: Work
+    roofline: str | None = None
+    verify: Callable[[], Check] | None = None
+    baseline: bool = False
+    graph_safe: bool = True  # may be captured in a CUDA graph when the controls ask for it
+    l2_flush: bool | None = None  # None: follow the run's controls
+
+
+class Workload:
+    """Base class of every workload. Subclasses set the class attributes and implement
+    :meth:`setup` and :meth:`cases` (or :meth:`execute` for a driver)."""
+
+    name: ClassVar[str]
+    category: ClassVar[str]
+    version: ClassVar[int] = 1
+    description: ClassVar[str] = ""
+    Params: ClassVar[type]
+    quick: ClassVar[Mapping[str, Any]] = {}
+    requirements: ClassVar[Requirements] = Requirements()
+    primary_metric: ClassVar[str | None] = None  # e.g. "tflops"; default: first throughput
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+
+    # -- lifecycle, called by the harness in the measuring process -----------------
+    def unmet(self, ctx: "RunContext") -> str | None:
+        """Return why this run cannot happen on this machine (dtype not supported, feature
+        missing), or None. Called after requirements are checked, before setup."""
+        return None
+
+    def setup(self, ctx: "RunContext") -> None:
+        """Allocate inputs deterministically from ctx's seeded generators."""
+
+    def cases(self, ctx: "RunContext") -> list[Case]:
+        raise NotImplementedError(f"{type(self).__name__} must implement cases() or execute()")
+
+    def execute(self, ctx: "RunContext") -> None:
+        """Time every case, then verify it. Drivers override this."""
+        for case in self.cases(ctx):
+            ctx.measure(case)
+            ctx.verify(case)
+
+    def teardown(self, ctx: "RunContext") -> None:
+        """Free what setup allocated."""
+
+    # -- presentation, called by ``perfsuite show`` ---------------------------------
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        """Return a rich renderable for the record's ``details`` (e.g. an nccl-tests table),
+        or None when the metrics table says it all."""
+        return None
+
+
+def validate_workload_class(cls: Any) -> None:
+    """Raise TypeError naming the first thing wrong with a registered workload class."""
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise TypeError(f"{cls!r} is not a subclass of suite.Workload")
+    for attr in ("name", "category", "Params"):
+        if not hasattr(cls, attr):
+            raise TypeError(f"workload {cls.__name__} does not set {attr!r}")
+    if cls.category not in CATEGORIES:
+        raise TypeError(f"workload {cls.name}: category {cls.category!r} is not one of {CATEGORIES}")
+    if "." not in cls.name or cls.name.split(".", 1)[0] == "":
+        raise TypeError(f"workload name {cls.name!r} must be dotted, e.g. 'kernels.gemm'")
+    if not dataclasses.is_dataclass(cls.Params):
+        raise TypeError(f"workload {cls.name}: Params must be a dataclass")
+    names = {f.name for f in dataclasses.fields(cls.Params)}
+    unknown = set(cls.quick) - names
+    if unknown:
+        raise TypeError(f"workload {cls.name}: quick preset names unknown parameters {sorted(unknown)}")
+    for d in cls.requirements.devices:
+        if d not in DEVICES:
+            raise TypeError(f"workload {cls.name}: device {d!r} is not one of {DEVICES}")
