@@ -2,9 +2,11 @@
 (``torch.distributed.run``), or a rank of a SLURM job step (``srun perfsuite run ...``)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,14 @@ class Launch:
     records: bool  # whether this process stores the record (rank 0's side only)
 
 
-def build(spec_path: str, opts: LaunchOptions) -> Launch:
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def build(spec_path: str, opts: LaunchOptions, device: str) -> Launch:
     """The command that runs ``python -m suite.worker SPEC`` as the options ask."""
     env = dict(os.environ)
+    if device == "cuda":
+        env.update(NVLS_OFF)  # NVLink multicast stays off on shared hosts
     worker = ["-m", "suite.worker", spec_path]
     world = opts.nproc_per_node * opts.nnodes
     if world == 1:
@@ -43,3 +50,34 @@ def build(spec_path: str, opts: LaunchOptions) -> Launch:
         argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}"]
     return Launch(argv + worker, env, "torchrun", world, opts.nnodes, opts.nproc_per_node,
                   opts.rdzv_endpoint, opts.node_rank == 0)
+
+
+def slurm_world() -> int:
+    """World size of the SLURM job step this process is a task of (1 outside SLURM)."""
+    return int(os.environ.get("SLURM_NTASKS", "1"))
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s descendants (collected first, so none is re-parented away), then it."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True) + [root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(procs, timeout=10)
+
+
+def read_rank_errors(spec_path: Path) -> list[str]:
+    """'rank N: error' for each rank that left an error file beside the spec."""
+    out = []
+    for f in sorted(Path(spec_path).parent.glob("rank-*.error.json")):
+        data = json.loads(f.read_text())
+        out.append(f"rank {data['rank']}: {data['error']}")
+    return out
