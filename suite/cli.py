@@ -1,0 +1,389 @@
+"""The ``perfsuite`` command line. Heavy modules (torch, the registry's SQLAlchemy) are
+imported inside the commands that need them, so ``--help`` and ``list`` start fast."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from suite import __version__
+
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """One clear line on stderr and a non-zero exit; nothing has been recorded."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def console():
+    from rich.console import Console
+
+    return Console(soft_wrap=False, width=max(100, int(os.environ.get("COLUMNS", "0") or 0)))
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def load_host():
+    from suite.plugins import PluginError, get_host
+
+    try:
+        return get_host()
+    except PluginError as exc:
+        fail(str(exc))
+
+
+def open_db(ctx: click.Context):
+    from registry import RegistryError, open_registry
+
+    try:
+        return open_registry(ctx.obj.get("db_url"))
+    except RegistryError as exc:
+        fail(str(exc), 1)
+
+
+def default_device() -> str:
+    from suite import nvml
+
+    return "cuda" if nvml.device_count() > 0 else "cpu"
+
+
+class PerfsuiteGroup(click.Group):
+    """Adds the commands plugins register, on first use, so a broken plugin cannot stop --help."""
+
+    def _plugin_commands(self) -> None:
+        if getattr(self, "_loaded", False):
+            return
+        self._loaded = True
+        from suite.plugins import PluginError, get_host
+
+        try:
+            host = get_host()
+        except PluginError:
+            return  # reported by the commands that need the workload catalogue
+        for impl in host.pm.hook.perfsuite_register_commands.get_hookimpls():
+            impl.function(cli=self)
+
+    def list_commands(self, ctx):
+        self._plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None:
+            self._plugin_commands()
+            cmd = super().get_command(ctx, name)
+        return cmd
+
+
+@click.group(cls=PerfsuiteGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perfsuite")
+@click.option("--db", "db_url", envvar="PERFSUITE_DB", metavar="URL",
+              help="Registry: any SQLAlchemy URL (default: a SQLite file in the user's data dir).")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None) -> None:
+    """perfsuite: measure what GPUs, pipelines, collectives, training and inference deliver,
+    and keep every result in a registry."""
+    ctx.ensure_object(dict)
+    ctx.obj["db_url"] = db_url
+
+
+# -- list -------------------------------------------------------------------------------
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Judge availability for this device (default: cuda if a GPU is visible).")
+def list_cmd(as_json: bool, device: str | None) -> None:
+    """List workloads, with availability and the reason when unavailable."""
+    from suite import params as params_mod
+    from suite.controls import Controls
+    from suite.launcher import LaunchOptions
+    from suite.runner import RunRequest, static_unmet
+
+    host = load_host()
+    device = device or default_device()
+    rows = []
+    for name in sorted(host.workloads):
+        e = host.workloads[name]
+        nproc = max(1, e.cls.requirements.min_world_size)
+        req = RunRequest(e, None, False, Controls(device=device), LaunchOptions(nproc_per_node=nproc))
+        reason = static_unmet(req)
+        rows.append({"name": name, "category": e.cls.category, "version": e.cls.version,
+                     "description": e.cls.description,
+                     "plugin": {"name": e.plugin.name, "distribution": e.plugin.distribution,
+                                "version": e.plugin.version},
+                     "available": reason is None, "reason": reason,
+                     "params": params_mod.describe(e.cls.Params), "quick": dict(e.cls.quick)})
+    errors = [{"plugin": p.name, "error": p.error} for p in host.errors()]
+    if as_json:
+        emit_json(rows if not errors else rows + [{"plugin_error": e} for e in errors])
+        return
+    from rich.table import Table
+
+    t = Table(title=f"workloads (device: {device})")
+    for col in ("name", "category", "v", "plugin", "available", "description"):
+        t.add_column(col)
+    for r in rows:
+        avail = "yes" if r["available"] else f"no: {r['reason']}"
+        plugin = r["plugin"]["distribution"] or r["plugin"]["name"]
+        t.add_row(r["name"], r["category"], str(r["version"]), f"{plugin} {r['plugin']['version'] or ''}",
+                  avail, r["description"])
+    out = console()
+    out.print(t)
+    for e in errors:
+        out.print(f"[red]plugin {e['plugin']} failed to load:[/red] {e['error']}")
+
+
+# -- plugins ----------------------------------------------------------------------------
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_cmd(as_json: bool) -> None:
+    """List plugins: version, hooks implemented, workloads, load errors."""
+    host = load_host()
+    rows = [p.to_dict() for p in host.plugins.values()]
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table(title="plugins")
+    for col in ("name", "distribution", "version", "hooks", "workloads", "status"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], r["distribution"] or "", r["version"] or "", ", ".join(r["hooks"]),
+                  ", ".join(r["workloads"]), f"error: {r['error']}" if r["error"] else "ok")
+    console().print(t)
+
+
+# -- env --------------------------------------------------------------------------------
+@cli.command("env")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None)
+def env_cmd(as_json: bool, device: str | None) -> None:
+    """Print the environment fingerprint stored in every record."""
+    from suite.environment import collect
+
+    env = collect(device or default_device(), deep=True)
+    if as_json:
+        emit_json(env)
+        return
+    from rich.pretty import Pretty
+
+    console().print(Pretty(env, expand_all=True))
+
+
+# -- run --------------------------------------------------------------------------------
+def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict[str, dict[str, str]]:
+    """``k=v`` applies to every named workload that has ``k``; ``name:k=v`` to one. A key no
+    named workload has is an error."""
+    import dataclasses
+
+    from suite.params import ParamError, parse_assignments
+
+    per: dict[str, dict[str, str]] = {n: {} for n in names}
+    for item in items:
+        target = None
+        if ":" in item.split("=", 1)[0]:
+            target, item = item.split(":", 1)
+            if target not in per:
+                raise ParamError(f"--param {target}:{item}: {target!r} is not one of the workloads being run")
+        (key, value), = parse_assignments([item]).items()
+        hit = False
+        for n in ([target] if target else names):
+            if key in {f.name for f in dataclasses.fields(host.get(n).cls.Params)}:
+                per[n][key] = value
+                hit = True
+        if not hit:
+            where = target or ", ".join(names)
+            raise ParamError(f"unknown parameter {key!r} for {where} (see 'perfsuite list --json')")
+    return per
+
+
+def _order(names: list[str]) -> list[str]:
+    """The ceilings run goes first, so the runs after it get roofline fractions."""
+    from suite.roofline import CEILINGS_WORKLOAD
+
+    return sorted(names, key=lambda n: (n != CEILINGS_WORKLOAD,))
+
+
+@cli.command("run")
+@click.argument("names", nargs=-1)
+@click.option("--param", "-p", "param_items", multiple=True, metavar="[NAME:]K=V",
+              help="Set a workload parameter (repeatable).")
+@click.option("--quick", is_flag=True, help="Use each workload's quick preset; with no NAMES, run the quick suite.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Default: cuda if a GPU is visible, else cpu.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, help="Runs of each workload (unique seeds).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds before a run's process tree is killed.")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed of the first run (default: random, recorded).")
+@click.option("--deterministic", is_flag=True, help="Ask torch for deterministic algorithms.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Untimed calls first.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed calls (default: by --min-time).")
+@click.option("--min-time", "min_time_s", type=click.FloatRange(min=0), default=None, help="Seconds of timed calls.")
+@click.option("--l2-flush", is_flag=True, help="Flush the GPU's L2 between timed calls.")
+@click.option("--cuda-graph", is_flag=True, help="Time replays of a CUDA graph of each call.")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, help="Ranks on this node (torchrun).")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, help="Nodes (torchrun).")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, help="This node's rank (torchrun).")
+@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
+@click.option("--division", type=click.Choice(["open", "closed"]), default="open")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.pass_context
+def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, ...], quick: bool,
+            device: str | None, repeat: int, timeout_s: float | None, seed: int | None, deterministic: bool,
+            warmup: int | None, iterations: int | None, min_time_s: float | None, l2_flush: bool,
+            cuda_graph: bool, nproc_per_node: int | None, nnodes: int, node_rank: int,
+            rdzv_endpoint: str | None, division: str, as_json: bool) -> None:
+    """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
+    from suite import params as params_mod
+    from suite.controls import QUICK_MIN_TIME_S
+    from suite.launcher import LaunchOptions
+    from suite.plugins import UnknownWorkload
+    from suite.runner import RunRequest, Runner, repeat_seeds, resolve_controls
+
+    host = load_host()
+    if not names:
+        if not quick:
+            fail("name at least one workload, or use --quick alone for the quick suite")
+        names = tuple(host.workloads)
+    names_list = _order(list(dict.fromkeys(names)))
+    device = device or default_device()
+    try:
+        for n in names_list:
+            host.get(n)
+        per_params = _parse_param_options(param_items, names_list, host)
+        resolved = {n: params_mod.resolve(host.get(n).cls, per_params[n], quick) for n in names_list}
+    except (UnknownWorkload, params_mod.ParamError) as exc:
+        fail(str(exc))
+    if min_time_s is None and quick:
+        min_time_s = QUICK_MIN_TIME_S
+    requests = []
+    for n in names_list:
+        entry = host.get(n)
+        nproc = nproc_per_node or (max(1, entry.cls.requirements.min_world_size) if nnodes == 1 else 1)
+        launch = LaunchOptions(nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+        for i, s in enumerate(repeat_seeds(seed, repeat)):
+            controls = resolve_controls(device=device, seed=s, deterministic=deterministic, warmup=warmup,
+                                        iterations=iterations, min_time_s=min_time_s, l2_flush=l2_flush,
+                                        cuda_graph=cuda_graph, timeout_s=timeout_s, repeat_index=i,
+                                        repeat_count=repeat)
+            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division))
+
+    from registry import records_dir
+
+    registry = open_db(ctx)
+    out = console()
+    runner = Runner(registry, records_dir(), echo=lambda s: out.print(s, markup=False, highlight=False))
+    records = []
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console() if not as_json else None,
+                  disable=as_json or not sys.stderr.isatty(), transient=True) as bar:
+        task = bar.add_task("running", total=len(requests))
+        for req in requests:
+            bar.update(task, description=f"{req.entry.name} (repeat {req.controls.repeat_index + 1}/{repeat})")
+            if not as_json and not sys.stderr.isatty():
+                click.echo(f"running {req.entry.name} on {device}" +
+                           (f" (repeat {req.controls.repeat_index + 1}/{repeat})" if repeat > 1 else ""), err=True)
+            rec = runner.run(req)
+            if rec is not None:
+                records.append(rec)
+            bar.advance(task)
+    if as_json:
+        emit_json(records)
+    else:
+        from suite.report import results_table
+
+        out.print(results_table(records))
+    bad = [r for r in records if r["status"] in ("failed", "timeout") or r["verification"]["status"] == "failed"]
+    sys.exit(1 if bad else 0)
+
+
+# -- results / show / import ---------------------------------------------------------------
+@cli.command("results")
+@click.option("--workload", default=None, help="Only this workload.")
+@click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
+@click.option("--limit", type=click.IntRange(min=1), default=50)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def results_cmd(ctx: click.Context, workload: str | None, since: str | None, limit: int, as_json: bool) -> None:
+    """List recorded runs, newest first."""
+    since_dt = None
+    if since:
+        try:
+            since_dt = dt.datetime.fromisoformat(since)
+        except ValueError:
+            fail(f"--since {since!r} is not an ISO date")
+        if since_dt.tzinfo is None:
+            since_dt = since_dt.replace(tzinfo=dt.timezone.utc)
+    rows = open_db(ctx).results(workload=workload, since=since_dt, limit=limit)
+    if as_json:
+        emit_json(rows)
+        return
+    from suite.report import runs_table
+
+    console().print(runs_table(rows))
+
+
+@cli.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record.")
+@click.pass_context
+def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Show one run: metrics with statistics, verification, GPU state, details."""
+    from registry import RegistryError
+
+    try:
+        record = open_db(ctx).get(run_id)
+    except RegistryError as exc:
+        fail(str(exc), 1)
+    if as_json:
+        emit_json(record)
+        return
+    from suite.plugins import get_host
+    from suite.report import show_record
+
+    entry = get_host().workloads.get(record["workload"]["name"])
+    show_record(console(), record, entry.cls if entry else None)
+
+
+@cli.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
+    """Load record files into the registry; idempotent by run id and hash."""
+    from registry import RecordInvalid, RegistryError
+
+    from registry import validate_record
+
+    registry = open_db(ctx)
+    loaded = []
+    for f in files:  # every file is checked before any is stored
+        try:
+            record = json.loads(f.read_text())
+            validate_record(record)
+        except (OSError, json.JSONDecodeError) as exc:
+            fail(f"{f}: not a JSON record ({exc})", 1)
+        except RecordInvalid as exc:
+            fail(f"{f}: {exc}", 1)
+        loaded.append((f, record))
+    for f, record in loaded:
+        try:
+            outcome = registry.store(record)
+        except (RecordInvalid, RegistryError) as exc:
+            fail(f"{f}: {exc}", 1)
+        click.echo(f"{outcome}: {record.get('run_id')} ({f})")
+
+
+def main() -> None:
+    cli(prog_name="perfsuite")
