@@ -22,10 +22,10 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-def console():
+def console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(soft_wrap=False, width=max(100, int(os.environ.get("COLUMNS", "0") or 0)))
+    return Console(soft_wrap=False, width=max(100, int(os.environ.get("COLUMNS", "0") or 0)), stderr=stderr)
 
 
 def emit_json(data: Any) -> None:
@@ -282,12 +282,13 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
 
     registry = open_db(ctx)
     out = console()
-    runner = Runner(registry, records_dir(), echo=lambda s: out.print(s, markup=False, highlight=False))
+    err = console(stderr=True)
+    runner = Runner(registry, records_dir(), echo=lambda s: err.print(s, markup=False, highlight=False))
     records = []
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console() if not as_json else None,
+                  TimeElapsedColumn(), console=err,
                   disable=as_json or not sys.stderr.isatty(), transient=True) as bar:
         task = bar.add_task("running", total=len(requests))
         for req in requests:

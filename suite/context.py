@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from suite import nvml, stats, timing
 from suite.controls import Controls
+from suite.roofline import roofline_metric_name
 from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
@@ -25,12 +26,6 @@ def throughput_metrics(work: Work) -> list[tuple[str, str, float, float]]:
     if work.items:
         out.append(("items_per_s", f"{work.item_unit}/s", 1.0, work.items))
     return out
-
-
-def roofline_metric_name(resource: str) -> str:
-    """Which throughput metric a ceiling resource judges: FLOP ceilings judge TFLOP/s,
-    every other ceiling (memory, host-device, peer links) judges GB/s."""
-    return "tflops" if resource.startswith("matmul.") else "gbps"
 
 
 @dataclass

@@ -2,9 +2,13 @@
 resource's figure in the latest ``kernels.ceilings`` run of the same device."""
 from __future__ import annotations
 
-from suite.context import roofline_metric_name
-
 CEILINGS_WORKLOAD = "kernels.ceilings"
+
+
+def roofline_metric_name(resource: str) -> str:
+    """Which throughput metric a ceiling resource judges: FLOP ceilings judge TFLOP/s,
+    every other ceiling (memory, host-device, peer links) judges GB/s."""
+    return "tflops" if resource.startswith("matmul.") else "gbps"
 
 
 def ceiling_table(ceilings_record: dict) -> dict[str, dict]:

@@ -1,0 +1,74 @@
+"""Shared fixtures: an isolated registry per test, real subprocesses of the CLI, and
+throwaway plugin distributions discovered through real entry points."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def perfsuite_env(tmp_path, monkeypatch):
+    """Environment for CLI subprocesses: a fresh SQLite registry and records folder, no
+    third-party plugins unless a test adds them."""
+    db = tmp_path / "registry.db"
+    env = dict(os.environ)
+    env.update({
+        "PERFSUITE_DB": f"sqlite:///{db}",
+        "PERFSUITE_RECORDS": str(tmp_path / "records"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "PERFSUITE_PLUGINS": "",
+        "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
+        "COLUMNS": "200",
+    })
+    for k, v in env.items():
+        if k.startswith("PERFSUITE") or k in ("XDG_DATA_HOME",):
+            monkeypatch.setenv(k, v)
+    return env
+
+
+def run_cli(env: dict, *args: str, timeout: float = 300, check: bool | None = None) -> subprocess.CompletedProcess:
+    """``python -m suite ARGS`` in a real subprocess."""
+    proc = subprocess.run([sys.executable, "-m", "suite", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if check is True:
+        assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture
+def cli(perfsuite_env):
+    def _run(*args: str, **kw) -> subprocess.CompletedProcess:
+        return run_cli(perfsuite_env, *args, **kw)
+    return _run
+
+
+@pytest.fixture
+def add_plugin(tmp_path, perfsuite_env):
+    """Install a throwaway plugin distribution visible to subprocesses: a module plus a
+    ``.dist-info`` with a ``perfsuite`` entry point, on PYTHONPATH. Enables it in
+    PERFSUITE_PLUGINS."""
+    site = tmp_path / "plugin-site"
+    site.mkdir(exist_ok=True)
+    enabled: list[str] = []
+
+    def _add(name: str, source: str, version: str = "0.1.0") -> None:
+        module = f"ps_test_{name}"
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+        dist = site / f"perfsuite_test_{name}-{version}.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: perfsuite-test-{name}\nVersion: {version}\n")
+        (dist / "entry_points.txt").write_text(f"[perfsuite]\n{name} = {module}\n")
+        enabled.append(name)
+        perfsuite_env["PERFSUITE_PLUGINS"] = ",".join(enabled)
+        paths = perfsuite_env["PYTHONPATH"].split(os.pathsep)
+        if str(site) not in paths:
+            perfsuite_env["PYTHONPATH"] = os.pathsep.join([str(site), *paths])
+
+    return _add
