@@ -1,0 +1,19 @@
+"""The results registry: run records stored in SQLite or PostgreSQL through SQLAlchemy 2.
+
+    from registry import open_registry
+    with open_registry() as reg:          # $PERFSUITE_DB or the per-user SQLite file
+        reg.store(record)                 # "stored" or "duplicate"
+        reg.results(workload="kernels.gemm")
+
+Nothing here imports the runner, the CLI or any workload: the registry only knows records.
+"""
+from __future__ import annotations
+
+from .db import Registry, default_url, open_registry, records_dir
+from .errors import RecordInvalid, RegistryError
+from .records import canonical_json, record_sha256, validate_record
+
+__all__ = [
+    "open_registry", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
+    "canonical_json", "record_sha256", "validate_record",
+]

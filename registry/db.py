@@ -1,0 +1,210 @@
+"""Where the registry lives, how it is opened, and the :class:`Registry` handle.
+
+``open_registry()`` connects to a SQLite file (the default, one per user) or PostgreSQL
+(a shared registry for cluster jobs and a leaderboard), and brings the schema to the
+Alembic head before returning. Migrations ship inside this package
+(``registry/migrations``) and are run from code, so an installed wheel needs no
+``alembic.ini``.
+
+Several processes may open and write one registry at once (parallel runs, cluster jobs):
+on SQLite the migration step is serialised with an ``fcntl`` lock file beside the
+database, the database is in WAL mode with a 30 s busy timeout, and writes take the
+write lock up front (``BEGIN IMMEDIATE``); on PostgreSQL migrations run under a
+``pg_advisory_lock``.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import zlib
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from . import queries
+from .errors import RegistryError
+from .store import store_record
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# A fixed 64-bit key for pg_advisory_lock, so every perfsuite process agrees on it.
+PG_MIGRATION_LOCK_KEY = zlib.crc32(b"perfsuite.registry.migrations")
+SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+
+
+def data_dir() -> Path:
+    """The per-user data folder: ``$XDG_DATA_HOME/perfsuite`` (default ``~/.local/share``)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "perfsuite"
+
+
+def default_url() -> str:
+    """``$PERFSUITE_DB`` if set, else the SQLite file ``<data dir>/registry.db``."""
+    return os.environ.get("PERFSUITE_DB") or f"sqlite:///{data_dir() / 'registry.db'}"
+
+
+def records_dir() -> Path:
+    """Where run records are written as JSON files: ``$PERFSUITE_RECORDS`` or ``<data dir>/records``."""
+    configured = os.environ.get("PERFSUITE_RECORDS")
+    return Path(configured) if configured else data_dir() / "records"
+
+
+def _sqlite_file(url) -> Path | None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _make_engine(url_text: str) -> Engine:
+    url = make_url(url_text)
+    dialect = url.get_backend_name()
+    if dialect not in SUPPORTED_DIALECTS:
+        raise RegistryError(f"unsupported registry URL {url.render_as_string(hide_password=True)}: "
+                            f"use sqlite:///PATH or postgresql+psycopg://...")
+    if dialect != "sqlite":
+        if url.drivername == "postgresql":  # SQLAlchemy's default would be psycopg2; we ship psycopg 3
+            url = url.set(drivername="postgresql+psycopg")
+        try:
+            return create_engine(url, pool_pre_ping=True)
+        except ModuleNotFoundError as exc:
+            raise RegistryError(f"the {url.drivername} driver is not installed ({exc.name}): "
+                                f"pip install 'perfsuite[postgres]'") from exc
+
+    path = _sqlite_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # sqlite3 would otherwise BEGIN lazily (not before SELECTs, never before DDL); we
+        # emit BEGIN ourselves below, so reads and migrations are transactional too.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # A writer takes the write lock at BEGIN: a deferred transaction that reads and then
+        # writes can fail with "database is locked" at once, without waiting the busy timeout.
+        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def alembic_config(connection: Connection | None = None):
+    """An Alembic config built in code: script location inside the installed package."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")  # paths may contain spaces or commas
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine, connection: Connection) -> Iterator[None]:
+    if engine.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
+        connection.commit()
+        try:
+            yield
+        finally:
+            connection.rollback()  # a failed migration leaves the transaction aborted
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
+            connection.commit()
+        return
+    path = _sqlite_file(engine.url)
+    if path is None:  # an in-memory database belongs to this process alone
+        yield
+        return
+    with open(f"{path}.lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the database to the Alembic head, one process at a time."""
+    from alembic import command
+
+    with engine.connect() as connection:
+        with _migration_lock(engine, connection):
+            command.upgrade(alembic_config(connection), "head")
+            connection.commit()
+
+
+class Registry:
+    """An open registry: store records and query them. Close it (or use ``with``) when done."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._read_sessions = sessionmaker(engine)
+        self._write_sessions = sessionmaker(engine.execution_options(sqlite_begin="IMMEDIATE"))
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def session(self) -> Session:
+        """A read session for queries not covered below (the caller closes it)."""
+        return self._read_sessions()
+
+    def store(self, record: dict) -> str:
+        """Validate, re-hash and store a record: "stored", or "duplicate" if already there.
+
+        Raises :class:`RecordInvalid` for a record that breaks the schema or whose sha256 is
+        wrong, :class:`RegistryError` when its run id is stored with a different hash.
+        """
+        return store_record(self._write_sessions, record)
+
+    def results(self, workload: str | None = None, since: datetime | None = None, limit: int | None = 50,
+                status: str | None = None) -> list[dict]:
+        with self._read_sessions() as session:
+            return queries.results(session, workload=workload, since=since, limit=limit, status=status)
+
+    def history(self, workload: str, params: dict | None = None, device_key: str | None = None) -> list[dict]:
+        with self._read_sessions() as session:
+            return queries.history(session, workload, params=params, device_key=device_key)
+
+    def get(self, run_id_or_prefix: str) -> dict:
+        with self._read_sessions() as session:
+            return queries.get(session, run_id_or_prefix)
+
+    def latest_ceilings(self, device_key: str) -> dict | None:
+        with self._read_sessions() as session:
+            return queries.latest_ceilings(session, device_key)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Registry":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def open_registry(url: str | None = None) -> Registry:
+    """Open (creating and migrating if needed) the registry at ``url`` or :func:`default_url`."""
+    engine = _make_engine(url or default_url())
+    try:
+        migrate(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Registry(engine)

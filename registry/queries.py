@@ -1,0 +1,118 @@
+"""Reading the registry: run summaries, full records, the latest ceilings of a device, history.
+
+Summaries are plain JSON-friendly dicts (timestamps as ISO 8601 strings in UTC), so the CLI
+can print them as a table or dump them with ``--json`` unchanged.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, defer
+
+from .errors import RegistryError
+from .models import Metric, Run, System, Workload
+
+CEILINGS_WORKLOAD = "kernels.ceilings"
+# Metrics that describe cost rather than the result a workload is about.
+_SECONDARY_NAMES = ("time_ms", "power_w")
+_RUN_ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
+
+
+def is_primary_candidate(name: str) -> bool:
+    """Whether a metric may be a run's headline figure: not time, power or a per-joule one."""
+    return name not in _SECONDARY_NAMES and not name.endswith("_per_j")
+
+
+def primary_metric(metrics: list[dict]) -> dict | None:
+    """The record's first metric that is a throughput-like figure, else its first metric."""
+    for metric in metrics:
+        if is_primary_candidate(metric["name"]):
+            return metric
+    return metrics[0] if metrics else None
+
+
+def _summary_query():
+    return (select(Run, Workload.name, Workload.version, System.hostname)
+            .join(Workload, Run.workload_id == Workload.id)
+            .join(System, Run.system_id == System.id)
+            .options(defer(Run.record)))  # summaries never need the whole record
+
+
+def _summaries(session: Session, rows) -> list[dict]:
+    rows = list(rows)
+    by_run: dict[int, list[dict]] = {run.id: [] for run, *_ in rows}
+    if by_run:
+        metric_rows = session.execute(
+            select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value)
+            .where(Metric.run_id.in_(list(by_run))).order_by(Metric.run_id, Metric.position))
+        for run_pk, case, name, unit, value in metric_rows:
+            by_run[run_pk].append({"case": case, "name": name, "unit": unit, "value": value})
+    out = []
+    for run, name, version, host in rows:
+        primary = primary_metric(by_run[run.id]) or {}
+        out.append({
+            "run_id": run.run_id, "workload": name, "version": version, "device": run.device,
+            "device_key": run.device_key, "host": host, "status": run.status,
+            "verification": run.verification_status, "started_at": run.started_at.isoformat(),
+            "comparability_key": run.comparability_key, "case": primary.get("case"),
+            "metric": primary.get("name"), "value": primary.get("value"), "unit": primary.get("unit"),
+        })
+    return out
+
+
+def results(session: Session, workload: str | None = None, since: datetime | None = None,
+            limit: int | None = 50, status: str | None = None) -> list[dict]:
+    """Summaries of stored runs, newest first, optionally filtered."""
+    query = _summary_query()
+    if workload is not None:
+        query = query.where(Workload.name == workload)
+    if since is not None:
+        if since.tzinfo is None or since.utcoffset() is None:
+            raise RegistryError(f"since={since.isoformat()} has no timezone; pass an aware datetime")
+        query = query.where(Run.started_at >= since)
+    if status is not None:
+        query = query.where(Run.status == status)
+    query = query.order_by(Run.started_at.desc(), Run.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    return _summaries(session, session.execute(query))
+
+
+def history(session: Session, workload: str, params: dict | None = None,
+            device_key: str | None = None) -> list[dict]:
+    """Summaries of one workload's runs, oldest first; with ``params``, only runs that
+    resolved exactly those parameters (compared as JSON values)."""
+    query = _summary_query().where(Workload.name == workload)
+    if device_key is not None:
+        query = query.where(Run.device_key == device_key)
+    rows = session.execute(query.order_by(Run.started_at, Run.id))
+    if params is not None:
+        rows = [row for row in rows if row[0].params == params]
+    return _summaries(session, rows)
+
+
+def get(session: Session, run_id_or_prefix: str) -> dict:
+    """The full stored record of a run, by its id or a unique prefix of it."""
+    prefix = run_id_or_prefix.strip().lower()
+    if not _RUN_ID_PREFIX.match(prefix):
+        raise RegistryError(f"{run_id_or_prefix!r} is not a run id (1 to 32 hex digits)")
+    found = session.execute(select(Run.run_id, Run.record).where(Run.run_id.startswith(prefix))
+                            .order_by(Run.run_id).limit(6)).all()
+    if not found:
+        raise RegistryError(f"no run with id {prefix}")
+    if len(found) > 1:
+        shown = ", ".join(row.run_id for row in found[:5])
+        raise RegistryError(f"run id prefix {prefix} is ambiguous: matches {shown}"
+                            f"{' and more' if len(found) > 5 else ''}")
+    return found[0].record
+
+
+def latest_ceilings(session: Session, device_key: str) -> dict | None:
+    """The newest successful, verified ``kernels.ceilings`` record measured on ``device_key``."""
+    query = (select(Run.record).join(Workload, Run.workload_id == Workload.id)
+             .where(Workload.name == CEILINGS_WORKLOAD, Run.device_key == device_key,
+                    Run.status == "success", Run.verification_status == "passed")
+             .order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+    return session.execute(query).scalar_one_or_none()

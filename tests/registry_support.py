@@ -1,0 +1,71 @@
+"""Helpers shared by the SQLite and PostgreSQL registry tests."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from registry.models import Base
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+# Each child waits for a "go" file so that all of them open the (fresh) registry at the
+# same moment, then stores its records and prints the results of store() as JSON.
+_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from factories import make_record
+from registry import open_registry
+
+url, tag, count, go = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+open(go + "." + tag + ".ready", "w").close()
+while not os.path.exists(go):
+    time.sleep(0.005)
+registry = open_registry(url)
+outcomes = {}
+for i in range(count):
+    # Two workloads and one host shared by every process: the shared rows race too.
+    record = make_record(workload_name=("kernels.gemm", "kernels.copy")[i % 2], params={"i": i, "tag": tag})
+    outcomes[record["run_id"]] = registry.store(record)
+registry.close()
+print(json.dumps(outcomes))
+"""
+
+
+def table_counts(registry) -> dict[str, int]:
+    """Row count of every registry table, to show that a refused store changed nothing."""
+    with registry.session() as session:
+        return {name: session.execute(select(func.count()).select_from(table)).scalar_one()
+                for name, table in Base.metadata.tables.items()}
+
+
+def run_concurrent_stores(url: str, processes: int, per_process: int, workdir: Path,
+                          timeout_s: float = 240.0) -> dict[str, str]:
+    """Start ``processes`` real Python processes that open ``url`` at once and each store
+    ``per_process`` new records; return {run_id: outcome} over all of them."""
+    go = workdir / "go"
+    children = [subprocess.Popen([sys.executable, "-c", _CHILD, str(TESTS_DIR), url, f"p{n}",
+                                  str(per_process), str(go)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for n in range(processes)]
+    deadline = time.monotonic() + 60
+    while len(list(workdir.glob("go.*.ready"))) < processes:
+        if time.monotonic() > deadline or any(c.poll() is not None for c in children):
+            break
+        time.sleep(0.01)
+    go.touch()
+    outcomes: dict[str, str] = {}
+    failures = []
+    for child in children:
+        out, err = child.communicate(timeout=timeout_s)
+        if child.returncode != 0:
+            failures.append(f"exit {child.returncode}: {err.strip()[-2000:]}")
+        else:
+            outcomes.update(json.loads(out))
+    if failures:
+        raise AssertionError("a storing process failed:\n" + "\n".join(failures))
+    return outcomes

@@ -1,0 +1,180 @@
+"""The results registry on a real, throwaway PostgreSQL cluster: the same storing,
+idempotency and concurrency guarantees as on SQLite, migrations that match the models,
+and records that come back byte-identical.
+
+The cluster is made with the server binaries found on this machine (initdb + pg_ctl,
+run as the ``postgres`` OS user when the tests run as root), listens on 127.0.0.1 at a
+free port with its sockets in its own folder, and is stopped at the end of the session.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from factories import make_record, sign
+from registry import RecordInvalid, RegistryError, canonical_json, open_registry
+from registry.models import Base
+from registry_support import run_concurrent_stores, table_counts
+
+PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin", *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+
+
+def _pg_bin() -> Path | None:
+    for candidate in PG_BIN_CANDIDATES:
+        if os.access(os.path.join(candidate, "initdb"), os.X_OK) and os.access(os.path.join(candidate, "pg_ctl"), os.X_OK):
+            return Path(candidate)
+    return None
+
+
+PG_BIN = _pg_bin()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(PG_BIN is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def pg_server(request):
+    """A throwaway cluster: yields the base URL (without a database name)."""
+    pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
+    root = Path(tempfile.mkdtemp(prefix="perfsuite-pg-"))  # not under pytest's 0700 tmp folders
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        owner = pwd.getpwnam("postgres")
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = root / "data", _free_port()
+
+    def pg(*args: str) -> None:
+        result = subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            log = (root / "server.log").read_text() if (root / "server.log").exists() else ""
+            raise RuntimeError(f"{' '.join(args)} failed: {result.stderr}{result.stdout}\n{log}")
+
+    def stop() -> None:
+        if (data / "postmaster.pid").exists():
+            subprocess.run([*as_user, str(PG_BIN / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"],
+                           capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    pg(str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    pg(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "start",
+       "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=60")
+    return f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A fresh, empty database in the session's cluster."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server.replace("postgresql+psycopg", "postgresql") + "/postgres",
+                         autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return f"{pg_server}/{name}"
+
+
+@pytest.fixture
+def reg(pg_url):
+    with open_registry(pg_url) as opened:
+        yield opened
+
+
+def test_store_then_get_reproduces_the_record_byte_for_byte(reg):
+    record = make_record(device="cuda", gpu_count=8,
+                         details={"text": "größe ✓", "big": 1e20, "neg_zero": -0.0, "tiny": 5e-324})
+    assert reg.store(record) == "stored"
+    fetched = reg.get(record["run_id"][:10])
+    assert canonical_json(fetched) == canonical_json(record)
+    summary = reg.results()[0]
+    assert summary["run_id"] == record["run_id"] and summary["started_at"] == "2026-01-15T12:00:00+00:00"
+
+
+def test_restoring_is_a_duplicate_and_a_different_record_is_refused(reg):
+    record = make_record()
+    assert reg.store(record) == "stored"
+    before = table_counts(reg)
+    assert reg.store(record) == "duplicate"
+    with pytest.raises(RegistryError, match=f"^run {record['run_id']} is already stored with sha256"):
+        reg.store(make_record(run_id=record["run_id"], params={"m": 1}))
+    assert table_counts(reg) == before
+
+
+def test_an_invalid_record_is_refused_and_nothing_changes(reg):
+    reg.store(make_record())
+    before = table_counts(reg)
+    record = make_record()
+    record["environment"]["measured_device"]["kind"] = "tpu"
+    sign(record)
+    with pytest.raises(RecordInvalid, match=r"^\$\.environment\.measured_device\.kind: 'tpu' is not one of"):
+        reg.store(record)
+    assert table_counts(reg) == before
+
+
+def test_a_failure_mid_store_leaves_nothing_half_written(reg, monkeypatch):
+    import registry.store
+
+    def broken_metric(**_columns):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(registry.store, "Metric", broken_metric)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        reg.store(make_record())
+    assert sum(table_counts(reg).values()) == 0
+
+
+def test_latest_ceilings_on_postgres(reg):
+    from datetime import datetime, timedelta, timezone
+
+    key = "ab" * 8
+    # Same instant range written with different offsets: ordering must use the instant.
+    older = make_record(workload_name="kernels.ceilings", params={}, device_key=key,
+                        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=-5))))
+    newer = make_record(workload_name="kernels.ceilings", params={}, device_key=key,
+                        started_at=datetime(2026, 5, 1, 18, 0, tzinfo=timezone(timedelta(hours=2))))
+    reg.store(newer)
+    reg.store(older)
+    assert reg.latest_ceilings(key)["run_id"] == older["run_id"]  # 17:00 UTC is after 16:00 UTC
+
+
+def test_four_processes_storing_at_once_into_a_fresh_database_lose_nothing(tmp_path, pg_url):
+    outcomes = run_concurrent_stores(pg_url, processes=4, per_process=25, workdir=tmp_path)
+    assert len(outcomes) == 100 and set(outcomes.values()) == {"stored"}
+    with open_registry(pg_url) as reg:
+        assert {r["run_id"] for r in reg.results(limit=None)} == set(outcomes)
+        counts = table_counts(reg)
+    assert counts["systems"] == 1 and counts["workloads"] == 2 and counts["environments"] == 1
+    assert counts["metrics"] == 200
+
+
+def test_migrations_create_the_tables_and_match_the_models(reg):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with reg.engine.connect() as connection:
+        assert set(inspect(connection).get_table_names()) == set(Base.metadata.tables) | {"alembic_version"}
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+        types = dict(connection.execute(text(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = 'runs' AND column_name IN ('params', 'record', 'started_at')")).all())
+    # Queryable JSONB for params; the record stays text-preserving json; instants are timestamptz.
+    assert types == {"params": "jsonb", "record": "json", "started_at": "timestamp with time zone"}
