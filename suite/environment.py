@@ -148,5 +148,8 @@ def collect(device: str = "cpu", deep: bool = True) -> dict:
         "measured_device": measured_device(device, gpu_list, host, cpu),
     }
     for impl in get_host().pm.hook.perfsuite_collect_environment.get_hookimpls():
-        impl.function(env=env)
+        try:
+            impl.function(env=env)
+        except Exception as exc:  # a plugin's fingerprint bug is recorded, not fatal to the run
+            env.setdefault("plugin_errors", {})[impl.plugin_name] = f"{type(exc).__name__}: {exc}"
     return env
