@@ -1,0 +1,1 @@
+"""The plugin's workloads, one module each; importing them imports neither torch nor triton."""

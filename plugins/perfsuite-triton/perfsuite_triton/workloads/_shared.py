@@ -1,0 +1,98 @@
+"""What the plugin's three workloads share: dtype names, verification tolerances, when a
+Triton kernel can run here at all, verification against a float64 reference with the
+output poisoned first, and the torch.compile case.
+
+Imports neither torch nor triton at module level: ``perfsuite list`` imports this.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from suite import Check
+from suite.checks import close
+
+DTYPES = ("bf16", "fp16", "fp32")
+_TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+# Tolerances on the relative Frobenius error against a float64 reference computed from the
+# same (already rounded) inputs, so the error measured is the kernel's own:
+# - 16-bit outputs: every kernel computes in fp32 and rounds once to the output dtype
+#   (torch eager rounds after each op); one rounding costs at most the unit roundoff u
+#   per element (bf16 2**-8, fp16 2**-11), or 2u when it truncates, as triton's CPU
+#   interpreter does for bf16 (measured: 3.3e-3 there against 1.7e-3 for torch).
+#   4u leaves room for a few roundings and stays far below what a wrong result gives
+#   (a dropped bias, a wrong row, a missing normalisation: errors of 1e-1 and more).
+# - fp32: rounding is ~6e-8 per op; the float32 reductions (row sums up to 32768
+#   elements, dot products of length K) grow that by at most ~sqrt(n) in practice,
+#   1e-5 at n = 32768; measured 6e-8 to 3e-7 on the CPU.
+TOLERANCE = {"bf16": 4 * 2**-8, "fp16": 4 * 2**-11, "fp32": 1e-5}
+
+# Triton's interpreter runs each program in Python over numpy arrays. On a 2-core CPU the
+# row kernels moved ~0.5 M elements/s (256 x 1024 fp32: 0.5 s per call) and the matmul
+# ~2.5 GFLOP/s (512^3 fp32: 0.11 s per call); past these sizes a timed loop takes minutes.
+INTERPRETER_MAX_ELEMENTS = 1 << 20
+INTERPRETER_MAX_FLOPS = 2 * 1024**3
+
+COMPILE_OPTIONS = {"dynamic": False, "fullgraph": True}  # mode: torch's default
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, _TORCH_DTYPE_NAMES[name])
+
+
+def device_unmet(device: str, interpreted: bool) -> str | None:
+    """Whether triton kernels can run on ``device`` given how triton decorated them
+    (``interpreted``: TRITON_INTERPRET was set when the kernel module was imported)."""
+    if device == "cpu" and not interpreted:
+        return ("on the CPU, Triton kernels run only through triton's interpreter: set TRITON_INTERPRET=1 in "
+                "the environment of 'perfsuite run' (triton reads it when the kernels are imported)")
+    if device == "cuda" and interpreted:
+        return "TRITON_INTERPRET=1 makes triton interpret kernels on the CPU; unset it to time them on the GPU"
+    return None
+
+
+def interpreter_size_unmet(device: str, size: float, limit: float, what: str, hint: str) -> str | None:
+    """Refuse sizes the interpreter would take minutes per timed loop on (see the limits)."""
+    if device == "cpu" and size > limit:
+        return (f"{what} of {size:.3g} is too large for triton's CPU interpreter (limit {limit:.3g}, "
+                f"about a second per call): use --quick or {hint}")
+    return None
+
+
+def triton_details(interpreted: bool) -> dict[str, Any]:
+    import triton
+
+    return {"version": triton.__version__, "interpreter": interpreted}
+
+
+def compile_case(fn: Callable[..., Any], args: tuple, details: dict) -> Callable[[], Any]:
+    """torch.compile ``fn``, compile it now with one call on ``args`` (so that compiling is
+    not part of the warm-up), and record how long that took in ``details``."""
+    import torch
+
+    compiled = torch.compile(fn, **COMPILE_OPTIONS)
+    t0 = time.perf_counter()
+    compiled(*args)
+    if args and getattr(args[0], "is_cuda", False):
+        torch.cuda.synchronize()
+    details["torch_compile"] = {**COMPILE_OPTIONS, "mode": "default", "first_call_s": time.perf_counter() - t0}
+    return lambda: compiled(*args)
+
+
+def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any], dtype: str,
+                  out: Any = None) -> Check:
+    """Run ``fn`` once and compare its output with the float64 ``reference()``.
+
+    ``out``: the buffer ``fn`` writes into, when it has one (the triton cases); it is
+    filled with NaN first, so a launch that writes nothing, or only part, fails instead of
+    passing on the previous call's result. The torch cases return a tensor torch
+    allocates for the call.
+    """
+    if out is not None:
+        out.fill_(float("nan"))
+    result = fn()
+    got = out if out is not None else result
+    return close(label, got, reference(), TOLERANCE[dtype], "relative Frobenius error vs a float64 torch reference")
