@@ -1,0 +1,31 @@
+"""Built-in kernel workloads, a plugin module like any outside one (listed in
+``suite.plugins.DEFAULT_PLUGINS``): GEMM, memory bandwidth, the device's own ceilings,
+attention, a fused memory-bound chain and launch overhead, plus the ``perfsuite roofline``
+command that places their results on the device's roofline.
+
+One file per workload; none imports torch at module level, so ``perfsuite list`` stays fast.
+"""
+from __future__ import annotations
+
+from suite import hookimpl
+from workloads.kernels.attention import Attention
+from workloads.kernels.ceilings import Ceilings
+from workloads.kernels.fusion import Fusion
+from workloads.kernels.gemm import Gemm
+from workloads.kernels.launch import Launch
+from workloads.kernels.memory import Memory
+
+WORKLOADS = (Ceilings, Gemm, Memory, Attention, Fusion, Launch)
+
+
+@hookimpl
+def perfsuite_register_workloads(register):
+    for cls in WORKLOADS:
+        register(cls)
+
+
+@hookimpl
+def perfsuite_register_commands(cli):
+    from workloads.kernels.roofline import roofline_command
+
+    cli.add_command(roofline_command)

@@ -1,0 +1,102 @@
+"""What every kernel workload shares: dtype names, the float32 matmul precision switch,
+and the bookkeeping of cases (work per call, cases skipped with their reason).
+
+Every kernel workload stores ``details["work"]`` (per case: flops, bytes, items per call)
+so that ``perfsuite roofline`` can place a case exactly (arithmetic intensity =
+flops / bytes), and ``details["skipped_cases"]`` (case -> why it did not run), so that a
+requested case never disappears silently. No torch at import time.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from suite import Case, Workload
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite.context import RunContext
+
+# Parameter spelling -> torch dtype attribute. fp8 means e4m3 (the forward-pass format).
+TORCH_DTYPE_NAMES = {
+    "fp32": "float32",
+    "tf32": "float32",  # tf32 is fp32 storage with tensor-core math, see fp32_matmul_precision
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp8": "float8_e4m3fn",
+}
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype a parameter's dtype name stands for."""
+    import torch
+
+    return getattr(torch, TORCH_DTYPE_NAMES[name])
+
+
+def element_size(name: str) -> int:
+    return {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[name]
+
+
+@contextlib.contextmanager
+def fp32_matmul_precision(mode: str) -> Iterator[None]:
+    """Run a block with float32 matmuls in ``mode`` ("highest": IEEE fp32, "high": TF32
+    tensor cores) and restore the process's previous setting afterwards, so a tf32 case
+    never leaks TF32 into an fp32 case or a reference computation."""
+    import torch
+
+    previous_mode = torch.get_float32_matmul_precision()
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.set_float32_matmul_precision(mode)
+    torch.backends.cuda.matmul.allow_tf32 = mode != "highest"
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous_mode)
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one readable line (torch errors often carry pages of context)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def declare(ctx: "RunContext", cases: list[Case], skipped: Mapping[str, str]) -> list[Case]:
+    """Record each case's work per call and each skipped case's reason in the run's
+    details; return the cases to run."""
+    ctx.details["work"] = {
+        c.label: {"flops": float(c.work.flops), "bytes": float(c.work.bytes), "items": float(c.work.items),
+                  "item_unit": c.work.item_unit}
+        for c in cases
+    }
+    ctx.details["skipped_cases"] = dict(skipped)
+    for label, reason in skipped.items():
+        ctx.log(f"skipping case {label}: {reason}")
+    return cases
+
+
+def all_unsupported(reasons: Mapping[str, str | None]) -> str | None:
+    """The run's unmet reason when every requested case is unsupported, else None."""
+    if reasons and all(r is not None for r in reasons.values()):
+        return "; ".join(f"{label}: {reason}" for label, reason in reasons.items())
+    return None
+
+
+class KernelWorkload(Workload):
+    """A workload of the ``kernels`` category: shows its skipped cases in ``perfsuite show``."""
+
+    category = "kernels"
+
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        skipped = (record.get("details") or {}).get("skipped_cases") or {}
+        if not skipped:
+            return None
+        from rich.table import Table
+
+        table = Table(title="cases not run")
+        table.add_column("case")
+        table.add_column("reason")
+        for label, reason in skipped.items():
+            table.add_row(label, reason)
+        return table

@@ -1,0 +1,119 @@
+"""``kernels.memory``: device memory bandwidth through two STREAM kernels.
+
+- ``copy``:  ``a.copy_(b)``                           -> bytes = 2 * size (read b, write a)
+- ``triad``: ``torch.add(b, c, alpha=s, out=a)`` (a = b + s*c) -> bytes = 3 * size
+
+``size`` is the bytes of one buffer. Both are judged against the device's measured
+``memory`` ceiling (a large device copy, bytes read + written). Buffers should be many
+times the last-level cache so that the figure is memory's, not the cache's; the GPU
+default (1 GiB per buffer) is ~20x an H100/H200 L2.
+
+Verified exactly: copy by bit equality; triad against a float64 computation of b + s*c
+within the rounding of the buffer dtype. The destination is poisoned with NaN first, so
+an element the kernel never wrote fails.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from suite import Case, Check, Work, param
+from suite.checks import close, equal
+from workloads.kernels._common import KernelWorkload, declare, element_size, torch_dtype
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite.context import RunContext
+
+OPS = ("copy", "triad")
+TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real work
+# Relative Frobenius error of a = b + s*c against float64: one rounding of the result to the
+# buffer's dtype (unit roundoff u: fp32 2^-24, fp16 2^-11, bf16 2^-8; rms about u/sqrt(3)),
+# tolerance ~20x that.
+TRIAD_TOLERANCE = {"fp32": 1e-6, "fp16": 5e-3, "bf16": 5e-2}
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def copy_case(dst: Any, src: Any, *, label: str, work_bytes: float, roofline: str | None,
+              fn: Callable[[], None] | None = None, graph_safe: bool = True) -> Case:
+    """A copy of ``src`` into ``dst`` (default call: ``dst.copy_(src)``), verified bit-exact
+    after poisoning ``dst``. ``dst`` and ``src`` may live on different devices (the
+    host-device cases of ``kernels.ceilings``): ``work_bytes`` says what counts as moved,
+    2 x size within one memory (read + written), 1 x size across a link."""
+    call = fn or (lambda: dst.copy_(src))
+
+    def verify() -> Check:
+        if dst.is_cuda or src.is_cuda:
+            import torch
+
+            torch.cuda.synchronize()  # no copy still in flight may write dst after the poison
+        dst.fill_(float("nan"))
+        call()
+        return equal(label, dst.to(src.device), src, method="bit equality with the source after NaN poisoning")
+
+    return Case(label=label, fn=call, work=Work(bytes=float(work_bytes)), roofline=roofline, verify=verify,
+                graph_safe=graph_safe)
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    size_bytes: int = param(1 * GIB, "bytes of each buffer (K/M/G suffixes: 256M)")
+    ops: tuple[str, ...] = param(OPS, "STREAM kernels to run, one case each", choices=OPS)
+    dtype: str = param("fp32", "element type of the buffers", choices=("fp32", "bf16", "fp16"))
+
+    def __post_init__(self) -> None:
+        if self.size_bytes < element_size(self.dtype):
+            raise ValueError(f"size_bytes must hold at least one {self.dtype} element")
+        if not self.ops:
+            raise ValueError("ops names no kernel")
+
+
+class Memory(KernelWorkload):
+    name = "kernels.memory"
+    version = 1
+    description = "STREAM copy and triad: device memory bandwidth vs the memory ceiling"
+    Params = MemoryParams
+    quick = {"size_bytes": 16 * MIB}
+    primary_metric = "gbps"
+
+    def setup(self, ctx: "RunContext") -> None:
+        import torch
+
+        p = self.params
+        numel = p.size_bytes // element_size(p.dtype)
+        dt = torch_dtype(p.dtype)
+        dev = ctx.torch_device
+        # a is the destination of both kernels; b and c are random inputs (never zeros, so a
+        # kernel that writes nothing or zeros cannot pass).
+        self.a = torch.empty(numel, device=dev, dtype=dt)
+        self.b = torch.randn(numel, device=dev, dtype=dt)
+        self.c = torch.randn(numel, device=dev, dtype=dt)
+
+    def copy(self) -> None:
+        self.a.copy_(self.b)
+
+    def triad(self) -> None:
+        """a = b + s*c, written into the preallocated a."""
+        import torch
+
+        torch.add(self.b, self.c, alpha=TRIAD_SCALAR, out=self.a)
+
+    def _verify_triad(self) -> Check:
+        import torch
+
+        self.a.fill_(float("nan"))
+        self.triad()
+        ref = self.b.to(torch.float64) + TRIAD_SCALAR * self.c.to(torch.float64)
+        return close("triad", self.a, ref, TRIAD_TOLERANCE[self.params.dtype],
+                     method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning")
+
+    def cases(self, ctx: "RunContext") -> list[Case]:
+        size = float(self.b.numel() * self.b.element_size())
+        built = {
+            "copy": copy_case(self.a, self.b, label="copy", work_bytes=2 * size, roofline="memory", fn=self.copy),
+            "triad": Case("triad", self.triad, Work(bytes=3 * size), roofline="memory", verify=self._verify_triad),
+        }
+        return declare(ctx, [built[op] for op in dict.fromkeys(self.params.ops)], {})
+
+    def teardown(self, ctx: "RunContext") -> None:
+        self.a = self.b = self.c = None
