@@ -191,6 +191,13 @@ for cls in found:
         rec["tanh_gelu_fp32"] = vars(w32.verify_output("torch_tanh_gelu", tanh_gelu))
         rec["erf_gelu_fp32"] = vars(w32.verify_output("triton", w32.cases(ctx32)[0].fn, w32.out))
         w32.teardown(ctx32)
+    if cls.name == "triton.matmul":
+        # The interpreter's bf16 dot: the workload's probe must agree with a direct measurement.
+        from perfsuite_triton.kernels import matmul as mm
+        a, b = torch.randn(48, 40).bfloat16(), torch.randn(40, 24).bfloat16()
+        c = mm.matmul(a, b).double()
+        rec["bf16_dot_error"] = float((c - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm())
+        rec["bf16_unmet"] = cls(params_mod.resolve(cls, {"dtype": "bf16"}, quick=True)).unmet(ctx)
     w.teardown(ctx)
     out[cls.name] = rec
 print(json.dumps(out))
@@ -271,6 +278,15 @@ def test_fp32_verification_tells_tanh_gelu_from_erf_gelu(workload_results):
     assert not rec["tanh_gelu_fp32"]["passed"], rec["tanh_gelu_fp32"]
 
 
+@needs_triton
+def test_matmul_refuses_bf16_exactly_when_the_interpreter_gets_it_wrong(workload_results):
+    rec = workload_results["triton.matmul"]
+    if rec["bf16_dot_error"] > 4 * 2**-8:  # triton 3.9: ~1e10
+        assert rec["bf16_unmet"] and "dot on bf16 wrongly" in rec["bf16_unmet"]
+    else:
+        assert rec["bf16_unmet"] is None
+
+
 # -- end to end through the CLI and the runner -------------------------------------------------
 @pytest.fixture
 def triton_plugin_env(perfsuite_env, tmp_path):
@@ -308,6 +324,18 @@ def test_run_on_cpu_without_the_interpreter_is_skipped_with_the_reason(triton_pl
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "skipped"
     assert "TRITON_INTERPRET=1" in record["error"]
+
+
+@needs_triton
+def test_triton_info_command_comes_from_the_plugin(triton_plugin_env):
+    proc = run_cli({**triton_plugin_env, "TRITON_INTERPRET": "1"}, "triton-info", "--json", check=True)
+    info = json.loads(proc.stdout)
+    assert info["triton"] == metadata.version("triton")
+    assert info["interpreted"] is True and info["TRITON_INTERPRET"] == "1"
+    assert (info["driver"] is None) != (info["driver_error"] is None)
+    assert len(info["matmul_configs"]) == 9 and info["matmul_configs"][0]["BLOCK_M"] == 128
+    hidden = run_cli({**triton_plugin_env, "PERFSUITE_PLUGINS": ""}, "triton-info")
+    assert hidden.returncode != 0 and "No such command" in hidden.stderr
 
 
 # -- packaging: a fresh virtual environment with the suite and the plugin, no torch ------------

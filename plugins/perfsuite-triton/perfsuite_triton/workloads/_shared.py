@@ -21,8 +21,8 @@ _TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 #   (torch eager rounds after each op); one rounding costs at most the unit roundoff u
 #   per element (bf16 2**-8, fp16 2**-11), or 2u when it truncates, as triton's CPU
 #   interpreter does for bf16 (measured: 3.3e-3 there against 1.7e-3 for torch).
-#   4u leaves room for a few roundings and stays far below what a wrong result gives
-#   (a dropped bias, a wrong row, a missing normalisation: errors of 1e-1 and more).
+#   4u leaves room for a few roundings and stays well below what a wrong result gives
+#   (measured in bf16: the fused chain without its bias 6e-2; rows shifted by one ~1.4).
 # - fp32: rounding is ~6e-8 per op; the float32 reductions (row sums up to 32768
 #   elements, dot products of length K) grow that by at most ~sqrt(n) in practice,
 #   1e-5 at n = 32768; measured 6e-8 to 3e-7 on the CPU.
@@ -68,17 +68,16 @@ def triton_details(interpreted: bool) -> dict[str, Any]:
     return {"version": triton.__version__, "interpreter": interpreted}
 
 
-def compile_case(fn: Callable[..., Any], args: tuple, details: dict) -> Callable[[], Any]:
+def compile_case(ctx: Any, fn: Callable[..., Any], args: tuple) -> Callable[[], Any]:
     """torch.compile ``fn``, compile it now with one call on ``args`` (so that compiling is
-    not part of the warm-up), and record how long that took in ``details``."""
+    not part of the warm-up), and record how long that took in ``ctx.details``."""
     import torch
 
     compiled = torch.compile(fn, **COMPILE_OPTIONS)
     t0 = time.perf_counter()
     compiled(*args)
-    if args and getattr(args[0], "is_cuda", False):
-        torch.cuda.synchronize()
-    details["torch_compile"] = {**COMPILE_OPTIONS, "mode": "default", "first_call_s": time.perf_counter() - t0}
+    ctx.synchronize()
+    ctx.details["torch_compile"] = {**COMPILE_OPTIONS, "mode": "default", "first_call_s": time.perf_counter() - t0}
     return lambda: compiled(*args)
 
 

@@ -67,7 +67,7 @@ class FusedChain(Workload):
         self.launch = kernel.launch_config(p.hidden, p.num_warps or None)
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch,
                                  "programs": p.rows, "rows_per_program": 1}
-        self.compiled = _shared.compile_case(kernel.torch_eager, self.args, ctx.details)
+        self.compiled = _shared.compile_case(ctx, kernel.torch_eager, self.args)
 
     def cases(self, ctx: Any) -> list[Case]:
         from perfsuite_triton.kernels import fused_chain as kernel

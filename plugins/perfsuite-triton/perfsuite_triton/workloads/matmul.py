@@ -95,7 +95,7 @@ class Matmul(Workload):
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **kernel.chosen_config(),
                                  "first_call_s": time.perf_counter() - t0,
                                  "input_precision": kernel.input_precision(dt)}
-        self.compiled = _shared.compile_case(_torch_matmul, (self.a, self.b), ctx.details)
+        self.compiled = _shared.compile_case(ctx, _torch_matmul, (self.a, self.b))
 
     def cases(self, ctx: Any) -> list[Case]:
         from perfsuite_triton.kernels import matmul as kernel

@@ -65,7 +65,7 @@ class Softmax(Workload):
         self.launch = kernel.launch_config(p.cols, p.num_warps or None)
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch,
                                  "programs": p.rows, "rows_per_program": 1}
-        self.compiled = _shared.compile_case(_torch_softmax, (self.x,), ctx.details)
+        self.compiled = _shared.compile_case(ctx, _torch_softmax, (self.x,))
 
     def cases(self, ctx: Any) -> list[Case]:
         from perfsuite_triton.kernels import softmax as kernel
