@@ -28,16 +28,16 @@ from workloads.kernels.memory import Memory  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def make_ctx(cls, overrides: dict | None = None, quick: bool = True) -> RunContext:
+def make_ctx(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
     apply_seeds(0, deterministic=False)
     p = params_mod.resolve(cls, overrides or {}, quick=quick)
-    return RunContext(params=p, controls=Controls(device="cpu", iterations=3, warmup=1, min_time_s=None),
+    return RunContext(params=p, controls=Controls(device=device, iterations=3, warmup=1, min_time_s=None),
                       quick=quick)
 
 
-def run(cls, overrides: dict | None = None, quick: bool = True) -> RunContext:
+def run(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
     """unmet / setup / execute / teardown, as the worker calls them."""
-    ctx = make_ctx(cls, overrides, quick)
+    ctx = make_ctx(cls, overrides, quick, device)
     workload = cls(ctx.params)
     reason = workload.unmet(ctx)
     assert reason is None, reason
@@ -252,6 +252,7 @@ def test_attention_records_why_a_backend_is_skipped():
     assert ran | set(skipped) == set(attention.BACKENDS)
     assert "math" in ran
     for backend, reason in skipped.items():
+        assert reason.startswith(f"torch refused {backend} for bfloat16 [1, 2, 256, 64] on cpu: "), reason
         assert "RuntimeError" in reason, (backend, reason)
     assert metric(ctx, "math", "tflops")["roofline"]["resource"] == "matmul.bf16"
 
@@ -274,6 +275,18 @@ def test_attention_is_unmet_when_no_backend_runs():
     reason = Attention(ctx.params).unmet(ctx)
     assert reason.startswith("no requested SDPA backend runs these inputs")
     assert "efficient:" in reason and "cudnn:" in reason
+
+
+def test_show_renders_the_skipped_cases_of_a_record():
+    from rich.console import Console
+
+    ctx = run(Attention)
+    table = Attention.render_details({"details": ctx.details})
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "cases not run" in text and "efficient" in text and "torch refused" in text
+    assert Attention.render_details({"details": {"skipped_cases": {}}}) is None
 
 
 # -- fusion ----------------------------------------------------------------------------------------

@@ -83,7 +83,8 @@ def backend_refusal(backend: str, q: Any, k: Any, v: Any, causal: bool) -> str |
             # torch explains a refusal in UserWarnings ("Flash attention requires ...") and
             # then raises a generic error; keep both.
             said = [str(w.message).strip() for w in caught if str(w.message).strip()]
-            return "; ".join([*dict.fromkeys(said), first_line(exc)])
+            inputs = f"{str(q.dtype).removeprefix('torch.')} {list(q.shape)} on {q.device.type}"
+            return f"torch refused {backend} for {inputs}: " + "; ".join([*dict.fromkeys(said), first_line(exc)])
     return None
 
 
