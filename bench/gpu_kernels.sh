@@ -18,7 +18,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 : "${OUT:=$PWD/.device-out/gpu_kernels}"
 mkdir -p "$OUT"
+# Its own registry by default, so the summary and the roofline see this script's runs only.
+export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/kernels.db}
+export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/kernels-records}
 source bench/gpu_env.sh
+export KERNELS_SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 export PYTHONPATH=$PWD/plugins/perfsuite-triton:$PYTHONPATH  # fusion's triton case imports it
 unset TRITON_INTERPRET
 status=0
@@ -47,6 +51,9 @@ python3 -m suite roofline --json > "$OUT/roofline.json"
 
 echo; echo "== summary =="
 python3 - <<'EOF' || status=1
+import datetime as dt
+import os
+
 from registry import open_registry
 
 TARGETS = {  # workload -> (cases that must meet it, fraction of their ceiling, how many must)
@@ -54,7 +61,8 @@ TARGETS = {  # workload -> (cases that must meet it, fraction of their ceiling, 
     "kernels.fusion": (("triton", "compile"), 0.70, "each"),
 }
 with open_registry() as reg:
-    rows = [r for r in reg.results(limit=100) if r["workload"].startswith("kernels.")]
+    since = dt.datetime.fromisoformat(os.environ["KERNELS_SINCE"])
+    rows = [r for r in reg.results(since=since, limit=None) if r["workload"].startswith("kernels.")]
     records = [reg.get(r["run_id"]) for r in reversed(rows)]
 ok = True
 print(f"{'workload':18} {'variant':16} {'case':12} {'ms':>9} {'figure':>20} {'of ceiling':>11} {'check':>14}")
