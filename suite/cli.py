@@ -25,7 +25,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 def console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(soft_wrap=False, width=max(100, int(os.environ.get("COLUMNS", "0") or 0)), stderr=stderr)
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80 columns.
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
+    return Console(soft_wrap=False, width=width, stderr=stderr)
 
 
 def emit_json(data: Any) -> None:

@@ -1,0 +1,15 @@
+# Sourced by the bench scripts on the GPU machine: core wheels (carried as .parts/part-00),
+# the repo on PYTHONPATH, a throwaway registry, NVLink multicast off.
+if [ ! -d /tmp/site/sqlalchemy ]; then
+  mkdir -p /tmp/wh && tar -x -C /tmp/wh -f .parts/part-00
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/wh/whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/registry.db}
+export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/records}
+export PYTHONUNBUFFERED=1 COLUMNS=200
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p /tmp/perfsuite
+pack_records() {  # the records come back as one archive ($OUT takes 8 files at most)
+  tar -C "$(dirname "$PERFSUITE_RECORDS")" -czf "$OUT/records-${1:-run}.tar.gz" "$(basename "$PERFSUITE_RECORDS")"
+}
