@@ -1,19 +1,43 @@
 """torch.distributed inside the measuring process: join the group the launcher made,
-and bring every rank's metrics to rank 0, aggregated as each metric declares."""
+bring every rank's metrics to rank 0 (aggregated as each metric declares), and say what
+the run ran on (backend, NCCL version, the GPU topology ``nvidia-smi topo -m`` prints).
+
+Ranks also leave a small progress file beside the run's spec (``note_progress``), so
+that when a run hangs the runner can say which rank stopped where instead of only
+"timed out": the rank that is behind the others is the one that hangs.
+"""
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
+
+# Set by suite.launcher in every rank's environment: the spec file of the run.
+SPEC_ENV = "PERFSUITE_SPEC"
+TOPOLOGY_TIMEOUT_S = 20.0
 
 
 def rank_from_env() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's variables; (0, 1, 0) when alone."""
+    """(rank, world size, local rank) from torchrun's variables (the launcher sets the same
+    ones for SLURM tasks); (0, 1, 0) when alone."""
     return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
             int(os.environ.get("LOCAL_RANK", 0)))
 
 
+def local_world_size() -> int:
+    """Ranks on this node (torchrun's LOCAL_WORLD_SIZE); the world size when not told."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+
+
 def init(device: str, timeout_s: float) -> str | None:
-    """Join the process group (NCCL on GPUs, gloo on CPUs); returns the backend or None."""
+    """Join the process group (NCCL on GPUs, gloo on CPUs); returns the backend or None.
+
+    ``timeout_s`` bounds every collective: with gloo a rank whose peer died waits in its
+    collective until then (torchrun normally tears it down much sooner)."""
     rank, world, local = rank_from_env()
     if world == 1:
         return None
@@ -23,9 +47,15 @@ def init(device: str, timeout_s: float) -> str | None:
     import torch.distributed as dist
 
     backend = "nccl" if device == "cuda" else "gloo"
+    kwargs: dict[str, Any] = {}
     if device == "cuda":
-        torch.cuda.set_device(local)
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        # A SLURM task bound to one GPU sees only that one: LOCAL_RANK 3 is device 0 there.
+        gpu = local % torch.cuda.device_count()
+        torch.cuda.set_device(gpu)
+        kwargs["device_id"] = torch.device("cuda", gpu)  # binds the communicator to this GPU
+    note_progress("joining the process group")
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    note_progress("joined the process group")
     return backend
 
 
@@ -34,18 +64,24 @@ _AGGREGATE = {"min": min, "max": max, "mean": lambda v: sum(v) / len(v)}
 
 def gather_metrics(metrics: list[dict], world: int) -> list[dict] | None:
     """All ranks call this; rank 0 gets the merged metrics (samples of rank 0, per-rank
-    values beside, the value aggregated as declared); the other ranks get None."""
+    values beside, the value aggregated as declared); the other ranks get None.
+
+    Values are paired by (case, name), not by position: a rank may lack a metric another
+    has (an energy figure where its GPU's counter did not advance); per_rank then lists
+    the ranks that have it, in rank order."""
     if world == 1:
         return metrics
     import torch.distributed as dist
 
     gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, [m["value"] for m in metrics])
+    dist.all_gather_object(gathered, [(m["case"], m["name"], m["value"]) for m in metrics])
     if dist.get_rank() != 0:
         return None
+    by_rank = [{(c, n): v for c, n, v in theirs} for theirs in gathered]
     merged = []
-    for i, m in enumerate(metrics):
-        values = [float(g[i]) for g in gathered]
+    for m in metrics:
+        key = (m["case"], m["name"])
+        values = [float(r[key]) for r in by_rank if key in r]
         m = dict(m, per_rank=values)
         if m["aggregate"] in _AGGREGATE:
             m["value"] = float(_AGGREGATE[m["aggregate"]](values))
@@ -58,3 +94,65 @@ def shutdown() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+# -- what the run ran on ------------------------------------------------------------------
+def nccl_version() -> str | None:
+    """The NCCL torch uses (``2.27.3``), or None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available() or not hasattr(torch.cuda, "nccl"):
+        return None
+    v = torch.cuda.nccl.version()
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def topology() -> str | None:
+    """``nvidia-smi topo -m`` (which link joins each pair of GPUs: NV18, PIX, SYS ...) where
+    the binary exists; None elsewhere. A failing nvidia-smi is reported in the text."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=TOPOLOGY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"nvidia-smi topo -m did not answer within {TOPOLOGY_TIMEOUT_S:g} s"
+    if out.returncode != 0:
+        return f"nvidia-smi topo -m failed (exit {out.returncode}): {(out.stderr or out.stdout).strip()}"
+    return out.stdout.rstrip()
+
+
+# -- progress of each rank, for naming the rank that hangs --------------------------------
+def progress_path(spec_path: str | Path, rank: int) -> Path:
+    return Path(spec_path).parent / f"rank-{rank}.progress.json"
+
+
+def note_progress(phase: str) -> None:
+    """Record where this rank is (cheap: one small file write). Does nothing outside a
+    launched multi-rank run (no spec in the environment, or a world of one)."""
+    spec = os.environ.get(SPEC_ENV)
+    rank, world, _ = rank_from_env()
+    if not spec or world == 1:
+        return
+    path = progress_path(spec, rank)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps({"rank": rank, "phase": phase, "time": time.time()}))
+        os.replace(tmp, path)
+    except OSError as exc:  # a missing spec folder must not fail the measurement itself
+        print(f"[rank {rank}] cannot write progress file {path}: {exc}", flush=True)
+
+
+def read_rank_progress(spec_path: str | Path, now: float | None = None) -> list[str]:
+    """'rank N last at PHASE (S s ago)' for each rank of this node, the stalest first:
+    after a timeout the first line names the rank that stopped earliest."""
+    now = time.time() if now is None else now
+    entries = []
+    for f in Path(spec_path).parent.glob("rank-*.progress.json"):
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a file caught mid-replace: the others still tell the story
+        entries.append(data)
+    entries.sort(key=lambda d: (d["time"], d["rank"]))
+    return [f"rank {d['rank']} last at {d['phase']!r} ({now - d['time']:.1f} s ago)" for d in entries]

@@ -1,0 +1,489 @@
+"""The nccl-tests sweep, once for every collective of ``_ops``: sizes from ``min_bytes`` to
+``max_bytes`` by ``step_factor``, out of place and in place, each timed over ``iters``
+back-to-back calls after a warm-up, then checked element by element on fresh inputs.
+
+What is nccl-tests' and kept so that figures compare with it:
+
+- buffers sized for the largest size, allocated once; call ``i`` of a size uses the slice
+  at offset ``i x size`` (modulo the buffer), so small sizes are not served from one hot
+  cache line;
+- warm-up: ``warmup`` calls at the largest and at the smallest size, then for each size
+  and mode one untimed call and a barrier before the timed loop;
+- time per call = mean over the loop; across ranks the mean by default (``-a 1``);
+- the correctness count is taken after the timed loop, from fresh rank-dependent inputs
+  and one call; #wrong is summed over ranks.
+
+Each call is timed on its own (CUDA events between calls on the GPU, the host clock on
+the CPU, where a gloo call returns when it is done), which gives per-call samples at no
+cost to the loop: the calls still run back to back. With the run's ``--cuda-graph`` the
+loop of calls is captured once and its replay timed (one sample per size).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from suite import Check
+from suite import distributed
+from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, OPS, STEADY_VALUE, CallArgs,
+                                        Counts, OpSpec, Views, values)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite.context import RunContext
+
+MODES = ("oop", "ip")
+MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}
+CHECK_CHUNK = 1 << 22  # elements compared at once: bounds the float64 scratch memory
+HANG_SLEEP_S = 3600.0
+
+# dtype parameter -> (torch attribute, nccl-tests' type name, element size)
+DTYPES = {
+    "fp32": ("float32", "float", 4),
+    "fp64": ("float64", "double", 8),
+    "bf16": ("bfloat16", "bfloat16", 2),
+    "fp16": ("float16", "half", 2),
+    "int8": ("int8", "int8", 1),
+    "uint8": ("uint8", "uint8", 1),
+    "int32": ("int32", "int32", 4),
+    "int64": ("int64", "int64", 8),
+}
+# Largest integer each dtype holds exactly (floats: 2^(significand bits)).
+EXACT_LIMIT = {"fp32": 2**24, "fp64": 2**53, "bf16": 2**8, "fp16": 2**11, "int8": 127, "uint8": 255,
+               "int32": 2**31 - 1, "int64": 2**63 - 1}
+# Largest finite value: products of powers of two (and the injected 7) stay exact up to it.
+FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
+# rank_time parameter -> how the per-rank busbw metric is aggregated (mean time <-> mean,
+# slowest rank's time <-> lowest bandwidth, fastest <-> highest).
+RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
+INJECTIONS = ("none", "wrong_element", "raise", "hang")
+
+
+def element_size(dtype: str) -> int:
+    return DTYPES[dtype][2]
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_MAX
+
+
+def modes_requested(in_place: str) -> tuple[str, ...]:
+    return {"both": MODES, "oop": ("oop",), "ip": ("ip",)}[in_place]
+
+
+def mode_available(op: OpSpec, mode: str) -> str | None:
+    """Why ``op`` has no ``mode`` form, or None when it has one."""
+    if mode == "oop":
+        return None if op.oop_views is not None else op.no_oop
+    return None if op.ip_views is not None else op.no_ip
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    out, s = [], min_bytes
+    while s <= max_bytes:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def result_bound(op: OpSpec, redop: str | None, world: int) -> int:
+    """The largest value an output element can take, a self-test's injected one included."""
+    vmax = 2 if redop == "prod" else 3
+    injected = max(DEFAULT_INJECTED_VALUE, vmax)
+    if not op.reduces or redop in ("min", "max", "avg"):
+        return injected
+    if redop == "sum":
+        return vmax * (world - 1) + injected
+    return 2 ** (world - 1) * 8  # prod: 2^(n-1) times the injected 7, rounded up to 8
+
+
+def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> str | None:
+    """Why the expected values would not be exact in ``dtype`` at this world size, or None."""
+    bound = result_bound(op, redop, world)
+    if redop == "prod" and is_float(dtype):
+        limit = FLOAT_MAX[dtype]
+    else:
+        limit = EXACT_LIMIT[dtype]
+    if bound > limit:
+        return (f"{op.name} {redop or ''} over {world} ranks reaches {bound}, beyond what {dtype} holds "
+                f"exactly ({limit:g}); the correctness count needs exact values (use a wider dtype or check=false)")
+    return None
+
+
+# -- timing -----------------------------------------------------------------------------
+def _time_calls(calls: list[Callable[[], None]], device: str, graph: bool) -> list[float]:
+    """Seconds per call: each call timed on its own, or one replay of a graph of all calls
+    divided by their number (a single sample)."""
+    if device != "cuda":
+        samples = []
+        for call in calls:
+            t0 = time.perf_counter_ns()
+            call()
+            samples.append((time.perf_counter_ns() - t0) * 1e-9)
+        return samples
+    import torch
+
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        # thread-local capture, as nccl-tests: NCCL's and torch's helper threads keep
+        # working (watchdog queries, proxy allocations) while this thread captures.
+        with torch.cuda.graph(g, capture_error_mode="thread_local"):
+            for call in calls:
+                call()
+        torch.cuda.synchronize()
+        _barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * 1e-3 / len(calls)]
+    starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
+    for s, call, e in zip(starts, calls, ends):
+        s.record()
+        call()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+
+
+# -- the sweep ----------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What one run sweeps, decided before any buffer exists."""
+
+    op: OpSpec
+    dtype: str
+    redop: str | None
+    root: int
+    modes: tuple[str, ...]
+    unavailable: dict[str, str]  # mode -> why torch.distributed has no such form
+    sizes: list[tuple[int, Counts]]  # (size in bytes as measured, counts)
+    skipped_sizes: list[int] = field(default_factory=list)  # too small to give each rank one element
+
+
+def plan(op: OpSpec, p: Any, world: int) -> Plan:
+    elem = element_size(p.dtype)
+    modes, unavailable = [], {}
+    for m in modes_requested(p.in_place):
+        why = mode_available(op, m)
+        if why:
+            unavailable[m] = why
+        else:
+            modes.append(m)
+    measured, skipped = [], []
+    for s in sizes(p.min_bytes, p.max_bytes, p.step_factor):
+        c = op.counts(s // elem, world)
+        if c.param == 0:
+            skipped.append(s)
+        else:
+            measured.append((c.span * elem, c))
+    return Plan(op, p.dtype, p.redop if op.reduces else None, p.root if op.rooted else -1, tuple(modes),
+                unavailable, measured, skipped)
+
+
+class Sweep:
+    """Runs a plan on this rank: buffers, warm-up, timed loops, checks; then merges the
+    ranks' figures into the nccl-tests table (on every rank, so all add the same metrics)."""
+
+    def __init__(self, ctx: "RunContext", pl: Plan, p: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.ctx, self.plan, self.p = ctx, pl, p
+        self.torch = torch
+        self.rank, self.world = ctx.rank, ctx.world_size
+        self.dt = getattr(torch, DTYPES[pl.dtype][0])
+        redop = None if pl.redop is None else {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+                                               "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
+                                               "avg": dist.ReduceOp.AVG}[pl.redop]
+        self.args = CallArgs(self.rank, self.world, redop, pl.root)
+        self.steady = STEADY_VALUE[pl.redop or "sum"]
+        span = max(c.span for _, c in pl.sizes)
+        dev = ctx.torch_device
+        self.send = torch.full((span,), self.steady, dtype=self.dt, device=dev) if "oop" in pl.modes else None
+        self.recv = torch.full((span,), self.steady, dtype=self.dt, device=dev)
+        self.graph = ctx.controls.cuda_graph
+
+    # views and calls -----------------------------------------------------------------
+    def views(self, mode: str, c: Counts, shift: int) -> Views:
+        op = self.plan.op
+        if mode == "oop":
+            return op.oop_views(self.send[shift:], self.recv[shift:], c, self.rank)
+        return op.ip_views(self.recv[shift:], c, self.rank)
+
+    def calls(self, mode: str, c: Counts, n: int) -> list[Callable[[], None]]:
+        """``n`` calls, call i on the slice at offset i x span (modulo the buffers)."""
+        steps = max(1, self.recv.numel() // c.span)
+        out = []
+        for i in range(n):
+            v = self.views(mode, c, c.span * (i % steps))
+            out.append(lambda v=v: self.plan.op.call(v, self.args))
+        return out
+
+    def sync(self) -> None:
+        self.ctx.synchronize()
+
+    # the run -------------------------------------------------------------------------
+    def run(self) -> list[dict]:
+        """This rank's raw figures: per size, per mode, seconds per call and #wrong."""
+        pl, p = self.plan, self.p
+        first = pl.modes[0]
+        for _, c in (pl.sizes[-1], pl.sizes[0]):  # nccl-tests: warm up at the largest, then the smallest size
+            for call in self.calls(first, c, self.ctx.controls.warmup):
+                call()
+        self.sync()
+        rows = []
+        for i, (size, c) in enumerate(pl.sizes):
+            row: dict[str, Any] = {"size_bytes": size, "modes": {}}
+            for mode in pl.modes:
+                distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}")
+                if i == 0:
+                    self.inject_failure()
+                calls = self.calls(mode, c, p.iters)
+                calls[0]()  # untimed call, as nccl-tests' "sync" call before the loop
+                self.sync()
+                _barrier()
+                samples = _time_calls(calls, self.ctx.device, self.graph)
+                wrong = self.check(mode, c) if p.check else None
+                row["modes"][mode] = {"samples_s": samples, "wrong": wrong}
+            rows.append(row)
+        distributed.note_progress(f"{pl.op.name} sweep done")
+        return rows
+
+    def inject_failure(self) -> None:
+        """Self-tests of the harness (parameter ``inject``): this rank fails or hangs while
+        the others are inside the first collective."""
+        if self.rank != self.p.inject_rank:
+            return
+        if self.p.inject == "raise":
+            raise RuntimeError(f"injected failure on rank {self.rank} (self-test: inject=raise)")
+        if self.p.inject == "hang":
+            distributed.note_progress("hanging on purpose (self-test: inject=hang)")
+            while True:
+                time.sleep(HANG_SLEEP_S)
+
+    # the correctness count -------------------------------------------------------------
+    def check(self, mode: str, c: Counts) -> int:
+        """Fresh inputs, one call, #wrong output elements on this rank; buffers back to the
+        steady value afterwards."""
+        v = self.views(mode, c, 0)
+        self.recv[:c.span].fill_(self.steady)
+        self._fill(v.inp)
+        if self.p.inject == "wrong_element" and self.rank == self.p.inject_rank:
+            v.inp[0] = INJECTED_VALUE.get(self.plan.redop or "", DEFAULT_INJECTED_VALUE)
+        self.sync()
+        self.plan.op.call(v, self.args)
+        self.sync()
+        wrong = self._count_wrong(v.out, c) if self.plan.op.checked(self.rank, self.plan.root) else 0
+        self.recv[:c.span].fill_(self.steady)
+        if self.send is not None:
+            self.send[:c.span].fill_(self.steady)
+        return wrong
+
+    def _fill(self, t: Any) -> None:
+        torch = self.torch
+        for start in range(0, t.numel(), CHECK_CHUNK):
+            stop = min(start + CHECK_CHUNK, t.numel())
+            k = torch.arange(start, stop, dtype=torch.int64, device=t.device)
+            t[start:stop] = values(self.rank, k, self.plan.redop).to(self.dt)
+
+    def _expected(self, k: Any, c: Counts) -> Any:
+        torch = self.torch
+        pl = self.plan
+        src, idx = pl.op.source(k, self.rank, self.world, c, pl.root)
+        if not pl.op.reduces:
+            return values(src, idx, None).to(torch.float64)
+        acc = values(0, idx, pl.redop).to(torch.float64)
+        for j in range(1, self.world):
+            x = values(j, idx, pl.redop).to(torch.float64)
+            if pl.redop in ("sum", "avg"):
+                acc += x
+            elif pl.redop == "prod":
+                acc *= x
+            elif pl.redop == "min":
+                acc = torch.minimum(acc, x)
+            else:
+                acc = torch.maximum(acc, x)
+        return acc / self.world if pl.redop == "avg" else acc
+
+    def _count_wrong(self, out: Any, c: Counts) -> int:
+        torch = self.torch
+        # avg divides by n: one rounding per step (NCCL pre-multiplies by 1/n for floats).
+        tol = self.world * torch.finfo(self.dt).eps if self.plan.redop == "avg" else 0.0
+        wrong = 0
+        for start in range(0, out.numel(), CHECK_CHUNK):
+            stop = min(start + CHECK_CHUNK, out.numel())
+            k = torch.arange(start, stop, dtype=torch.int64, device=out.device)
+            exp = self._expected(k, c)
+            got = out[start:stop].to(torch.float64)
+            ok = got == exp if tol == 0.0 else (got - exp).abs() <= tol * exp.abs()
+            wrong += int((~ok).sum())
+        return wrong
+
+
+# -- merging the ranks' figures ------------------------------------------------------------
+def _aggregate(values_: list[float], how: str) -> float:
+    if how == "mean":
+        return sum(values_) / len(values_)
+    if how == "max":
+        return max(values_)
+    if how == "min":
+        return min(values_)
+    return values_[0]
+
+
+def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> list[dict]:
+    """The nccl-tests table from every rank's raw figures (the same on every rank)."""
+    factor = pl.op.bus_factor(world)
+    rows = []
+    for i, (size, c) in enumerate(pl.sizes):
+        row: dict[str, Any] = {"size_bytes": size, "count": c.param, "dtype": DTYPES[pl.dtype][1],
+                               "redop": pl.redop or "none", "root": pl.root}
+        for mode in MODES:
+            if mode not in pl.modes:
+                row[mode] = None
+                continue
+            means = [sum(r[i]["modes"][mode]["samples_s"]) / len(r[i]["modes"][mode]["samples_s"])
+                     for r in per_rank]
+            t = _aggregate(means, rank_time)
+            wrongs = [r[i]["modes"][mode]["wrong"] for r in per_rank]
+            algbw = size / t / 1e9
+            row[mode] = {"time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+                         "wrong": None if any(w is None for w in wrongs) else int(sum(wrongs)),
+                         "time_us_per_rank": [m * 1e6 for m in means]}
+        rows.append(row)
+    return rows
+
+
+def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
+    """The driver behind every ``collectives.<op>`` workload's ``execute``."""
+    import torch.distributed as dist
+
+    pl = plan(op, p, ctx.world_size)
+    sweep = Sweep(ctx, pl, p)
+    mine = sweep.run()
+    gathered: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, mine)
+    rows = merge(pl, gathered, p.rank_time, ctx.world_size)
+    factor = op.bus_factor(ctx.world_size)
+    single_node = distributed.local_world_size() == ctx.world_size
+    roofline = "p2p" if ctx.device == "cuda" and single_node else None
+    aggregate = RANK_TIME_AGGREGATE[p.rank_time]
+    details = describe(ctx, pl, p, factor)
+    details["rows"] = rows
+    bus_all = []
+    for mode in pl.modes:
+        label = MODE_LABELS[mode]
+        peak = max(range(len(rows)), key=lambda i: rows[i][mode]["busbw_gbps"])
+        size = rows[peak]["size_bytes"]
+        own = mine[peak]["modes"][mode]["samples_s"]
+        ctx.add_metric(label, "busbw_gbps", "GB/s", [size / s / 1e9 * factor for s in own], higher_is_better=True,
+                       roofline=roofline, aggregate=aggregate)
+        bus = [r[mode]["busbw_gbps"] for r in rows]
+        bus_all += bus
+        ctx.add_metric(label, "avg_busbw_gbps", "GB/s", [sum(bus) / len(bus)], higher_is_better=True,
+                       aggregate="rank0")
+        ctx.add_metric(label, "latency_us", "us", [s * 1e6 for s in mine[0]["modes"][mode]["samples_s"]],
+                       higher_is_better=False, aggregate=p.rank_time)
+        details["peak"][mode] = {"size_bytes": size, "busbw_gbps": rows[peak][mode]["busbw_gbps"],
+                                 "algbw_gbps": rows[peak][mode]["algbw_gbps"]}
+    details["avg_busbw_gbps"] = sum(bus_all) / len(bus_all)
+    if p.check:
+        bad = [(r["size_bytes"], MODE_LABELS[m], r[m]["wrong"]) for r in rows for m in pl.modes if r[m]["wrong"]]
+        total = sum(w for _, _, w in bad)
+        details["wrong_total"] = total
+        detail = "; ".join(f"{s} B {m}: {w}" for s, m, w in bad[:8]) + (" ..." if len(bad) > 8 else "")
+        ctx.add_check(Check(label="correctness", passed=total == 0, error=float(total), tolerance=0.0,
+                            method="nccl-tests data check: rank-dependent exact inputs, one call per size and "
+                                   "mode after the timed loop, every output element against its expected value",
+                            detail=f"wrong elements (summed over ranks): {detail}" if bad else ""))
+    ctx.details.update(details)
+
+
+def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
+    """What a reader needs beside the table: how it was measured and on what."""
+    return {
+        "collective": pl.op.name,
+        "backend": ctx.dist_backend,
+        "world_size": ctx.world_size,
+        "local_world_size": distributed.local_world_size(),
+        "nccl_version": distributed.nccl_version() if ctx.device == "cuda" else None,
+        "topology": distributed.topology() if ctx.rank == 0 else None,  # only rank 0's details are kept
+        "dtype": pl.dtype,
+        "redop": pl.redop,
+        "root": pl.root,
+        "busbw_factor": factor,
+        "modes": {MODE_LABELS[m]: "measured" if m in pl.modes else f"n/a: {pl.unavailable.get(m, 'not asked')}"
+                  for m in MODES},
+        "warmup_iters": ctx.controls.warmup,
+        "iters": p.iters,
+        "cuda_graph": ctx.controls.cuda_graph,
+        "rank_time": p.rank_time,
+        "skipped_sizes": pl.skipped_sizes,
+        "check": p.check,
+        "inject": p.inject if p.inject == "none" else f"{p.inject} on rank {p.inject_rank}",
+        "peak": {},
+        "metrics_note": ("busbw_gbps: per-call samples at the size of peak table busbw, per rank, aggregated "
+                         "across ranks as declared; the table's time is the per-rank mean time aggregated by "
+                         "rank_time, as nccl-tests reports it"),
+    }
+
+
+# -- presentation ------------------------------------------------------------------------
+def _fmt_time(us: float) -> str:
+    """nccl-tests' precision: 2 decimals below 100 us, 1 below 10 ms, none above."""
+    if us >= 10000.0:
+        return f"{us:.0f}"
+    if us >= 100.0:
+        return f"{us:.1f}"
+    return f"{us:.2f}"
+
+
+def render_table(record: dict) -> Any:
+    """The nccl-tests table of a collectives record, as a rich Table (None without rows)."""
+    d = record.get("details") or {}
+    rows = d.get("rows")
+    if not rows:
+        return None
+    from rich.table import Table
+
+    title = (f"{d.get('collective')}  world {d.get('world_size')}  backend {d.get('backend')}"
+             + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else ""))
+    t = Table(title=title, caption=_caption(d))
+    for name in ("size (B)", "count (elements)", "type", "redop", "root"):
+        t.add_column(name, justify="right")
+    for mode in MODES:
+        for name in ("time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
+            t.add_column(f"{MODE_LABELS[mode]}\n{name}", justify="right")
+    for r in rows:
+        cells = [str(r["size_bytes"]), str(r["count"]), r["dtype"], r["redop"], str(r["root"])]
+        for mode in MODES:
+            m = r.get(mode)
+            if m is None:
+                cells += ["n/a"] * 4
+            else:
+                cells += [_fmt_time(m["time_us"]), f"{m['algbw_gbps']:.2f}", f"{m['busbw_gbps']:.2f}",
+                          "N/A" if m["wrong"] is None else str(m["wrong"])]
+        t.add_row(*cells)
+    return t
+
+
+def _caption(d: dict) -> str:
+    lines = []
+    if d.get("wrong_total") is not None:
+        lines.append(f"Out of bounds values : {d['wrong_total']} {'OK' if d['wrong_total'] == 0 else 'FAILED'}")
+    if d.get("avg_busbw_gbps") is not None:
+        lines.append(f"Avg bus bandwidth    : {d['avg_busbw_gbps']:.4g} GB/s")
+    for label, why in (d.get("modes") or {}).items():
+        if why != "measured":
+            lines.append(f"{label} {why}")
+    return "\n".join(lines)
+

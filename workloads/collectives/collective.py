@@ -1,0 +1,154 @@
+"""``collectives.<op>``: the nccl-tests measurements of the seven torch.distributed
+collectives, NCCL on GPUs and gloo on CPUs. One class per collective, all driven by
+``_sweep`` from the op table in ``_ops``; ``perfsuite show`` prints nccl-tests' table.
+
+Parameters mirror nccl-tests' flags: ``min_bytes`` (-b), ``max_bytes`` (-e),
+``step_factor`` (-f), ``dtype`` (-d), ``redop`` (-o), ``root`` (-r), ``iters`` (-n),
+``check`` (-c), ``rank_time`` (-a); the warm-up count (-w) is the run's ``--warmup`` and
+CUDA-graph capture (-G) the run's ``--cuda-graph``. ``inject`` is a self-test of the
+harness, off by default: a wrong input element (the correctness count must catch it), a
+rank that raises, or one that hangs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+
+from suite import Requirements, Workload, param
+from workloads.collectives import _sweep
+from workloads.collectives._ops import OPS, REDOPS, OpSpec
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite.context import RunContext
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    min_bytes: int = param(8, "smallest size in bytes (nccl-tests -b; K/M/G suffixes)")
+    max_bytes: int = param(1 * GIB, "largest size in bytes (nccl-tests -e)")
+    step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
+    dtype: str = param("fp32", "element type (nccl-tests -d)", choices=tuple(_sweep.DTYPES))
+    iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
+    in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
+    check: bool = param(True, "count wrong elements after each size's timed loop (nccl-tests -c)")
+    rank_time: str = param("mean", "time reported across ranks, as nccl-tests -a (mean is its default)",
+                           choices=tuple(_sweep.RANK_TIME_AGGREGATE))
+    inject: str = param("none", "self-test of the harness: wrong_element, raise or hang on inject_rank",
+                        choices=_sweep.INJECTIONS)
+    inject_rank: int = param(0, "the rank a self-test acts on")
+
+    def __post_init__(self) -> None:
+        if self.min_bytes < 1 or self.max_bytes < self.min_bytes:
+            raise ValueError("need 1 <= min_bytes <= max_bytes")
+        if self.step_factor < 2:
+            raise ValueError("step_factor must be at least 2")
+        if self.iters < 1:
+            raise ValueError("iters must be at least 1")
+
+
+@dataclass(frozen=True)
+class ReducingParams(SweepParams):
+    redop: str = param("sum", "reduction (nccl-tests -o)", choices=REDOPS)
+
+
+@dataclass(frozen=True)
+class RootedParams(SweepParams):
+    root: int = param(0, "root rank (nccl-tests -r)")
+
+
+@dataclass(frozen=True)
+class RootedReducingParams(ReducingParams):
+    root: int = param(0, "root rank (nccl-tests -r)")
+
+
+QUICK = {"max_bytes": 1 * MIB, "iters": 10}
+
+
+class Collective(Workload):
+    """One collective's sweep; subclasses name the op."""
+
+    category = "collectives"
+    version = 1
+    op: ClassVar[OpSpec]
+    Params = SweepParams
+    quick: ClassVar[Mapping[str, Any]] = QUICK
+    requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2)
+    primary_metric = "busbw_gbps"
+
+    def unmet(self, ctx: "RunContext") -> str | None:
+        p, op, n = self.params, self.op, ctx.world_size
+        if ctx.controls.cuda_graph and ctx.device != "cuda":
+            return "CUDA-graph capture (--cuda-graph) needs device cuda"
+        pl = _sweep.plan(op, p, n)
+        if not pl.modes:
+            return "; ".join(f"{_sweep.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())
+        if not pl.sizes:
+            return (f"no size in {p.min_bytes}..{p.max_bytes} B gives each of {n} ranks one {p.dtype} element")
+        redop = getattr(p, "redop", None) if op.reduces else None
+        if redop == "avg" and not _sweep.is_float(p.dtype):
+            return f"avg needs a floating-point dtype, not {p.dtype}"
+        root = getattr(p, "root", 0)
+        if not 0 <= root < n:
+            return f"root {root} is not a rank of a world of {n}"
+        if p.inject != "none" and not 0 <= p.inject_rank < n:
+            return f"inject_rank {p.inject_rank} is not a rank of a world of {n}"
+        return _sweep.exactness_problem(op, p.dtype, redop, n) if p.check else None
+
+    def execute(self, ctx: "RunContext") -> None:
+        _sweep.run_collective(ctx, self.op, self.params)
+
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        return _sweep.render_table(dict(record))
+
+
+class AllReduce(Collective):
+    name = "collectives.all_reduce"
+    description = "all_reduce sweep, nccl-tests style: time, algbw, busbw (x 2(n-1)/n), #wrong"
+    op = OPS["all_reduce"]
+    Params = ReducingParams
+
+
+class AllGather(Collective):
+    name = "collectives.all_gather"
+    description = "all_gather sweep, nccl-tests style: time, algbw, busbw (x (n-1)/n), #wrong"
+    op = OPS["all_gather"]
+
+
+class ReduceScatter(Collective):
+    name = "collectives.reduce_scatter"
+    description = "reduce_scatter sweep, nccl-tests style: time, algbw, busbw (x (n-1)/n), #wrong"
+    op = OPS["reduce_scatter"]
+    Params = ReducingParams
+
+
+class AllToAll(Collective):
+    name = "collectives.all_to_all"
+    description = "all_to_all sweep, nccl-tests style: time, algbw, busbw (x (n-1)/n), #wrong"
+    op = OPS["all_to_all"]
+
+
+class Broadcast(Collective):
+    name = "collectives.broadcast"
+    description = "broadcast sweep, nccl-tests style: time, algbw, busbw (x 1), #wrong"
+    op = OPS["broadcast"]
+    Params = RootedParams
+
+
+class Reduce(Collective):
+    name = "collectives.reduce"
+    description = "reduce sweep, nccl-tests style: time, algbw, busbw (x 1), #wrong"
+    op = OPS["reduce"]
+    Params = RootedReducingParams
+
+
+class SendRecv(Collective):
+    name = "collectives.send_recv"
+    description = "send/recv ring sweep, nccl-tests style: time, algbw, busbw (x 1), #wrong"
+    op = OPS["send_recv"]
+
+
+COLLECTIVES = (AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv)
