@@ -15,7 +15,7 @@ Verified by the count: after a known number of calls, x = start + calls * launch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from suite import Case, Check, Work, param
 from suite.checks import equal
