@@ -185,6 +185,10 @@ class Registry:
         with self._read_sessions() as session:
             return queries.get(session, run_id_or_prefix)
 
+    def latest_passed(self, workload: str, device_key: str) -> dict | None:
+        with self._read_sessions() as session:
+            return queries.latest_passed(session, workload, device_key)
+
     def latest_ceilings(self, device_key: str) -> dict | None:
         with self._read_sessions() as session:
             return queries.latest_ceilings(session, device_key)

@@ -109,10 +109,15 @@ def get(session: Session, run_id_or_prefix: str) -> dict:
     return found[0].record
 
 
-def latest_ceilings(session: Session, device_key: str) -> dict | None:
-    """The newest successful, verified ``kernels.ceilings`` record measured on ``device_key``."""
+def latest_passed(session: Session, workload: str, device_key: str) -> dict | None:
+    """The newest successful, verified record of ``workload`` measured on ``device_key``."""
     query = (select(Run.record).join(Workload, Run.workload_id == Workload.id)
-             .where(Workload.name == CEILINGS_WORKLOAD, Run.device_key == device_key,
+             .where(Workload.name == workload, Run.device_key == device_key,
                     Run.status == "success", Run.verification_status == "passed")
              .order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
     return session.execute(query).scalar_one_or_none()
+
+
+def latest_ceilings(session: Session, device_key: str) -> dict | None:
+    """The newest successful, verified ``kernels.ceilings`` record measured on ``device_key``."""
+    return latest_passed(session, CEILINGS_WORKLOAD, device_key)

@@ -248,7 +248,7 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
     from suite import params as params_mod
     from suite.controls import QUICK_MIN_TIME_S
-    from suite.launcher import LaunchOptions
+    from suite.launcher import LaunchOptions, slurm_world
     from suite.plugins import UnknownWorkload
     from suite.runner import RunRequest, Runner, repeat_seeds, resolve_controls
 
@@ -271,7 +271,10 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
     requests = []
     for n in names_list:
         entry = host.get(n)
-        nproc = nproc_per_node or (max(1, entry.cls.requirements.min_world_size) if nnodes == 1 else 1)
+        # A workload that needs several ranks gets them locally unless told otherwise; under
+        # srun every task is already one rank.
+        auto = max(1, entry.cls.requirements.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
+        nproc = nproc_per_node or auto
         launch = LaunchOptions(nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
         for i, s in enumerate(repeat_seeds(seed, repeat)):
             controls = resolve_controls(device=device, seed=s, deterministic=deterministic, warmup=warmup,
@@ -282,10 +285,9 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
 
     from registry import records_dir
 
-    registry = open_db(ctx)
     out = console()
     err = console(stderr=True)
-    runner = Runner(registry, records_dir(), echo=lambda s: err.print(s, markup=False, highlight=False))
+    runner = Runner(lambda: open_db(ctx), records_dir(), echo=lambda s: err.print(s, markup=False, highlight=False))
     records = []
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

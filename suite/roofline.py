@@ -1,8 +1,11 @@
 """Roofline fractions: each metric that names a ceiling resource is divided by that
-resource's figure in the latest ``kernels.ceilings`` run of the same device."""
+resource's figure in the latest run of the same device by a ceiling workload:
+``kernels.ceilings`` (matrix rates, memory, host-device links) and
+``collectives.copy_bandwidth`` (the peer link, ``p2p``)."""
 from __future__ import annotations
 
 CEILINGS_WORKLOAD = "kernels.ceilings"
+CEILING_SOURCES = (CEILINGS_WORKLOAD, "collectives.copy_bandwidth")
 
 
 def roofline_metric_name(resource: str) -> str:
@@ -20,22 +23,25 @@ def ceiling_table(ceilings_record: dict) -> dict[str, dict]:
     return out
 
 
-def resolve(metrics: list[dict], ceilings_record: dict | None, own_workload: str) -> None:
-    """Fill each metric's ``roofline`` block in place (fraction, ceiling, its run), or say why not."""
-    table = ceiling_table(ceilings_record) if ceilings_record else {}
+def resolve(metrics: list[dict], ceiling_records: list[dict], own_workload: str) -> None:
+    """Fill each metric's ``roofline`` block in place (fraction, ceiling, its run), or say why not.
+    ``ceiling_records``: the latest record of each ceiling source for this device."""
+    table: dict[str, tuple[dict, str]] = {}
+    for record in ceiling_records:
+        for resource, metric in ceiling_table(record).items():
+            table.setdefault(resource, (metric, record["run_id"]))
     for m in metrics:
         roof = m.get("roofline")
         if roof is None:
             continue
-        if own_workload == CEILINGS_WORKLOAD:
+        if own_workload in CEILING_SOURCES:
             m["roofline"] = None  # a ceiling is not judged against itself
             continue
-        ceiling = table.get(roof["resource"])
-        if ceilings_record is None:
-            roof["reason"] = f"no {CEILINGS_WORKLOAD} run of this device in the registry; run it first"
-        elif ceiling is None:
-            roof["reason"] = f"ceilings run {ceilings_record['run_id']} has no {roof['resource']!r} figure"
-        else:
-            roof.update(fraction=m["value"] / ceiling["value"] if ceiling["value"] > 0 else None,
-                        ceiling=ceiling["value"], ceiling_unit=ceiling["unit"],
-                        ceiling_run_id=ceilings_record["run_id"], reason=None)
+        found = table.get(roof["resource"])
+        if found is None:
+            sources = " or ".join(CEILING_SOURCES)
+            roof["reason"] = f"no {roof['resource']!r} ceiling measured on this device yet (run {sources})"
+            continue
+        ceiling, run_id = found
+        roof.update(fraction=m["value"] / ceiling["value"] if ceiling["value"] > 0 else None,
+                    ceiling=ceiling["value"], ceiling_unit=ceiling["unit"], ceiling_run_id=run_id, reason=None)

@@ -14,9 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from schemas import RESULT_SCHEMA_VERSION
-from suite import launcher, mllog, roofline
+from suite import distributed, launcher, mllog, roofline
 from suite import params as params_mod
 from suite.controls import Controls
 from suite.plugins import WorkloadEntry
@@ -72,9 +70,9 @@ def static_unmet(req: RunRequest) -> str | None:
     return None
 
 
-def kill_tree(proc: subprocess.Popen) -> None:
+def kill_tree(proc: subprocess.Popen, tag: str) -> None:
     """SIGKILL the process group and every descendant (torchrun's ranks included)."""
-    launcher.kill_tree(proc.pid)
+    launcher.kill_tree(proc.pid, tag)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -102,10 +100,19 @@ def _exit_reason(code: int) -> str:
 class Runner:
     """Runs requests one after another and stores each record as soon as it is complete."""
 
-    def __init__(self, registry: Any, records_dir: Path, echo: Callable[[str], None] = lambda s: None) -> None:
-        self.registry = registry
+    def __init__(self, open_registry: Callable[[], Any], records_dir: Path,
+                 echo: Callable[[str], None] = lambda s: None) -> None:
+        self._open_registry = open_registry
+        self._registry = None
         self.records_dir = records_dir
         self.echo = echo
+
+    @property
+    def registry(self) -> Any:
+        """Opened on first use: SLURM tasks other than rank 0 never touch the registry."""
+        if self._registry is None:
+            self._registry = self._open_registry()
+        return self._registry
 
     def run(self, req: RunRequest) -> dict | None:
         run_id = uuid.uuid4().hex
@@ -137,18 +144,21 @@ class Runner:
                 proc.wait(timeout=req.controls.timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
-                kill_tree(proc)
+                kill_tree(proc, launch.tag)
                 timed_out = True
             finally:
                 if proc.poll() is None:  # interrupted (Ctrl-C): leave no orphan ranks behind
-                    kill_tree(proc)
+                    kill_tree(proc, launch.tag)
         # Anything the launch started and left behind (a rank that outlived torchrun) goes too.
-        launcher.kill_tree(proc.pid)
+        launcher.kill_tree(proc.pid, launch.tag)
+        if not launch.records:
+            return {}, launch  # a rank of another node's record: nothing to report here
         rank_errors = launcher.read_rank_errors(spec_path)
         if timed_out:
             msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
-            if rank_errors:
-                msg += "; " + "; ".join(rank_errors)
+            where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])
+            if where:
+                msg += "; " + "; ".join(where)
             return {"status": "timeout", "error": msg}, launch
         if result_path.exists():
             result = json.loads(result_path.read_text())
@@ -180,7 +190,8 @@ class Runner:
             verification = "skipped"
         metrics = result.get("metrics", [])
         if status == "success":
-            ceilings = self.registry.latest_ceilings(environment["measured_device"]["key"])
+            key = environment["measured_device"]["key"]
+            ceilings = [r for r in (self.registry.latest_passed(w, key) for w in roofline.CEILING_SOURCES) if r]
             roofline.resolve(metrics, ceilings, cls.name)
         world = launch.world_size if launch else 1
         record = {

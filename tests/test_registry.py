@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, select, text
+from sqlalchemy import inspect, select
 
 import registry
 from factories import gemm_metrics, make_metric, make_record, sign

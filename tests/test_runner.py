@@ -81,15 +81,24 @@ def test_misbehaving_workloads_are_recorded_and_the_run_goes_on(cli, add_plugin,
         assert shown == r
 
 
-def test_hung_workload_leaves_no_process_behind(cli, add_plugin, tmp_path):
+def _ours(proc, db_url: str) -> bool:
+    """A process started for this test: it carries the test's registry in its environment
+    (other sessions on the machine may run workers of their own at the same time)."""
+    import psutil
+
+    try:
+        return proc.environ().get("PERFSUITE_DB") == db_url
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def test_hung_workload_leaves_no_process_behind(cli, add_plugin, perfsuite_env):
     import psutil
 
     add_plugin("misbehave", MISBEHAVING)
-    before = {p.pid for p in psutil.process_iter()}
     proc = cli("run", "demo.hang", "--device", "cpu", "--timeout", "5", "--json")
     assert json.loads(proc.stdout)[0]["status"] == "timeout"
-    leftovers = [p for p in psutil.process_iter(["cmdline"]) if p.pid not in before
-                 and any("suite.worker" in part for part in (p.info["cmdline"] or []))]
+    leftovers = [p for p in psutil.process_iter() if _ours(p, perfsuite_env["PERFSUITE_DB"])]
     assert leftovers == []
 
 

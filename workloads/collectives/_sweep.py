@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Check
 from suite import distributed
-from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, OPS, STEADY_VALUE, CallArgs,
+from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
                                         Counts, OpSpec, Views, values)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -13,7 +13,7 @@ direction's copy bandwidth, since a ring sends and receives at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from suite import Case, Requirements, Workload, param
 
