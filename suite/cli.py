@@ -273,8 +273,11 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
         entry = host.get(n)
         # A workload that needs several ranks gets them locally unless told otherwise; under
         # srun every task is already one rank.
-        auto = max(1, entry.cls.requirements.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
+        reqs = entry.cls.requirements
+        auto = max(1, reqs.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
         nproc = nproc_per_node or auto
+        if reqs.max_world_size is not None and nnodes == 1 and nproc > reqs.max_world_size:
+            nproc = reqs.max_world_size  # --nproc-per-node is for the multi-rank workloads named beside it
         launch = LaunchOptions(nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
         for i, s in enumerate(repeat_seeds(seed, repeat)):
             controls = resolve_controls(device=device, seed=s, deterministic=deterministic, warmup=warmup,

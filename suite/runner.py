@@ -67,6 +67,8 @@ def static_unmet(req: RunRequest) -> str | None:
     world = req.launch.nproc_per_node * req.launch.nnodes
     if world < r.min_world_size and launcher.slurm_world() < r.min_world_size:
         return f"needs a world size of at least {r.min_world_size} (this launch has {world})"
+    if r.max_world_size is not None and max(world, launcher.slurm_world()) > r.max_world_size:
+        return f"runs as at most {r.max_world_size} process(es) (this launch has {max(world, launcher.slurm_world())})"
     return None
 
 

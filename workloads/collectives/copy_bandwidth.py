@@ -43,7 +43,7 @@ class CopyBandwidth(Workload):
     description = "peer GPU-to-GPU copy (p2p) and pinned host-to-device copy bandwidth: the busbw ceiling"
     Params = CopyParams
     quick = {"size_bytes": 32 * MIB}
-    requirements = Requirements(devices=("cuda",))
+    requirements = Requirements(devices=("cuda",), max_world_size=1)  # one process drives both GPUs
     primary_metric = "gbps"
 
     def unmet(self, ctx: "RunContext") -> str | None:
