@@ -126,6 +126,18 @@ for dtype, rows, hidden in (("float32", 1, 1), ("float32", 7, 200), ("float32", 
     # Logits up to ~500: exp overflows float32 unless the row max is subtracted first.
     logits = (100 * torch.randn(rows, hidden)).to(dt)
     res["softmax"].append([dtype, rows, hidden, rel(sm.softmax(logits), torch.softmax(logits.double(), -1))])
+# Several rows per program: 7 rows leave a last tile of 1 (2 per program) or 3 (4 per program)
+# rows, whose missing rows must be neither read nor written; 16 is one whole tile.
+for dtype, rows, hidden, rows_per_program in (("float32", 7, 200, 1), ("float32", 7, 200, 2),
+                                              ("float32", 7, 200, 4), ("float32", 16, 96, 16),
+                                              ("bfloat16", 11, 384, 4)):
+    dt = getattr(torch, dtype)
+    x, r = torch.randn(rows, hidden).to(dt), torch.randn(rows, hidden).to(dt)
+    b, w, be = (torch.randn(hidden).to(dt) for _ in range(3))
+    out = torch.full_like(x, float("nan"))
+    fc.fused_chain(x, b, r, w, be, eps=1e-5, out=out, rows_per_program=rows_per_program)
+    res["fused_chain"].append([dtype, rows, hidden, rows_per_program, rel(out, fc.reference(x, b, r, w, be, 1e-5))])
+res["launch"] = {h: fc.launch_config(h) for h in (1, 200, 1024, 4096, 8192, 32768)}
 for dtype, m, n, k in (("float32", 1, 1, 1), ("float32", 67, 45, 93), ("float32", 130, 257, 64),
                        ("float16", 64, 64, 64)):
     dt = getattr(torch, dtype)
@@ -133,7 +145,11 @@ for dtype, m, n, k in (("float32", 1, 1, 1), ("float32", 67, 45, 93), ("float32"
     res["matmul"].append([dtype, m, n, k, rel(mm.matmul(a, b), a.double() @ b.double())])
 # Arguments the launchers must refuse rather than compute something else.
 long_rows, long_vec = torch.randn(2, 40000), torch.randn(40000)
+x1024, v1024 = torch.randn(4, 1024), torch.randn(1024)
 for call in (lambda: fc.fused_chain(long_rows, long_vec, long_rows, long_vec, long_vec),
+             lambda: fc.fused_chain(x1024, v1024, x1024, v1024, v1024, rows_per_program=3),
+             lambda: fc.fused_chain(x1024, v1024, x1024, v1024, v1024, rows_per_program=64),
+             lambda: fc.fused_chain(x1024, v1024, x1024, v1024, v1024, num_warps=3),
              lambda: sm.softmax(torch.randn(8, 16).t()),
              lambda: mm.matmul(torch.randn(4, 5), torch.randn(6, 4))):
     try:
@@ -191,6 +207,14 @@ for cls in found:
         rec["tanh_gelu_fp32"] = vars(w32.verify_output("torch_tanh_gelu", tanh_gelu))
         rec["erf_gelu_fp32"] = vars(w32.verify_output("triton", w32.cases(ctx32)[0].fn, w32.out))
         w32.teardown(ctx32)
+        # A launch given as parameters, 2 rows per program over 63 rows: a partial last tile.
+        p2 = params_mod.resolve(cls, {"rows": 63, "rows_per_program": 2, "num_warps": 2}, quick=True)
+        ctx2 = RunContext(params=p2, controls=ctx.controls, quick=True)
+        w2 = cls(p2)
+        w2.setup(ctx2)
+        rec["given_launch"] = {"details": ctx2.details["triton"],
+                               "check": vars(w2.verify_output("triton", w2.cases(ctx2)[0].fn, w2.out))}
+        w2.teardown(ctx2)
     if cls.name == "triton.matmul":
         # The interpreter's bf16 dot: the workload's probe must agree with a direct measurement.
         from perfsuite_triton.kernels import matmul as mm
@@ -231,9 +255,36 @@ def test_kernel_matches_torch(kernel_results, kernel):
 
 
 @needs_triton
+def test_fused_chain_with_several_rows_per_program_covers_every_row(kernel_results):
+    # Each output was NaN-filled first: a row of a partial last tile left unwritten gives inf.
+    tolerance = {"float32": 1e-5, "bfloat16": 4 * 2**-8}
+    tiles = {(rows, rpp): (dtype, err) for dtype, rows, _, rpp, err in
+             (e for e in kernel_results["fused_chain"] if len(e) == 5)}
+    assert set(tiles) == {(7, 1), (7, 2), (7, 4), (16, 16), (11, 4)}
+    for (rows, rpp), (dtype, err) in tiles.items():
+        assert err <= tolerance[dtype], f"{rows} rows, {rpp} per program, {dtype}: relative error {err}"
+
+
+@needs_triton
+def test_fused_chain_default_launch_fills_a_tile_by_whole_rows(kernel_results):
+    launch = {int(h): cfg for h, cfg in kernel_results["launch"].items()}
+    # Hidden 1024: 4 rows x 1024 columns, 4 warps (one row per program left programs short of work).
+    assert launch[1024] == {"BLOCK": 1024, "ROWS": 4, "num_warps": 4}
+    for hidden, cfg in launch.items():
+        assert cfg["BLOCK"] >= hidden and cfg["BLOCK"] & (cfg["BLOCK"] - 1) == 0
+        assert cfg["ROWS"] & (cfg["ROWS"] - 1) == 0 and cfg["ROWS"] * cfg["BLOCK"] <= 32768
+        assert 1 <= cfg["num_warps"] <= 16
+    assert launch[4096]["ROWS"] == launch[32768]["ROWS"] == 1  # long rows: one per program
+    assert launch[1]["ROWS"] == 16  # tiny rows: capped, not 4096 of them
+
+
+@needs_triton
 def test_launchers_refuse_bad_arguments(kernel_results):
-    too_long, transposed, mismatch = kernel_results["errors"]
+    too_long, rows_not_pow2, tile_too_big, warps_not_pow2, transposed, mismatch = kernel_results["errors"]
     assert too_long and "hidden must be in 1..32768" in too_long
+    assert rows_not_pow2 and "rows_per_program must be a power of two" in rows_not_pow2
+    assert tile_too_big and "<= 32768, got 64" in tile_too_big  # 64 x 1024 elements would spill
+    assert warps_not_pow2 and "num_warps must be a power of two" in warps_not_pow2
     assert transposed and "unit stride" in transposed
     assert mismatch and "do not multiply" in mismatch
 
@@ -256,6 +307,10 @@ def test_workload_runs_and_verifies_through_the_contract(workload_results, name)
     assert rec["baseline"] == ["torch_eager"]
     assert rec["details"]["triton"]["interpreter"] is True
     assert rec["details"]["torch_compile"]["first_call_s"] > 0
+    if name == "triton.fused_chain":  # quick: 64 rows of 256, compiled without autotuning
+        launch = {k: rec["details"]["triton"][k] for k in ("BLOCK", "ROWS", "num_warps", "programs")}
+        assert launch == {"BLOCK": 256, "ROWS": 16, "num_warps": 4, "programs": 4}
+        assert rec["details"]["torch_compile"]["mode"] == "default"
     if name == "triton.matmul":
         assert rec["details"]["triton"]["config"]["BLOCK_M"] == 128
         assert "first config" in rec["details"]["triton"]["source"]
@@ -269,6 +324,31 @@ def test_wrong_output_fails_verification(workload_results, name):
     assert not unwritten["passed"] and unwritten["error"] == float("inf")
     assert not shifted["passed"] and shifted["error"] > 10 * shifted["tolerance"]
     assert rec["right_again"]["passed"]
+
+
+@needs_triton
+def test_fused_chain_runs_the_launch_given_as_parameters(workload_results):
+    given = workload_results["triton.fused_chain"]["given_launch"]
+    assert {k: given["details"][k] for k in ("ROWS", "num_warps", "programs")} == {
+        "ROWS": 2, "num_warps": 2, "programs": 32}
+    assert given["check"]["passed"], given["check"]
+
+
+def test_fused_chain_parameters_default_to_the_shape_both_fusers_can_fill():
+    from perfsuite_triton.workloads.fused_chain import FusedChain
+    from suite import params as params_mod
+    from suite.params import ParamError
+
+    p = params_mod.resolve(FusedChain, {}, quick=False)
+    assert (p.rows, p.hidden, p.dtype) == (262144, 1024, "bf16")
+    assert (p.compile_mode, p.rows_per_program, p.num_warps) == ("max-autotune-no-cudagraphs", None, None)
+    assert params_mod.resolve(FusedChain, {}, quick=True).compile_mode == "default"
+    given = params_mod.resolve(FusedChain, {"rows_per_program": "8", "num_warps": "none",
+                                            "compile_mode": "reduce-overhead"}, quick=False)
+    assert (given.rows_per_program, given.num_warps, given.compile_mode) == (8, None, "reduce-overhead")
+    for bad in ({"rows_per_program": "3"}, {"num_warps": "3"}, {"compile_mode": "max-autotune"}):
+        with pytest.raises(ParamError):
+            params_mod.resolve(FusedChain, bad, quick=False)
 
 
 @needs_triton

@@ -4,7 +4,13 @@
 
 Unfused, torch runs five kernels and moves the row through memory about ten times; fused,
 each row is read once (x, residual), normalised in registers in float32, and written once.
-One program handles one row, so a row must fit in one block (``MAX_HIDDEN``).
+
+One program handles a tile of ``ROWS`` whole rows (``ROWS x BLOCK`` elements, BLOCK the row
+length rounded up to a power of two), held in registers (``MAX_TILE``). Several rows per
+program are for small hidden sizes: at hidden 1024 a one-row program moves only 6 KiB, and
+one-row launches peaked at ~66% of a device copy there (H200, bf16) against ~70% at 4096;
+the exact-erf GELU (~30 fp32 instructions per element) has to overlap with other programs'
+loads. ``bench/fusion_explore.py`` sweeps rows per program x warps.
 
     from perfsuite_triton.kernels.fused_chain import fused_chain
     y = fused_chain(x, bias, residual, weight, beta, eps=1e-5)
@@ -16,34 +22,49 @@ from typing import Any
 import triton
 import triton.language as tl
 
-# A whole row lives in registers (fp32, a few live copies): beyond this it spills.
-MAX_HIDDEN = 32768
+# A tile lives in registers, a few fp32 copies of it: 32 elements per thread took ~125
+# registers (ptxas for sm_90, 1024-4096 elements per tile), 128 per thread spilled (16 x 1024
+# on 4 warps). The largest tile, 32768 elements, is 64 per thread on 16 warps; it is also
+# the longest row.
+MAX_TILE = 32768
+MAX_HIDDEN = MAX_TILE
+# The default tile: whole rows up to this many elements (one-row programs did best at
+# hidden 4096, 2**28 elements, H200), at most MAX_DEFAULT_ROWS rows.
+TARGET_TILE = 4096
+MAX_DEFAULT_ROWS = 16
+# Default warps: one per this many tile elements, 32 per thread of each fp32 copy (one row,
+# 2**28 elements, H200: 2 warps did best at hidden 2048, 4 at 4096, 8 at 8192).
+ELEMENTS_PER_WARP = 1024
+MAX_DEFAULT_WARPS = 16
 
 
 @triton.jit
 def _fused_chain_kernel(x_ptr, bias_ptr, res_ptr, w_ptr, beta_ptr, out_ptr,
-                        x_row_stride, res_row_stride, out_row_stride, hidden, eps,
-                        BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)  # rows * hidden may pass 2**31 elements
+                        n_rows, x_row_stride, res_row_stride, out_row_stride, hidden, eps,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # int64 rows: rows * stride may pass 2**31 elements.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
     cols = tl.arange(0, BLOCK)
-    mask = cols < hidden
+    col_mask = cols < hidden
+    # Rows past the end: the last program's tile may be partly empty.
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
     # x and residual are streamed once; bias, weight and beta are shared by every row.
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0,
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
                 eviction_policy="evict_first").to(tl.float32)
-    res = tl.load(res_ptr + row * res_row_stride + cols, mask=mask, other=0.0,
+    res = tl.load(res_ptr + rows[:, None] * res_row_stride + cols[None, :], mask=mask, other=0.0,
                   eviction_policy="evict_first").to(tl.float32)
-    bias = tl.load(bias_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    a = x + bias
+    bias = tl.load(bias_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    a = x + bias[None, :]
     # GELU in its exact erf form, torch's default (approximate="none"); 0.7071... = 1/sqrt(2).
     h = 0.5 * a * (1.0 + tl.erf(a * 0.7071067811865476)) + res
-    mean = tl.sum(h, axis=0) / hidden
-    centered = tl.where(mask, h - mean, 0.0)  # padding lanes must not enter the variance
-    var = tl.sum(centered * centered, axis=0) / hidden  # biased, as torch's layer_norm
+    mean = tl.sum(h, axis=1) / hidden  # padding columns hold gelu(0) + 0 = 0
+    centered = tl.where(mask, h - mean[:, None], 0.0)  # padding lanes must not enter the variance
+    var = tl.sum(centered * centered, axis=1) / hidden  # biased, as torch's layer_norm
     rstd = 1.0 / tl.sqrt(var + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    beta = tl.load(beta_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    y = centered * rstd * w + beta
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    beta = tl.load(beta_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    y = centered * rstd[:, None] * w[None, :] + beta[None, :]
+    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # True when TRITON_INTERPRET was set at import: the kernel then runs on CPU tensors through
@@ -51,24 +72,41 @@ def _fused_chain_kernel(x_ptr, bias_ptr, res_ptr, w_ptr, beta_ptr, out_ptr,
 INTERPRETED = not isinstance(_fused_chain_kernel, triton.JITFunction)
 
 
-def launch_config(hidden: int, num_warps: int | None = None) -> dict[str, int]:
-    """Block and warps for one row: the block covers the row; warps grow with it so each
-    thread holds at most ~32 elements of each live fp32 copy."""
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def launch_config(hidden: int, num_warps: int | None = None,
+                  rows_per_program: int | None = None) -> dict[str, int]:
+    """The tile and warps of one program: ``BLOCK`` (the row rounded up to a power of two),
+    ``ROWS`` (whole rows per program) and ``num_warps``; the launch has
+    ``ceil(rows / ROWS)`` programs. Defaults: ROWS fills the tile to ``TARGET_TILE``
+    elements (4 rows at hidden 1024, one from 4096 up); warps grow with the tile, one per
+    ``ELEMENTS_PER_WARP``. Either may be given instead (``ROWS`` a power of two, as
+    ``tl.arange`` needs; the tile at most ``MAX_TILE``)."""
     if not 0 < hidden <= MAX_HIDDEN:
-        raise ValueError(f"fused_chain: hidden must be in 1..{MAX_HIDDEN} (one row per program), got {hidden}")
+        raise ValueError(f"fused_chain: hidden must be in 1..{MAX_HIDDEN} (a whole row per program), got {hidden}")
     block = triton.next_power_of_2(hidden)
+    if rows_per_program is None:
+        rows_per_program = max(1, min(MAX_DEFAULT_ROWS, TARGET_TILE // block))
+    elif not _is_power_of_two(rows_per_program) or rows_per_program * block > MAX_TILE:
+        raise ValueError(f"fused_chain: rows_per_program must be a power of two with rows_per_program * "
+                         f"{block} (the block) <= {MAX_TILE}, got {rows_per_program}")
     if num_warps is None:
-        num_warps = 4 if block <= 1024 else 8 if block <= 8192 else 16
-    return {"BLOCK": block, "num_warps": num_warps}
+        num_warps = max(1, min(MAX_DEFAULT_WARPS, rows_per_program * block // ELEMENTS_PER_WARP))
+    elif not (_is_power_of_two(num_warps) and num_warps <= 32):
+        raise ValueError(f"fused_chain: num_warps must be a power of two up to 32, got {num_warps}")
+    return {"BLOCK": block, "ROWS": rows_per_program, "num_warps": num_warps}
 
 
 def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: float = 1e-5, *,
-                out: Any = None, num_warps: int | None = None) -> Any:
+                out: Any = None, num_warps: int | None = None, rows_per_program: int | None = None) -> Any:
     """``layer_norm(gelu(x + bias) + residual) * weight + beta`` over the last dimension.
 
     ``x`` and ``residual``: [rows, hidden], same dtype, unit stride along hidden;
     ``bias``, ``weight``, ``beta``: [hidden]. Returns ``out`` (allocated when None), of
-    ``x``'s dtype; all arithmetic is float32.
+    ``x``'s dtype; all arithmetic is float32. ``num_warps`` and ``rows_per_program``:
+    the launch, as ``launch_config`` takes them (None: its defaults).
     """
     if x.dim() != 2 or residual.shape != x.shape:
         raise ValueError(f"fused_chain: x and residual must be [rows, hidden] of one shape, "
@@ -90,11 +128,11 @@ def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: f
     devices = {t.device for t in (x, bias, residual, weight, beta, out)}
     if len(devices) != 1:
         raise ValueError(f"fused_chain: all tensors must be on one device, got {sorted(map(str, devices))}")
-    cfg = launch_config(hidden, num_warps)
+    cfg = launch_config(hidden, num_warps, rows_per_program)
     if rows:
-        _fused_chain_kernel[(rows,)](x, bias, residual, weight, beta, out,
-                                     x.stride(0), residual.stride(0), out.stride(0), hidden, float(eps),
-                                     BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+        _fused_chain_kernel[(triton.cdiv(rows, cfg["ROWS"]),)](
+            x, bias, residual, weight, beta, out,
+            rows, x.stride(0), residual.stride(0), out.stride(0), hidden, float(eps), **cfg)
     return out
 
 
