@@ -63,6 +63,9 @@ def copy_ceiling_gbps() -> float:
     return gbps(2 * 2**30, ms)
 
 
+FOCUS = ((4, 4), (2, 4), (1, 2), (2, 2), (4, 8), (1, 4))
+
+
 def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, dict, object]]:
     """(label, launch or mode, make) for every variant at this hidden size; ``make()``
     returns the function to time (made only when its turn comes: see compiled)."""
@@ -75,6 +78,15 @@ def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, d
             found.append((f"triton R{rpp} w{warps}", kernel.launch_config(hidden, warps, rpp),
                           lambda rpp=rpp, warps=warps: lambda: kernel.fused_chain(
                               *inputs, EPS, out=out, num_warps=warps, rows_per_program=rpp)))
+    for rpp, warps in FOCUS:  # the best launches again, with the cheaper erf and without cache hints
+        if rpp * block > MAX_SWEPT_TILE:
+            continue
+        for erf, evict in (("as7126", True), ("libdevice", False), ("as7126", False)):
+            found.append((f"triton R{rpp} w{warps} erf={erf}{'' if evict else ' no-evict'}",
+                          {**kernel.launch_config(hidden, warps, rpp), "erf": erf, "evict": evict},
+                          lambda rpp=rpp, warps=warps, erf=erf, evict=evict: lambda: kernel.fused_chain(
+                              *inputs, EPS, out=out, num_warps=warps, rows_per_program=rpp,
+                              fast_erf=erf == "as7126", evict=evict)))
     default = kernel.launch_config(hidden)
     found.append((f"triton default (R{default['ROWS']} w{default['num_warps']})", default,
                   lambda: lambda: kernel.fused_chain(*inputs, EPS, out=out)))

@@ -16,9 +16,10 @@ export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
 python3 bench/fusion_explore.py --hidden 1024 | grep -v Warning
 best=$(python3 - "$OUT/fusion_explore.json" <<'PY'
 import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["variant"].startswith("triton R") and r["verified"]]
+rows = [r for r in json.load(open(sys.argv[1]))["rows"]
+        if r["variant"].startswith("triton R") and r["verified"] and r.get("evict", True)]
 b = max(rows, key=lambda r: r["gbps"])
-print(f"-p rows_per_program={b['ROWS']} -p num_warps={b['num_warps']}")
+print(f"-p rows_per_program={b['ROWS']} -p num_warps={b['num_warps']} -p erf={b.get('erf', 'libdevice')}")
 PY
 )
 echo "best launch: $best"

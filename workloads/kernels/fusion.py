@@ -87,6 +87,8 @@ class FusionParams:
     rows_per_program: int | None = param(None, "rows per program of the triton kernel, a power of two; "
                                                "none: the kernel's choice for the row length")
     num_warps: int | None = param(None, "warps per program of the triton kernel; none: the kernel's choice")
+    erf: str = param("libdevice", "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 "
+                     "(|error| <= 1.5e-7)", choices=("libdevice", "as7126"))
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.hidden < 2:
@@ -156,7 +158,7 @@ class Fusion(KernelWorkload):
                 programs = (p.rows + launch["ROWS"] - 1) // launch["ROWS"]
                 ctx.details["triton"] = {**launch, "programs": programs}
                 self._impls[impl] = functools.partial(kernel.fused_chain, num_warps=launch["num_warps"],
-                                                      rows_per_program=launch["ROWS"])
+                                                      rows_per_program=launch["ROWS"], fast_erf=p.erf == "as7126")
 
         # The reference: the same chain on float32 copies of the inputs.
         self._reference = chain(*(t.to(torch.float32) for t in self.inputs), eps=EPS)

@@ -38,6 +38,8 @@ class FusedChainParams:
     rows_per_program: int | None = param(None, "rows per program of the triton kernel, a power of two; "
                                                "none: chosen from the row length")
     num_warps: int | None = param(None, "warps per program of the triton kernel; none: chosen from the tile")
+    erf: str = param("libdevice", "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 "
+                     "(|error| <= 1.5e-7)", choices=("libdevice", "as7126"))
 
     def __post_init__(self) -> None:
         if self.rows < 1 or not 1 <= self.hidden <= 32768:
@@ -110,7 +112,7 @@ class FusedChain(Workload):
 
         def run_triton() -> Any:
             return kernel.fused_chain(*self.args, out=self.out, num_warps=self.launch["num_warps"],
-                                      rows_per_program=self.launch["ROWS"])
+                                      rows_per_program=self.launch["ROWS"], fast_erf=self.params.erf == "as7126")
 
         def run_eager() -> Any:
             return kernel.torch_eager(*self.args)
