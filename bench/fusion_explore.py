@@ -81,7 +81,7 @@ def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, d
     for rpp, warps in FOCUS:  # the best launches again, with the cheaper erf and without cache hints
         if rpp * block > MAX_SWEPT_TILE:
             continue
-        for erf, evict in (("as7126", True), ("libdevice", False), ("as7126", False)):
+        for erf, evict in (("libdevice", True), ("as7126", True), ("libdevice", False)):
             found.append((f"triton R{rpp} w{warps} erf={erf}{'' if evict else ' no-evict'}",
                           {**kernel.launch_config(hidden, warps, rpp), "erf": erf, "evict": evict},
                           lambda rpp=rpp, warps=warps, erf=erf, evict=evict: lambda: kernel.fused_chain(

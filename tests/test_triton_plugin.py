@@ -484,3 +484,30 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
     assert plugins["triton"] == {"name": "triton", "distribution": "perfsuite-triton", "version": "0.1.0",
                                  "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None}
     assert "triton" not in {p["name"] for p in perfsuite_json("plugins", PERFSUITE_PLUGINS="")}
+
+
+@needs_triton
+def test_both_erf_implementations_match_the_float64_chain():
+    """The A&S 7.1.26 erf (the default) and libdevice's, each with and without cache hints,
+    agree with the float64 chain to fp32 accuracy (TRITON_INTERPRET, so in a subprocess)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from perfsuite_triton.kernels.fused_chain import fused_chain, reference\n"
+        "torch.manual_seed(0)\n"
+        "x = 3 * torch.randn(11, 96); r = torch.randn(11, 96)\n"
+        "b, w, be = torch.randn(96), torch.randn(96), torch.randn(96)\n"
+        "ref = reference(x, b, r, w, be)\n"
+        "for fast in (True, False):\n"
+        "    for evict in (True, False):\n"
+        "        y = fused_chain(x, b, r, w, be, rows_per_program=4, fast_erf=fast, evict=evict)\n"
+        "        err = float((y.double() - ref).norm() / ref.norm())\n"
+        "        assert err < 1e-6, (fast, evict, err)\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join([str(PLUGIN), str(REPO)]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

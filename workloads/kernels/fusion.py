@@ -87,7 +87,7 @@ class FusionParams:
     rows_per_program: int | None = param(None, "rows per program of the triton kernel, a power of two; "
                                                "none: the kernel's choice for the row length")
     num_warps: int | None = param(None, "warps per program of the triton kernel; none: the kernel's choice")
-    erf: str = param("libdevice", "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 "
+    erf: str = param("as7126", "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 "
                      "(|error| <= 1.5e-7)", choices=("libdevice", "as7126"))
 
     def __post_init__(self) -> None:
@@ -108,7 +108,7 @@ def fusion_bytes(p: FusionParams) -> float:
 
 class Fusion(KernelWorkload):
     name = "kernels.fusion"
-    version = 2  # 2: several rows per triton program; compile mode a parameter; 262144 x 1024 by default
+    version = 3  # 2: rows per program, compile mode, 262144 x 1024; 3: the kernel without cache hints, erf a parameter
     description = "layer_norm(gelu(x+b)+r)*w+beta: eager vs torch.compile vs a Triton kernel, vs memory ceiling"
     Params = FusionParams
     quick = {"rows": 256, "hidden": 512, "compile_mode": "default"}  # no autotuning in a quick run
