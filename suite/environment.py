@@ -57,9 +57,10 @@ def suite_source() -> dict:
                                     capture_output=True, text=True, timeout=10, check=True).stdout
             dirty = bool(status.strip())
         except (OSError, subprocess.SubprocessError):
-            commit = dirty = None  # git missing or not a repo after all: recorded as unknown
-    elif os.environ.get("PERFSUITE_GIT_COMMIT"):
-        # A copy of a checkout without .git (shipped to a GPU host): the sender states its commit.
+            commit = dirty = None  # git missing, or a partial copy of .git: fall through
+    if commit is None and os.environ.get("PERFSUITE_GIT_COMMIT"):
+        # A copy of a checkout whose git history did not travel (shipped to a GPU host):
+        # the sender states its commit.
         commit = os.environ["PERFSUITE_GIT_COMMIT"]
         dirty = os.environ.get("PERFSUITE_GIT_DIRTY", "1") != "0"
     return {"version": __version__, "git_commit": commit, "git_dirty": dirty}
