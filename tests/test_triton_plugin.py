@@ -450,7 +450,7 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
 
     # The suite's light core only, from the package index (setuptools to build without
     # isolation); the suite and plugin without their dependencies: no torch, no triton.
-    pip_install("setuptools>=68", *CORE_DEPS)
+    pip_install("setuptools>=77", *CORE_DEPS)
     pip_install("--no-deps", "--no-build-isolation", str(suite_src), str(plugin_src))
 
     env = {k: v for k, v in os.environ.items()
