@@ -49,7 +49,8 @@ def results_table(records: list[dict]) -> Table:
     for col, just in (("workload", "left"), ("case", "left"), ("value", "right"), ("unit", "left"),
                       ("95% CI", "right"), ("time ms", "right"), ("% of ceiling", "right"),
                       ("verified", "left"), ("status", "left"), ("run", "left")):
-        t.add_column(col, justify=just)
+        # names and ids are never cut short; long errors fold instead
+        t.add_column(col, justify=just, no_wrap=col in ("workload", "case", "run"), overflow="fold")
     for r in records:
         name = r["workload"]["name"]
         if r["status"] != "success" or not r["metrics"]:
