@@ -6,10 +6,11 @@ Imports neither torch nor triton at module level: ``perfsuite list`` imports thi
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
-from suite import Check
+from suite import Case, Check, Work, Workload
 from suite.checks import close
 
 DTYPES = ("bf16", "fp16", "fp32")
@@ -68,16 +69,17 @@ def triton_details(interpreted: bool) -> dict[str, Any]:
     return {"version": triton.__version__, "interpreter": interpreted}
 
 
-def compile_case(ctx: Any, fn: Callable[..., Any], args: tuple) -> Callable[[], Any]:
-    """torch.compile ``fn``, compile it now with one call on ``args`` (so that compiling is
-    not part of the warm-up), and record how long that took in ``ctx.details``."""
+def compile_case(ctx: Any, fn: Callable[..., Any], args: tuple, mode: str = "default") -> Callable[[], Any]:
+    """torch.compile ``fn`` in ``mode``, compile it now with one call on ``args`` (so that
+    compiling is not part of the warm-up), and record the options, the mode and how long
+    that took in ``ctx.details``."""
     import torch
 
-    compiled = torch.compile(fn, **COMPILE_OPTIONS)
+    compiled = torch.compile(fn, **COMPILE_OPTIONS, mode=None if mode == "default" else mode)
     t0 = time.perf_counter()
     compiled(*args)
     ctx.synchronize()
-    ctx.details["torch_compile"] = {**COMPILE_OPTIONS, "mode": "default", "first_call_s": time.perf_counter() - t0}
+    ctx.details["torch_compile"] = {**COMPILE_OPTIONS, "mode": mode, "first_call_s": time.perf_counter() - t0}
     return lambda: compiled(*args)
 
 
@@ -95,3 +97,33 @@ def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any
     result = fn()
     got = out if out is not None else result
     return close(label, got, reference(), TOLERANCE[dtype], "relative Frobenius error vs a float64 torch reference")
+
+
+class TritonVsTorch(Workload):
+    """Base of this plugin's workloads: one Triton kernel beside torch eager (the named
+    baseline) and ``torch.compile``, each verified against ``self.reference()`` in float64.
+    Subclasses set ``self.out`` (the Triton output buffer, poisoned before verifying) and
+    ``self.compiled`` in setup."""
+
+    out: Any = None
+    compiled: Any = None
+
+    def three_cases(self, run_triton: Callable[[], Any], run_eager: Callable[[], Any], work: Work,
+                    roofline: str) -> list[Case]:
+        def verifier(label: str, fn: Callable[[], Any], out: Any = None) -> Callable[[], Check]:
+            return functools.partial(self.verify_output, label, fn, out)
+
+        return [
+            Case("triton", run_triton, work, roofline=roofline, verify=verifier("triton", run_triton, self.out)),
+            Case("torch_eager", run_eager, work, roofline=roofline, baseline=True,
+                 verify=verifier("torch_eager", run_eager)),
+            Case("torch_compile", self.compiled, work, roofline=roofline,
+                 verify=verifier("torch_compile", self.compiled)),
+        ]
+
+    def verify_output(self, label: str, fn: Callable[[], Any], out: Any = None) -> Check:
+        """Run ``fn`` once (into ``out``, poisoned first, when given) and compare with float64."""
+        return verify_output(label, fn, self.reference, self.params.dtype, out)
+
+    def reference(self) -> Any:
+        raise NotImplementedError

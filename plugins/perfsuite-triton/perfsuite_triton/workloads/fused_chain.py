@@ -14,12 +14,10 @@ faster of inductor's modes measured there.
 """
 from __future__ import annotations
 
-import functools
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Check, Requirements, Work, Workload, param
+from suite import Case, Requirements, Work, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -52,20 +50,7 @@ class FusedChainParams:
             raise ValueError(f"rows_per_program must be none (auto) or a power of two, got {rpp}")
 
 
-def compile_case(ctx: Any, fn: Any, args: tuple, mode: str) -> Any:
-    """``_shared.compile_case`` with a torch.compile ``mode``: compile now with one call on
-    ``args`` and record the options, the mode and the seconds it took in ``ctx.details``."""
-    import torch
-
-    compiled = torch.compile(fn, **_shared.COMPILE_OPTIONS, mode=None if mode == "default" else mode)
-    t0 = time.perf_counter()
-    compiled(*args)
-    ctx.synchronize()
-    ctx.details["torch_compile"] = {**_shared.COMPILE_OPTIONS, "mode": mode, "first_call_s": time.perf_counter() - t0}
-    return lambda: compiled(*args)
-
-
-class FusedChain(Workload):
+class FusedChain(_shared.TritonVsTorch):
     name = "triton.fused_chain"
     category = "kernels"
     version = 3  # 2: rows per program, compile mode, 262144 x 1024; 3: the kernel without cache hints, erf a parameter
@@ -101,7 +86,7 @@ class FusedChain(Workload):
         self.launch = kernel.launch_config(p.hidden, p.num_warps, p.rows_per_program)
         programs = (p.rows + self.launch["ROWS"] - 1) // self.launch["ROWS"]
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch, "programs": programs}
-        self.compiled = compile_case(ctx, kernel.torch_eager, self.args, p.compile_mode)
+        self.compiled = _shared.compile_case(ctx, kernel.torch_eager, self.args, p.compile_mode)
 
     def cases(self, ctx: Any) -> list[Case]:
         from perfsuite_triton.kernels import fused_chain as kernel
@@ -117,20 +102,7 @@ class FusedChain(Workload):
         def run_eager() -> Any:
             return kernel.torch_eager(*self.args)
 
-        return [
-            Case("triton", run_triton, work, roofline="memory", verify=self._verifier("triton", run_triton, self.out)),
-            Case("torch_eager", run_eager, work, roofline="memory", baseline=True,
-                 verify=self._verifier("torch_eager", run_eager)),
-            Case("torch_compile", self.compiled, work, roofline="memory",
-                 verify=self._verifier("torch_compile", self.compiled)),
-        ]
-
-    def _verifier(self, label: str, fn: Any, out: Any = None) -> Any:
-        return functools.partial(self.verify_output, label, fn, out)
-
-    def verify_output(self, label: str, fn: Any, out: Any = None) -> Check:
-        """Run ``fn`` once (into ``out``, poisoned first, when given) and compare with float64."""
-        return _shared.verify_output(label, fn, self.reference, self.params.dtype, out)
+        return self.three_cases(run_triton, run_eager, work, "memory")
 
     def reference(self) -> Any:
         """The chain in float64 on the same inputs, computed once per run."""

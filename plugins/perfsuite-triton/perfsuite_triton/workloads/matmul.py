@@ -8,12 +8,11 @@ kept in the record's details.
 """
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Check, Requirements, Work, Workload, param
+from suite import Case, Requirements, Work, param
 from suite.checks import close
 
 from perfsuite_triton.workloads import _shared
@@ -56,7 +55,7 @@ def interpreter_dot_unmet(dtype: str) -> str | None:
             f"on a 32^3 probe): use --param dtype=fp32 or fp16")
 
 
-class Matmul(Workload):
+class Matmul(_shared.TritonVsTorch):
     name = "triton.matmul"
     category = "kernels"
     version = 1
@@ -110,20 +109,7 @@ class Matmul(Workload):
         def run_eager() -> Any:
             return _torch_matmul(self.a, self.b)
 
-        return [
-            Case("triton", run_triton, work, roofline=roofline, verify=self._verifier("triton", run_triton, self.out)),
-            Case("torch_eager", run_eager, work, roofline=roofline, baseline=True,
-                 verify=self._verifier("torch_eager", run_eager)),
-            Case("torch_compile", self.compiled, work, roofline=roofline,
-                 verify=self._verifier("torch_compile", self.compiled)),
-        ]
-
-    def _verifier(self, label: str, fn: Any, out: Any = None) -> Any:
-        return functools.partial(self.verify_output, label, fn, out)
-
-    def verify_output(self, label: str, fn: Any, out: Any = None) -> Check:
-        """Run ``fn`` once (into ``out``, poisoned first, when given) and compare with float64."""
-        return _shared.verify_output(label, fn, self.reference, self.params.dtype, out)
+        return self.three_cases(run_triton, run_eager, work, roofline)
 
     def reference(self) -> Any:
         """A @ B in float64 on the same inputs, computed once per run."""

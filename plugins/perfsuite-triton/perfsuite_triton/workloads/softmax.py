@@ -6,11 +6,10 @@ baseline) and torch.compile of it.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Check, Requirements, Work, Workload, param
+from suite import Case, Requirements, Work, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -35,7 +34,7 @@ def _torch_softmax(x: Any) -> Any:
     return torch.softmax(x, dim=-1)
 
 
-class Softmax(Workload):
+class Softmax(_shared.TritonVsTorch):
     name = "triton.softmax"
     category = "kernels"
     version = 1
@@ -79,20 +78,7 @@ class Softmax(Workload):
         def run_eager() -> Any:
             return _torch_softmax(self.x)
 
-        return [
-            Case("triton", run_triton, work, roofline="memory", verify=self._verifier("triton", run_triton, self.out)),
-            Case("torch_eager", run_eager, work, roofline="memory", baseline=True,
-                 verify=self._verifier("torch_eager", run_eager)),
-            Case("torch_compile", self.compiled, work, roofline="memory",
-                 verify=self._verifier("torch_compile", self.compiled)),
-        ]
-
-    def _verifier(self, label: str, fn: Any, out: Any = None) -> Any:
-        return functools.partial(self.verify_output, label, fn, out)
-
-    def verify_output(self, label: str, fn: Any, out: Any = None) -> Check:
-        """Run ``fn`` once (into ``out``, poisoned first, when given) and compare with float64."""
-        return _shared.verify_output(label, fn, self.reference, self.params.dtype, out)
+        return self.three_cases(run_triton, run_eager, work, "memory")
 
     def reference(self) -> Any:
         """torch.softmax in float64 on the same input, computed once per run."""
