@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import suite
 from tests.conftest import REPO, run_cli
 
 PLUGIN = REPO / "plugins" / "perfsuite-triton"
@@ -29,7 +30,7 @@ PACKAGE = PLUGIN / "perfsuite_triton"
 WORKLOADS = ("triton.fused_chain", "triton.softmax", "triton.matmul")
 HOOKS = ["perfsuite_collect_environment", "perfsuite_register_commands", "perfsuite_register_workloads"]
 # What a plugin may import from the suite: the names ``suite`` exports, and the checks helpers.
-PUBLIC_SUITE_NAMES = {"hookimpl", "Workload", "Case", "Work", "Check", "Requirements", "param"}
+PUBLIC_SUITE_NAMES = set(suite.__all__)  # the suite's public API, as it declares it
 PUBLIC_SUITE_MODULES = {"suite.checks"}
 
 needs_triton = pytest.mark.skipif(find_spec("torch") is None or find_spec("triton") is None,

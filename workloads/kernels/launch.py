@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from suite import Case, Check, Work, param
+from suite import Case, Check, Work, capture_graph, param
 from suite.checks import equal
 from workloads.kernels._common import KernelWorkload, declare
 
@@ -38,23 +38,6 @@ class LaunchParams:
             raise ValueError("launches and numel must be positive")
 
 
-def capture(fn: Callable[[], None]) -> Callable[[], None]:
-    """Capture one call of ``fn`` into a CUDA graph (after warm-up calls on a side stream,
-    as torch requires) and return its replay."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return graph.replay
-
-
 class Launch(KernelWorkload):
     name = "kernels.launch"
     version = 1
@@ -73,7 +56,7 @@ class Launch(KernelWorkload):
         self._fns: dict[str, Callable[[], None]] = {"eager": self.chain}
         self._skipped: dict[str, str] = {}
         if ctx.device == "cuda":
-            self._fns["graph"] = capture(self.chain)
+            self._fns["graph"] = capture_graph(self.chain)
         else:
             self._skipped["graph"] = "CUDA graphs need a CUDA device"
 
