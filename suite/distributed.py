@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -107,6 +108,9 @@ def nccl_version() -> str | None:
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def topology() -> str | None:
     """``nvidia-smi topo -m`` (which link joins each pair of GPUs: NV18, PIX, SYS ...) where
     the binary exists; None elsewhere. A failing nvidia-smi is reported in the text."""
@@ -119,7 +123,7 @@ def topology() -> str | None:
         return f"nvidia-smi topo -m did not answer within {TOPOLOGY_TIMEOUT_S:g} s"
     if out.returncode != 0:
         return f"nvidia-smi topo -m failed (exit {out.returncode}): {(out.stderr or out.stdout).strip()}"
-    return out.stdout.rstrip()
+    return ANSI_ESCAPE.sub("", out.stdout).rstrip()  # nvidia-smi underlines the header
 
 
 # -- progress of each rank, for naming the rank that hangs --------------------------------
