@@ -110,8 +110,10 @@ def device_key(kind: str, name: str, uuid: str | None, host: str) -> str:
     return hashlib.sha256(basis.encode()).hexdigest()[:32]
 
 
-def measured_device(device: str, gpu_list: list[dict], host: str, cpu: str) -> dict:
-    if device == "cuda":
+def measured_device(device: str, gpu_list: list[dict], host: str, cpu: str, deep: bool) -> dict:
+    """The device the run measured. On CUDA, torch's current device when ``deep``; without
+    torch (a run that never reached its measuring process) NVML's first GPU."""
+    if device == "cuda" and deep:
         import torch
 
         uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "")).removeprefix("GPU-")
@@ -120,6 +122,10 @@ def measured_device(device: str, gpu_list: list[dict], host: str, cpu: str) -> d
             if g["uuid"].removeprefix("GPU-") == uuid:
                 uuid = g["uuid"]
         return {"kind": "cuda", "name": name, "uuid": uuid or None, "key": device_key("cuda", name, uuid, host)}
+    if device == "cuda" and gpu_list:
+        g = gpu_list[0]
+        return {"kind": "cuda", "name": g["name"], "uuid": g["uuid"],
+                "key": device_key("cuda", g["name"], g["uuid"], host)}  # as the deep path: NVML's UUID
     return {"kind": "cpu", "name": cpu, "uuid": None, "key": device_key("cpu", cpu, None, host)}
 
 
@@ -150,7 +156,7 @@ def collect(device: str = "cpu", deep: bool = True) -> dict:
         "suite": suite_source(),
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version, "error": p.error}
                     for p in get_host().plugins.values()],
-        "measured_device": measured_device(device, gpu_list, host, cpu),
+        "measured_device": measured_device(device, gpu_list, host, cpu, deep),
     }
     for impl in get_host().pm.hook.perfsuite_collect_environment.get_hookimpls():
         try:

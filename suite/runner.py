@@ -178,16 +178,14 @@ class Runner:
 
         cls = req.entry.cls
         params = params_mod.to_dict(req.params)
-        environment = result.get("environment") or collect(req.controls.device if req.controls.device == "cpu"
-                                                           else "cpu", deep=False)
+        # A run that never reached its measuring process still gets a fingerprint (light: no torch).
+        environment = result.get("environment") or collect(req.controls.device, deep=False)
         checks = result.get("checks", [])
         status = result["status"]
-        if status == "success" and not checks:
-            verification = "skipped"
-        elif checks and all(c["passed"] for c in checks) and status == "success":
-            verification = "passed"
-        elif checks and not all(c["passed"] for c in checks):
+        if checks and not all(c["passed"] for c in checks):
             verification = "failed"
+        elif checks and status == "success":
+            verification = "passed"
         else:
             verification = "skipped"
         metrics = result.get("metrics", [])
