@@ -6,6 +6,7 @@ and the command line overrides both.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from typing import Any, Mapping
 
@@ -64,7 +65,7 @@ def coerce(params_cls: type, name: str, value: Any, label: str) -> Any:
         (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
         items = value.split(",") if isinstance(value, str) else list(value)
         out = tuple(_parse_scalar(item, str(v), label) if isinstance(v, str) else v for v in items if v != "")
-    elif origin is typing.Union or origin is getattr(__import__("types"), "UnionType", None):
+    elif origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         if isinstance(value, str) and value.lower() in ("none", "null", ""):
             return None

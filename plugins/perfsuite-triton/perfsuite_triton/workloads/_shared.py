@@ -107,6 +107,7 @@ class TritonVsTorch(Workload):
 
     out: Any = None
     compiled: Any = None
+    _reference: Any = None
 
     def three_cases(self, run_triton: Callable[[], Any], run_eager: Callable[[], Any], work: Work,
                     roofline: str) -> list[Case]:
@@ -126,4 +127,10 @@ class TritonVsTorch(Workload):
         return verify_output(label, fn, self.reference, self.params.dtype, out)
 
     def reference(self) -> Any:
-        raise NotImplementedError
+        """The float64 reference of this run's inputs, computed once."""
+        if self._reference is None:
+            self._reference = self.compute_reference()
+        return self._reference
+
+    def compute_reference(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement compute_reference()")

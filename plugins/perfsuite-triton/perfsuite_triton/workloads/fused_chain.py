@@ -104,13 +104,11 @@ class FusedChain(_shared.TritonVsTorch):
 
         return self.three_cases(run_triton, run_eager, work, "memory")
 
-    def reference(self) -> Any:
-        """The chain in float64 on the same inputs, computed once per run."""
-        if getattr(self, "_reference", None) is None:
-            from perfsuite_triton.kernels import fused_chain as kernel
+    def compute_reference(self) -> Any:
+        """The chain in float64 on the same inputs."""
+        from perfsuite_triton.kernels import fused_chain as kernel
 
-            self._reference = kernel.reference(*self.args)
-        return self._reference
+        return kernel.reference(*self.args)
 
     def teardown(self, ctx: Any) -> None:
         for attr in ("x", "residual", "bias", "weight", "beta", "out", "args", "compiled", "_reference"):

@@ -111,13 +111,11 @@ class Matmul(_shared.TritonVsTorch):
 
         return self.three_cases(run_triton, run_eager, work, roofline)
 
-    def reference(self) -> Any:
-        """A @ B in float64 on the same inputs, computed once per run."""
-        if getattr(self, "_reference", None) is None:
-            import torch
+    def compute_reference(self) -> Any:
+        """A @ B in float64 on the same inputs."""
+        import torch
 
-            self._reference = self.a.to(torch.float64) @ self.b.to(torch.float64)
-        return self._reference
+        return self.a.to(torch.float64) @ self.b.to(torch.float64)
 
     def teardown(self, ctx: Any) -> None:
         for attr in ("a", "b", "out", "compiled", "_reference"):

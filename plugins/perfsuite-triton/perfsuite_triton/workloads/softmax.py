@@ -80,13 +80,11 @@ class Softmax(_shared.TritonVsTorch):
 
         return self.three_cases(run_triton, run_eager, work, "memory")
 
-    def reference(self) -> Any:
-        """torch.softmax in float64 on the same input, computed once per run."""
-        if getattr(self, "_reference", None) is None:
-            import torch
+    def compute_reference(self) -> Any:
+        """torch.softmax in float64 on the same input."""
+        import torch
 
-            self._reference = torch.softmax(self.x.to(torch.float64), dim=-1)
-        return self._reference
+        return torch.softmax(self.x.to(torch.float64), dim=-1)
 
     def teardown(self, ctx: Any) -> None:
         for attr in ("x", "out", "compiled", "_reference"):
