@@ -126,7 +126,30 @@ def topology() -> str | None:
     return ANSI_ESCAPE.sub("", out.stdout).rstrip()  # nvidia-smi underlines the header
 
 
-# -- progress of each rank, for naming the rank that hangs --------------------------------
+# -- per-rank files beside the run's spec: errors and progress, for naming the rank at fault --
+def rank_error_path(spec_path: str | Path, rank: int) -> Path:
+    return Path(spec_path).parent / f"rank-{rank}.error.json"
+
+
+def write_rank_error(spec_path: str | Path, rank: int, error: str) -> None:
+    """Leave this rank's failure beside the spec (atomically), for the runner to name it."""
+    path = rank_error_path(spec_path, rank)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"rank": rank, "error": error}))
+    os.replace(tmp, path)
+
+
+def read_rank_errors(spec_path: str | Path) -> list[str]:
+    """'rank N: error' for each rank that left an error file beside the spec, the first
+    failure first (by file time): the others often only report that a peer went away."""
+    entries = []
+    for f in Path(spec_path).parent.glob("rank-*.error.json"):
+        data = json.loads(f.read_text())
+        entries.append((f.stat().st_mtime, int(data["rank"]), str(data["error"])))
+    entries.sort()
+    return [f"rank {rank}: {error}" for _, rank, error in entries]
+
+
 def progress_path(spec_path: str | Path, rank: int) -> Path:
     return Path(spec_path).parent / f"rank-{rank}.progress.json"
 

@@ -17,7 +17,6 @@ this launch's tag in its environment (a rank re-parented after its agent died).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import signal
@@ -25,7 +24,6 @@ import sys
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAG_ENV = "PERFSUITE_LAUNCH_TAG"
@@ -267,15 +265,3 @@ def _tagged(tag: str) -> list:
 
     me = os.getpid()
     return [p for p in psutil.process_iter() if p.pid != me and _has_tag(p, tag)]
-
-
-def read_rank_errors(spec_path: str | Path) -> list[str]:
-    """'rank N: error' for each rank that left an error file beside the spec, the first
-    failure first (by file time): the others often only report that a peer went away."""
-    files = list(Path(spec_path).parent.glob("rank-*.error.json"))
-    entries = []
-    for f in files:
-        data = json.loads(f.read_text())
-        entries.append((f.stat().st_mtime, int(data["rank"]), str(data["error"])))
-    entries.sort()
-    return [f"rank {rank}: {error}" for _, rank, error in entries]

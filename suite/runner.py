@@ -155,7 +155,7 @@ class Runner:
         launcher.kill_tree(proc.pid, launch.tag)
         if not launch.records:
             return {}, launch  # a rank of another node's record: nothing to report here
-        rank_errors = launcher.read_rank_errors(spec_path)
+        rank_errors = distributed.read_rank_errors(spec_path)
         if timed_out:
             msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
             where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])

@@ -25,10 +25,6 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def rank_error_path(spec_path: Path, rank: int) -> Path:
-    return spec_path.parent / f"rank-{rank}.error.json"
-
-
 def run(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     from suite.controls import Controls, apply_seeds, prepare_process_env
@@ -82,7 +78,7 @@ def run(spec_path: Path) -> int:
         traceback.print_exc()
         result["status"], result["error"] = "failed", f"{type(exc).__name__}: {exc}".strip()
         if world > 1:
-            write_json_atomic(rank_error_path(spec_path, rank), {"rank": rank, "error": result["error"]})
+            distributed.write_rank_error(spec_path, rank, result["error"])
     if ctx is not None:
         result["checks"] = [vars(c) for c in ctx.checks]
         result["details"] = ctx.details

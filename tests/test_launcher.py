@@ -209,7 +209,7 @@ def test_rank_errors_are_listed_first_failure_first(tmp_path):
         time.sleep(0.05)
     later = time.time() + 5
     os.utime(tmp_path / "rank-0.error.json", (later, later))
-    assert launcher.read_rank_errors(spec) == ["rank 3: RuntimeError: the real cause",
+    assert distributed.read_rank_errors(spec) == ["rank 3: RuntimeError: the real cause",
                                                "rank 0: DistBackendError: peer closed"]
 
 
