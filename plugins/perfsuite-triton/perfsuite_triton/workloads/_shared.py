@@ -10,7 +10,7 @@ import functools
 import time
 from typing import Any, Callable
 
-from suite import Case, Check, Work, Workload
+from suite import Case, Check, Requirements, Work, Workload
 from suite.checks import close
 
 DTYPES = ("bf16", "fp16", "fp32")
@@ -105,6 +105,8 @@ class TritonVsTorch(Workload):
     Subclasses set ``self.out`` (the Triton output buffer, poisoned before verifying) and
     ``self.compiled`` in setup."""
 
+    category = "kernels"
+    requirements = Requirements(packages=("torch", "triton"))
     out: Any = None
     compiled: Any = None
     _reference: Any = None

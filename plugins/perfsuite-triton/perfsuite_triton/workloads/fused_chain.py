@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Requirements, Work, param
+from suite import Case, Work, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -52,12 +52,10 @@ class FusedChainParams:
 
 class FusedChain(_shared.TritonVsTorch):
     name = "triton.fused_chain"
-    category = "kernels"
     version = 3  # 2: rows per program, compile mode, 262144 x 1024; 3: the kernel without cache hints, erf a parameter
     description = "bias + GELU + residual + LayerNorm fused in one Triton kernel vs torch eager and torch.compile"
     Params = FusedChainParams
     quick = {"rows": 64, "hidden": 256, "compile_mode": "default"}  # no autotuning in a quick run
-    requirements = Requirements(packages=("torch", "triton"))
     primary_metric = "gbps"
 
     def unmet(self, ctx: Any) -> str | None:

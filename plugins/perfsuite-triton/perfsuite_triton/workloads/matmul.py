@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Requirements, Work, param
+from suite import Case, Work, param
 from suite.checks import close
 
 from perfsuite_triton.workloads import _shared
@@ -57,13 +57,11 @@ def interpreter_dot_unmet(dtype: str) -> str | None:
 
 class Matmul(_shared.TritonVsTorch):
     name = "triton.matmul"
-    category = "kernels"
     version = 1
     description = "autotuned tiled Triton matmul vs cuBLAS (torch.matmul) and torch.compile"
     Params = MatmulParams
     # fp32: the CPU interpreter has no correct bf16 dot (see interpreter_dot_unmet).
     quick = {"m": 256, "n": 256, "k": 256, "dtype": "fp32"}
-    requirements = Requirements(packages=("torch", "triton"))
     primary_metric = "tflops"
 
     def unmet(self, ctx: Any) -> str | None:

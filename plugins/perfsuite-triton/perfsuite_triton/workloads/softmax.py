@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Requirements, Work, param
+from suite import Case, Work, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -36,12 +36,10 @@ def _torch_softmax(x: Any) -> Any:
 
 class Softmax(_shared.TritonVsTorch):
     name = "triton.softmax"
-    category = "kernels"
     version = 1
     description = "fused row softmax in Triton vs torch.softmax eager and torch.compile"
     Params = SoftmaxParams
     quick = {"rows": 64, "cols": 256}
-    requirements = Requirements(packages=("torch", "triton"))
     primary_metric = "gbps"
 
     def unmet(self, ctx: Any) -> str | None:
