@@ -82,11 +82,8 @@ class RunContext:
             return None
         import torch
 
-        uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", ""))
-        for g in nvml.describe_gpus():
-            if uuid and g["uuid"].removeprefix("GPU-") == uuid.removeprefix("GPU-"):
-                return g["index"]
-        return torch.cuda.current_device()
+        _, gpu = nvml.current_cuda_gpu(nvml.describe_gpus())
+        return gpu["index"] if gpu is not None else torch.cuda.current_device()
 
     def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
                 graph: bool | None = None, iterations: int | None = None) -> Measurement:

@@ -92,12 +92,9 @@ def gpus(with_torch: bool) -> list[dict]:
         import torch
 
         if torch.cuda.is_available():
-            by_uuid = {}
-            for i in range(torch.cuda.device_count()):
-                p = torch.cuda.get_device_properties(i)
-                by_uuid[str(getattr(p, "uuid", i)).removeprefix("GPU-")] = p
+            props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
             for g in out:
-                p = by_uuid.get(g["uuid"].removeprefix("GPU-"))
+                p = next((p for p in props if nvml.same_uuid(str(getattr(p, "uuid", "")), g["uuid"])), None)
                 if p is not None:
                     g["sm_count"] = p.multi_processor_count
                     g["l2_cache_bytes"] = getattr(p, "L2_cache_size", None)
@@ -116,11 +113,9 @@ def measured_device(device: str, gpu_list: list[dict], host: str, cpu: str, deep
     if device == "cuda" and deep:
         import torch
 
-        uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "")).removeprefix("GPU-")
+        uuid, gpu = nvml.current_cuda_gpu(gpu_list)
+        uuid = gpu["uuid"] if gpu is not None else uuid.removeprefix("GPU-")  # NVML's form when it knows the GPU
         name = torch.cuda.get_device_name()
-        for g in gpu_list:
-            if g["uuid"].removeprefix("GPU-") == uuid:
-                uuid = g["uuid"]
         return {"kind": "cuda", "name": name, "uuid": uuid or None, "key": device_key("cuda", name, uuid, host)}
     if device == "cuda" and gpu_list:
         g = gpu_list[0]

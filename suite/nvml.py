@@ -82,6 +82,19 @@ def describe_gpus() -> list[dict]:
     return out
 
 
+def same_uuid(a: str, b: str) -> bool:
+    """torch writes a GPU's UUID bare, NVML with a 'GPU-' prefix."""
+    return bool(a) and a.removeprefix("GPU-") == b.removeprefix("GPU-")
+
+
+def current_cuda_gpu(gpu_list: list[dict]) -> tuple[str, dict | None]:
+    """(torch's UUID of its current CUDA device, NVML's description of that GPU or None)."""
+    import torch
+
+    uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", ""))
+    return uuid, next((g for g in gpu_list if same_uuid(uuid, g["uuid"])), None)
+
+
 def throttle_reasons(mask: int) -> list[str]:
     nv, _ = init()
     return [label for attr, label in _REASONS if hasattr(nv, attr) and mask & getattr(nv, attr)]

@@ -36,3 +36,11 @@ def test_copy_without_history_takes_the_stated_commit(perfsuite_env, tmp_path):
     assert _env_json(copy, env)["suite"] == {"version": "0.1.0", "git_commit": "a" * 40, "git_dirty": False}
     del env["PERFSUITE_GIT_COMMIT"]
     assert _env_json(copy, env)["suite"]["git_commit"] is None
+
+
+def test_gpu_uuids_match_across_torch_and_nvml_spellings():
+    from suite.nvml import same_uuid
+
+    assert same_uuid("18ba22b3-baa9", "GPU-18ba22b3-baa9") and same_uuid("GPU-18ba22b3-baa9", "18ba22b3-baa9")
+    assert not same_uuid("18ba22b3-baa9", "GPU-18ba22b3-baa8")
+    assert not same_uuid("", "GPU-")  # torch without a UUID matches no GPU
