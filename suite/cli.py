@@ -186,9 +186,7 @@ def env_cmd(as_json: bool, device: str | None) -> None:
 def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict[str, dict[str, str]]:
     """``k=v`` applies to every named workload that has ``k``; ``name:k=v`` to one. A key no
     named workload has is an error."""
-    import dataclasses
-
-    from suite.params import ParamError, parse_assignments
+    from suite.params import ParamError, param_fields, parse_assignments
 
     per: dict[str, dict[str, str]] = {n: {} for n in names}
     for item in items:
@@ -200,7 +198,7 @@ def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict
         (key, value), = parse_assignments([item]).items()
         hit = False
         for n in ([target] if target else names):
-            if key in {f.name for f in dataclasses.fields(host.get(n).cls.Params)}:
+            if key in param_fields(host.get(n).cls.Params):
                 per[n][key] = value
                 hit = True
         if not hit:
