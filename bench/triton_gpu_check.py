@@ -23,6 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "plugins" / "perfsuite-triton"), str(REPO)]
 
+from suite.dtypes import torch_dtype  # noqa: E402  (after the path set-up above)
+
 WARPS = (None, 4, 8, 16)  # None: the launcher's own choice, what the workloads use
 COPY_BYTES = 1 << 30  # 1 GiB copied: 2 GiB moved per call
 DEVICE = "cuda"
@@ -72,7 +74,7 @@ def check_fused_chain(quick: bool, rows: list[dict], copy_gbps: float) -> None:
     from perfsuite_triton.workloads.fused_chain import FusedChain
 
     p = params(FusedChain, quick)
-    dt = _shared.torch_dtype(p.dtype)
+    dt = torch_dtype(p.dtype)
     x = torch.randn(p.rows, p.hidden, device=DEVICE, dtype=dt)
     r = torch.randn(p.rows, p.hidden, device=DEVICE, dtype=dt)
     b, be = ((0.1 * torch.randn(p.hidden, device=DEVICE)).to(dt) for _ in range(2))
@@ -108,7 +110,7 @@ def check_softmax(quick: bool, rows: list[dict], copy_gbps: float) -> None:
     from perfsuite_triton.workloads.softmax import Softmax
 
     p = params(Softmax, quick)
-    x = (3 * torch.randn(p.rows, p.cols, device=DEVICE)).to(_shared.torch_dtype(p.dtype))
+    x = (3 * torch.randn(p.rows, p.cols, device=DEVICE)).to(torch_dtype(p.dtype))
     nbytes = 2 * p.rows * p.cols * x.element_size()
     ref = torch.softmax(x.double(), -1)
     tol = _shared.TOLERANCE[p.dtype]
@@ -142,7 +144,7 @@ def check_matmul(quick: bool, rows: list[dict], dtypes: list[str]) -> None:
     base = params(Matmul, quick)
     for dtype in dtypes or [base.dtype]:
         p = dataclasses.replace(base, dtype=dtype)
-        dt = _shared.torch_dtype(p.dtype)
+        dt = torch_dtype(p.dtype)
         a = torch.randn(p.m, p.k, device=DEVICE, dtype=dt)
         b = torch.randn(p.k, p.n, device=DEVICE, dtype=dt)
         flops = 2.0 * p.m * p.n * p.k

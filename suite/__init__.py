@@ -5,9 +5,11 @@ Plugins import only what this module exports::
     from suite import hookimpl, Workload, Case, Work, Check, Requirements, param
     from suite import capture_graph      # a CUDA graph of one call, for drivers that replay their own
     from suite.checks import close, equal, relative_error
+    from suite import dtypes             # "bf16" -> torch.bfloat16, sizes, nccl-tests names
 """
 from __future__ import annotations
 
+from suite import dtypes
 from suite.hookspecs import hookimpl
 from suite.timing import capture_graph
 from suite.workload import Case, Check, Requirements, Work, Workload, param
@@ -15,4 +17,4 @@ from suite.workload import Case, Check, Requirements, Work, Workload, param
 __version__ = "0.1.0"
 
 __all__ = ["hookimpl", "Workload", "Case", "Work", "Check", "Requirements", "param", "capture_graph",
-           "__version__"]
+           "dtypes", "__version__"]

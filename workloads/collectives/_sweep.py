@@ -24,8 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from suite import Check
-from suite import distributed
+from suite import Check, distributed, dtypes
 from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
                                         Counts, OpSpec, Views, values)
 
@@ -37,17 +36,8 @@ MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}
 CHECK_CHUNK = 1 << 22  # elements compared at once: bounds the float64 scratch memory
 HANG_SLEEP_S = 3600.0
 
-# dtype parameter -> (torch attribute, nccl-tests' type name, element size)
-DTYPES = {
-    "fp32": ("float32", "float", 4),
-    "fp64": ("float64", "double", 8),
-    "bf16": ("bfloat16", "bfloat16", 2),
-    "fp16": ("float16", "half", 2),
-    "int8": ("int8", "int8", 1),
-    "uint8": ("uint8", "uint8", 1),
-    "int32": ("int32", "int32", 4),
-    "int64": ("int64", "int64", 8),
-}
+# The element types the collectives sweep (the exact-value check needs each one's EXACT_LIMIT).
+DTYPES = ("fp32", "fp64", "bf16", "fp16", "int8", "uint8", "int32", "int64")
 # Largest integer each dtype holds exactly (floats: 2^(significand bits)).
 EXACT_LIMIT = {"fp32": 2**24, "fp64": 2**53, "bf16": 2**8, "fp16": 2**11, "int8": 127, "uint8": 255,
                "int32": 2**31 - 1, "int64": 2**63 - 1}
@@ -57,10 +47,6 @@ FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
 # slowest rank's time <-> lowest bandwidth, fastest <-> highest).
 RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
 INJECTIONS = ("none", "wrong_element", "raise", "hang")
-
-
-def element_size(dtype: str) -> int:
-    return DTYPES[dtype][2]
 
 
 def is_float(dtype: str) -> bool:
@@ -170,7 +156,7 @@ class Plan:
 
 
 def plan(op: OpSpec, p: Any, world: int) -> Plan:
-    elem = element_size(p.dtype)
+    elem = dtypes.element_size(p.dtype)
     modes, unavailable = [], {}
     for m in modes_requested(p.in_place):
         why = mode_available(op, m)
@@ -200,7 +186,7 @@ class Sweep:
         self.ctx, self.plan, self.p = ctx, pl, p
         self.torch = torch
         self.rank, self.world = ctx.rank, ctx.world_size
-        self.dt = getattr(torch, DTYPES[pl.dtype][0])
+        self.dt = dtypes.torch_dtype(pl.dtype)
         redop = None if pl.redop is None else {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
                                                "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
                                                "avg": dist.ReduceOp.AVG}[pl.redop]
@@ -345,7 +331,7 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> l
     factor = pl.op.bus_factor(world)
     rows = []
     for i, (size, c) in enumerate(pl.sizes):
-        row: dict[str, Any] = {"size_bytes": size, "count": c.param, "dtype": DTYPES[pl.dtype][1],
+        row: dict[str, Any] = {"size_bytes": size, "count": c.param, "dtype": dtypes.nccl_name(pl.dtype),
                                "redop": pl.redop or "none", "root": pl.root}
         for mode in MODES:
             if mode not in pl.modes:

@@ -30,7 +30,7 @@ class SweepParams:
     min_bytes: int = param(8, "smallest size in bytes (nccl-tests -b; K/M/G suffixes)")
     max_bytes: int = param(1 * GIB, "largest size in bytes (nccl-tests -e)")
     step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
-    dtype: str = param("fp32", "element type (nccl-tests -d)", choices=tuple(_sweep.DTYPES))
+    dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_sweep.DTYPES)
     iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
     in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
     check: bool = param(True, "count wrong elements after each size's timed loop (nccl-tests -c)")

@@ -16,27 +16,6 @@ from suite import Case, Workload
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite.context import RunContext
 
-# Parameter spelling -> torch dtype attribute. fp8 means e4m3 (the forward-pass format).
-TORCH_DTYPE_NAMES = {
-    "fp32": "float32",
-    "tf32": "float32",  # tf32 is fp32 storage with tensor-core math, see fp32_matmul_precision
-    "bf16": "bfloat16",
-    "fp16": "float16",
-    "fp8": "float8_e4m3fn",
-}
-
-
-def torch_dtype(name: str) -> Any:
-    """The torch dtype a parameter's dtype name stands for."""
-    import torch
-
-    return getattr(torch, TORCH_DTYPE_NAMES[name])
-
-
-def element_size(name: str) -> int:
-    return {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[name]
-
-
 @contextlib.contextmanager
 def fp32_matmul_precision(mode: str) -> Iterator[None]:
     """Run a block with float32 matmuls in ``mode`` ("highest": IEEE fp32, "high": TF32

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Case, Check, Work, param
-from workloads.kernels._common import (KernelWorkload, declare, element_size, first_line,
-                                       fp32_matmul_precision, torch_dtype)
+from suite.dtypes import element_size, torch_dtype
+from workloads.kernels._common import KernelWorkload, declare, first_line, fp32_matmul_precision
 from workloads.kernels._verify import chunked_relative_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

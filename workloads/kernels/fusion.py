@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Case, Work, param
 from suite.checks import close
-from workloads.kernels._common import KernelWorkload, declare, element_size, first_line, torch_dtype
+from suite.dtypes import element_size, torch_dtype
+from workloads.kernels._common import KernelWorkload, declare, first_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite.context import RunContext

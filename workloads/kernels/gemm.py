@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Case, Check, Work, param
-from workloads.kernels._common import (KernelWorkload, all_unsupported, declare, element_size,
-                                       fp32_matmul_precision, torch_dtype)
+from suite.dtypes import element_size, torch_dtype
+from workloads.kernels._common import KernelWorkload, all_unsupported, declare, fp32_matmul_precision
 from workloads.kernels._verify import check_matmul
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

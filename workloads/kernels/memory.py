@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Case, Check, Work, param
 from suite.checks import close, equal
-from workloads.kernels._common import KernelWorkload, declare, element_size, torch_dtype
+from suite.dtypes import element_size, torch_dtype
+from workloads.kernels._common import KernelWorkload, declare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite.context import RunContext

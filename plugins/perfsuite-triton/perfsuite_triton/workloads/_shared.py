@@ -14,7 +14,6 @@ from suite import Case, Check, Requirements, Work, Workload
 from suite.checks import close
 
 DTYPES = ("bf16", "fp16", "fp32")
-_TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 # Tolerances on the relative Frobenius error against a float64 reference computed from the
 # same (already rounded) inputs, so the error measured is the kernel's own:
@@ -36,12 +35,6 @@ INTERPRETER_MAX_ELEMENTS = 1 << 20
 INTERPRETER_MAX_FLOPS = 2 * 1024**3
 
 COMPILE_OPTIONS = {"dynamic": False, "fullgraph": True}  # mode: torch's default
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, _TORCH_DTYPE_NAMES[name])
 
 
 def device_unmet(device: str, interpreted: bool) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, param
+from suite import Case, Work, dtypes, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -72,7 +72,7 @@ class FusedChain(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import fused_chain as kernel
 
         p = self.params
-        dev, dt = ctx.torch_device, _shared.torch_dtype(p.dtype)
+        dev, dt = ctx.torch_device, dtypes.torch_dtype(p.dtype)
         self.x = torch.randn(p.rows, p.hidden, device=dev, dtype=dt)
         self.residual = torch.randn(p.rows, p.hidden, device=dev, dtype=dt)
         # Parameters as a trained layer has them: small bias and shift, scale near one.

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, param
+from suite import Case, Work, dtypes, param
 from suite.checks import close
 
 from perfsuite_triton.workloads import _shared
@@ -46,8 +46,8 @@ def interpreter_dot_unmet(dtype: str) -> str | None:
     from perfsuite_triton.kernels import matmul as kernel
 
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(32, 32, generator=gen).to(_shared.torch_dtype(dtype))
-    b = torch.randn(32, 32, generator=gen).to(_shared.torch_dtype(dtype))
+    a = torch.randn(32, 32, generator=gen).to(dtypes.torch_dtype(dtype))
+    b = torch.randn(32, 32, generator=gen).to(dtypes.torch_dtype(dtype))
     check = close("probe", kernel.matmul(a, b), a.double() @ b.double(), _shared.TOLERANCE[dtype], "probe")
     if check.passed:
         return None
@@ -81,7 +81,7 @@ class Matmul(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import matmul as kernel
 
         p = self.params
-        dev, dt = ctx.torch_device, _shared.torch_dtype(p.dtype)
+        dev, dt = ctx.torch_device, dtypes.torch_dtype(p.dtype)
         self.a = torch.randn(p.m, p.k, device=dev, dtype=dt)
         self.b = torch.randn(p.k, p.n, device=dev, dtype=dt)
         self.out = torch.empty(p.m, p.n, device=dev, dtype=dt)

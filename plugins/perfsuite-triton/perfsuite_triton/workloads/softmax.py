@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, param
+from suite import Case, Work, dtypes, param
 
 from perfsuite_triton.workloads import _shared
 
@@ -57,7 +57,7 @@ class Softmax(_shared.TritonVsTorch):
 
         p = self.params
         # Logits of spread ~3: exponentials over several orders of magnitude, as attention has.
-        self.x = (3 * torch.randn(p.rows, p.cols, device=ctx.torch_device)).to(_shared.torch_dtype(p.dtype))
+        self.x = (3 * torch.randn(p.rows, p.cols, device=ctx.torch_device)).to(dtypes.torch_dtype(p.dtype))
         self.out = torch.empty_like(self.x)
         self.launch = kernel.launch_config(p.cols, p.num_warps or None)
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch,
