@@ -60,7 +60,17 @@ def init(device: str, timeout_s: float) -> str | None:
     return backend
 
 
-_AGGREGATE = {"min": min, "max": max, "mean": lambda v: sum(v) / len(v)}
+def aggregate(values: list[float], how: str) -> float:
+    """One figure from every rank's (rank order): their mean, max or min, or rank 0's."""
+    if how == "mean":
+        return sum(values) / len(values)
+    if how == "max":
+        return max(values)
+    if how == "min":
+        return min(values)
+    if how == "rank0":
+        return values[0]
+    raise ValueError(f"unknown aggregation {how!r} (mean, max, min, rank0)")
 
 
 def gather_metrics(metrics: list[dict], world: int) -> list[dict] | None:
@@ -83,10 +93,7 @@ def gather_metrics(metrics: list[dict], world: int) -> list[dict] | None:
     for m in metrics:
         key = (m["case"], m["name"])
         values = [float(r[key]) for r in by_rank if key in r]
-        m = dict(m, per_rank=values)
-        if m["aggregate"] in _AGGREGATE:
-            m["value"] = float(_AGGREGATE[m["aggregate"]](values))
-        merged.append(m)
+        merged.append(dict(m, per_rank=values, value=float(aggregate(values, m["aggregate"]))))
     return merged
 
 

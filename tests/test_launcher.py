@@ -228,3 +228,10 @@ def test_progress_names_the_rank_that_stopped_first(tmp_path, monkeypatch):
     Path(distributed.progress_path(spec, 0)).unlink()
     distributed.note_progress("alone")  # a world of one leaves nothing behind
     assert not distributed.progress_path(spec, 0).exists()
+
+
+def test_rank_figures_aggregate_as_declared():
+    values = [3.0, 1.0, 2.0]  # rank order
+    assert [distributed.aggregate(values, how) for how in ("mean", "max", "min", "rank0")] == [2.0, 3.0, 1.0, 3.0]
+    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
+        distributed.aggregate(values, "median")

@@ -316,16 +316,6 @@ class Sweep:
 
 
 # -- merging the ranks' figures ------------------------------------------------------------
-def _aggregate(values_: list[float], how: str) -> float:
-    if how == "mean":
-        return sum(values_) / len(values_)
-    if how == "max":
-        return max(values_)
-    if how == "min":
-        return min(values_)
-    return values_[0]
-
-
 def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> list[dict]:
     """The nccl-tests table from every rank's raw figures (the same on every rank)."""
     factor = pl.op.bus_factor(world)
@@ -339,7 +329,7 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> l
                 continue
             means = [sum(r[i]["modes"][mode]["samples_s"]) / len(r[i]["modes"][mode]["samples_s"])
                      for r in per_rank]
-            t = _aggregate(means, rank_time)
+            t = distributed.aggregate(means, rank_time)
             wrongs = [r[i]["modes"][mode]["wrong"] for r in per_rank]
             algbw = size / t / 1e9
             row[mode] = {"time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
