@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suite.files import write_atomic
+
 # Set by suite.launcher in every rank's environment: the spec file of the run.
 SPEC_ENV = "PERFSUITE_SPEC"
 TOPOLOGY_TIMEOUT_S = 20.0
@@ -140,10 +142,7 @@ def rank_error_path(spec_path: str | Path, rank: int) -> Path:
 
 def write_rank_error(spec_path: str | Path, rank: int, error: str) -> None:
     """Leave this rank's failure beside the spec (atomically), for the runner to name it."""
-    path = rank_error_path(spec_path, rank)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"rank": rank, "error": error}))
-    os.replace(tmp, path)
+    write_atomic(rank_error_path(spec_path, rank), json.dumps({"rank": rank, "error": error}))
 
 
 def read_rank_errors(spec_path: str | Path) -> list[str]:
@@ -169,10 +168,8 @@ def note_progress(phase: str) -> None:
     if not spec or world == 1:
         return
     path = progress_path(spec, rank)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps({"rank": rank, "phase": phase, "time": time.time()}))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({"rank": rank, "phase": phase, "time": time.time()}))
     except OSError as exc:  # a missing spec folder must not fail the measurement itself
         print(f"[rank {rank}] cannot write progress file {path}: {exc}", flush=True)
 

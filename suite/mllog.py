@@ -6,6 +6,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from suite.files import write_atomic
+
 
 def _ms(iso: str) -> int:
     return int(dt.datetime.fromisoformat(iso).timestamp() * 1000)
@@ -37,6 +39,4 @@ def lines(record: dict) -> list[str]:
 
 
 def write(record: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines(record)) + "\n")
-    tmp.replace(path)
+    write_atomic(path, "\n".join(lines(record)) + "\n")

@@ -7,7 +7,6 @@ registry commit, so that a crash between the two leaves a file ``perfsuite impor
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import json
 import os
@@ -25,6 +24,8 @@ from schemas import RESULT_SCHEMA_VERSION
 from suite import distributed, launcher, mllog, roofline
 from suite import params as params_mod
 from suite.controls import Controls
+from suite.files import write_atomic
+from suite.worker import now
 from suite.plugins import WorkloadEntry
 
 LOG_TAIL_LINES = 15
@@ -39,10 +40,6 @@ class RunRequest:
     launch: launcher.LaunchOptions
     division: str = "open"
     scenario: str | None = None
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
@@ -234,9 +231,7 @@ class Runner:
         validate_record(record)
         self.records_dir.mkdir(parents=True, exist_ok=True)
         path = self.records_dir / f"{record['run_id']}.json"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(record, indent=1, sort_keys=True))
         mllog.write(record, path.with_suffix(".mllog"))
         self.registry.store(record)
         return record

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
 
+from suite.files import write_atomic
+
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def run(spec_path: Path) -> int:
@@ -84,7 +79,7 @@ def run(spec_path: Path) -> int:
         result["details"] = ctx.details
     result["finished_at"] = now()
     if rank == 0:
-        write_json_atomic(result_path, result)
+        write_atomic(result_path, json.dumps(result))
     if world > 1 and result["status"] == "success":
         distributed.shutdown()
     return 0 if result["status"] in ("success", "skipped") else 1
