@@ -237,12 +237,14 @@ def _order(names: list[str]) -> list[str]:
 @click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.option("--reproduces", default=None, hidden=True, metavar="RUN_ID",
+              help="Record that this run re-runs RUN_ID (set by 'perfsuite reproduce').")
 @click.pass_context
 def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, ...], quick: bool,
             device: str | None, repeat: int, timeout_s: float | None, seed: int | None, deterministic: bool,
             warmup: int | None, iterations: int | None, min_time_s: float | None, l2_flush: bool,
             cuda_graph: bool, nproc_per_node: int | None, nnodes: int, node_rank: int,
-            rdzv_endpoint: str | None, division: str, as_json: bool) -> None:
+            rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
     from suite import params as params_mod
     from suite.controls import QUICK_MIN_TIME_S
@@ -282,7 +284,8 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
                                         iterations=iterations, min_time_s=min_time_s, l2_flush=l2_flush,
                                         cuda_graph=cuda_graph, timeout_s=timeout_s, repeat_index=i,
                                         repeat_count=repeat)
-            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division))
+            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division,
+                                       reproduces=reproduces))
 
     from registry import records_dir
 
@@ -364,10 +367,17 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
 
 
 @cli.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.pass_context
 def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
-    """Load record files into the registry; idempotent by run id and hash."""
+    """Load record files, or a checked submissions tree (a directory), into the registry;
+    idempotent by run id and hash."""
+    if any(f.is_dir() for f in files):
+        from suite.commands.submissions import import_directory
+
+        if len(files) != 1:
+            fail("give record files, or one submissions directory")
+        return import_directory(ctx, files[0])
     from registry import RecordInvalid, RegistryError
 
     from registry import validate_record
@@ -389,6 +399,11 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         except (RecordInvalid, RegistryError) as exc:
             fail(f"{f}: {exc}", 1)
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
+
+
+from suite.commands import attach as _attach_registry_commands  # noqa: E402  compare, check, leaderboard ...
+
+_attach_registry_commands(cli)
 
 
 def main() -> None:
