@@ -7,7 +7,7 @@ import click
 
 
 def attach(cli: click.Group) -> None:
-    from suite.commands import compare, submissions
+    from suite.commands import compare, leaderboard, submissions
 
-    for command in (compare.compare_cmd, submissions.submit_cmd, submissions.check_cmd):
+    for command in (compare.compare_cmd, submissions.submit_cmd, submissions.check_cmd, leaderboard.leaderboard_cmd):
         cli.add_command(command)
