@@ -318,6 +318,10 @@ def check_tree(root: Path) -> TreeReport:
             report.records.append(FiledRecord(org, system, path, rel, record))
 
     _check_across_records(report)
+    if not report.records and not report.problems:
+        problems.append(Problem(str(root), f"no records found: expected <org>/{RESULTS_DIR}/<system>/<workload>/"
+                                           f"<run_id>.json below it (or {RESULTS_DIR}/... below an org folder)"))
+    report.problems.sort(key=lambda p: (p.path, p.message))
     return report
 
 
