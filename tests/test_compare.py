@@ -99,9 +99,10 @@ def test_environment_differences_are_listed():
     assert facts["host"] == ("a", "b") and facts["torch"] == ("2.11.0", "2.12.0")
 
 
-def test_compare_cli_on_real_cpu_runs(cli, add_plugin, perfsuite_env):
+def test_compare_and_reproduce_cli_on_real_cpu_runs(cli, add_plugin, perfsuite_env):
     """Two runs of the same code: no significant change; a planted 10% slowdown: slower,
-    p < 0.05; different parameters: refused, naming the parameter."""
+    p < 0.05; different parameters: refused, naming the parameter. Reproducing the first
+    run says "reproduced" and the new record links to it."""
     add_plugin("sleep", SLEEP_PLUGIN)
     base = json.loads(cli(*RUN_ARGS, check=True).stdout)[0]
     same = json.loads(cli(*RUN_ARGS, check=True).stdout)[0]
@@ -122,3 +123,26 @@ def test_compare_cli_on_real_cpu_runs(cli, add_plugin, perfsuite_env):
     refused = cli("compare", base["run_id"], other["run_id"])
     assert refused.returncode == 1
     assert refused.stderr.strip() == "Error: runs are not comparable: different param.sleep_ms: 4.0 vs 2.0"
+
+    reproduced = cli("reproduce", base["run_id"][:8], "--json")
+    assert reproduced.returncode == 0, reproduced.stderr
+    outcome = json.loads(reproduced.stdout)
+    assert outcome["verdict"] == "reproduced" and outcome["original"] == base["run_id"]
+    again = json.loads(cli("show", outcome["reproduction"], "--json", check=True).stdout)
+    assert again["reproduces"] == base["run_id"]
+    assert again["controls"]["seed"] == base["controls"]["seed"] and again["workload"] == base["workload"]
+    assert again["controls"]["iterations"] == 30 and again["comparability_key"] == base["comparability_key"]
+
+
+def test_reproduce_passes_the_stored_run_exactly():
+    from suite.commands.reproduce import run_arguments
+
+    record = make_record(params={"dtypes": ["bf16", "fp8"], "m": 8192, "flag": True},
+                         controls={"seed": 42, "iterations": None, "min_time_s": 0.5, "l2_flush": True})
+    args = run_arguments(record)
+    assert args[:2] == ["run", "kernels.gemm"]
+    for expected in (["--seed", "42"], ["-p", "dtypes=bf16,fp8"], ["-p", "m=8192"], ["-p", "flag=true"],
+                     ["--min-time", "0.5"], ["--reproduces", record["run_id"]]):
+        i = args.index(expected[0]) if expected[0] != "-p" else args.index(expected[1]) - 1
+        assert args[i:i + 2] == expected
+    assert "--l2-flush" in args and "--iterations" not in args

@@ -7,7 +7,8 @@ import click
 
 
 def attach(cli: click.Group) -> None:
-    from suite.commands import compare, leaderboard, submissions
+    from suite.commands import compare, history, leaderboard, reproduce, submissions
 
-    for command in (compare.compare_cmd, submissions.submit_cmd, submissions.check_cmd, leaderboard.leaderboard_cmd):
+    for command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_cmd, submissions.submit_cmd,
+                    submissions.check_cmd, leaderboard.leaderboard_cmd):
         cli.add_command(command)
