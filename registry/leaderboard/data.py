@@ -6,7 +6,8 @@ that failed, timed out or did not verify is never ranked. A system is the one a 
 submitted under (``perfsuite import DIR``), else the machine the record describes.
 Several runs of one system with the same parameters make one row: the olympic mean of
 their medians (MLPerf's score: drop the fastest and the slowest) when there are at least
-three, else the median of their medians.
+three, else the median of their medians; the CI shown is the run's own (one run) or the
+range of the runs' medians; energy and % of ceiling come from the latest stored run.
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from ..models import Metric, Run, Submission, SubmittedSystem, System, Workload
 from ..queries import is_primary_candidate
 
 OLYMPIC_MIN_RUNS = 3
+CEILINGS_WORKLOAD = "kernels.ceilings"
 
 
 @dataclass
@@ -92,101 +94,132 @@ def _framework(env: dict) -> str:
     return f"PyTorch {torch}" if torch else ""
 
 
-def load(session) -> tuple[list[Board], dict[str, SystemInfo], dict[str, list[RunPoint]], dict[str, dict]]:
-    """(boards, systems by key, run points by system key, ceilings records by system key)."""
-    ranked = (select(Run.id, Run.run_id, Run.comparability_key, Run.params, Run.environment_id, Run.started_at,
-                     Workload.name, Workload.version, System.key, System.hostname, System.gpu_name,
-                     System.gpu_count, SubmittedSystem.org, SubmittedSystem.name.label("submitted_name"),
-                     SubmittedSystem.description)
-              .join(Workload, Run.workload_id == Workload.id)
-              .join(System, Run.system_id == System.id)
-              .outerjoin(Submission, Submission.run_id == Run.id)
-              .outerjoin(SubmittedSystem, Submission.system_id == SubmittedSystem.id)
-              .where(Run.status == "success", Run.verification_status == "passed"))
-    runs = session.execute(ranked).all()
-    metrics_by_run: dict[int, list] = defaultdict(list)
-    run_pks = [r.id for r in runs]
-    for start in range(0, len(run_pks), 5000):
-        chunk = run_pks[start:start + 5000]
-        for m in session.execute(
-                select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value, Metric.higher_is_better,
-                       Metric.statistics, Metric.roofline_fraction)
-                .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
-            metrics_by_run[m.run_id].append(m)
-    environments = _environments(session, {r.environment_id for r in runs})
+def _ranked(query, workload: str | None):
+    query = query.where(Run.status == "success", Run.verification_status == "passed")
+    return query.where(Workload.name == workload) if workload is not None else query
+
+
+def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, SystemInfo],
+                                                        dict[str, list[RunPoint]], dict[str, dict]]:
+    """(boards, systems by key, run points by system key, ceilings by system key); with
+    ``workload``, only that workload (one page's worth).
+
+    Built to stay fast on a large registry: the headline metric of each (parameters, case)
+    is chosen from one run, then SQL aggregates that metric per system (count, sum, min,
+    max: enough for the olympic mean), and only each row's latest run is read in full.
+    """
+    sub_system = Submission.system_id.label("sub_system")
+    # 1. one representative run per comparability key: its cases' headline metrics and key fields
+    reps = session.execute(_ranked(
+        select(Run.comparability_key, func.min(Run.id)).join(Workload, Run.workload_id == Workload.id), workload)
+        .group_by(Run.comparability_key)).all()
+    headline: dict[tuple[str, str], str] = {}
+    key_info: dict[str, tuple] = {}
+    for ckey, rep in reps:
+        rows = session.execute(select(Metric.case, Metric.name).where(Metric.run_id == rep)
+                               .order_by(Metric.position)).all()
+        for case, name in rows:
+            if (ckey, case) not in headline and is_primary_candidate(name):
+                headline[(ckey, case)] = name
+        for case, name in rows:
+            headline.setdefault((ckey, case), name)
+        record = session.execute(select(Run.record).where(Run.id == rep)).scalar_one()
+        w = record["workload"]
+        key_info[ckey] = (w["name"], w["version"], w["params"], w["scenario"], w["division"])
+    if not headline:
+        return [], {}, {}, {}
+    # 2. the headline metric aggregated per key, case and system
+    groups = session.execute(_ranked(
+        select(Run.comparability_key, Metric.case, Metric.name, Run.system_id, sub_system,
+               func.count(), func.sum(Metric.value), func.min(Metric.value), func.max(Metric.value),
+               func.max(Run.id))
+        .join(Workload, Run.workload_id == Workload.id).join(Metric, Metric.run_id == Run.id)
+        .outerjoin(Submission, Submission.run_id == Run.id), workload)
+        .where(Metric.name.in_(sorted(set(headline.values()))))
+        .group_by(Run.comparability_key, Metric.case, Metric.name, Run.system_id, sub_system)).all()
+    groups = [g for g in groups if headline.get((g[0], g[1])) == g[2]]
+    # 3. each row's latest run, in full (metrics without samples), and what describes its system
+    latest_pks = sorted({g[9] for g in groups})
+    latest_metrics: dict[int, list] = defaultdict(list)
+    latest_runs: dict[int, tuple] = {}
+    for start in range(0, len(latest_pks), 2000):
+        chunk = latest_pks[start:start + 2000]
+        for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value,
+                                        Metric.higher_is_better, Metric.statistics, Metric.roofline_fraction)
+                                 .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
+            latest_metrics[m.run_id].append(m)
+        for row in session.execute(select(Run.id, Run.run_id, Run.environment_id, Run.started_at, Workload.name)
+                                   .join(Workload, Run.workload_id == Workload.id).where(Run.id.in_(chunk))):
+            latest_runs[row.id] = row
+    environments = _environments(session, {r.environment_id for r in latest_runs.values()})
+    host_rows = {row.id: row for row in session.execute(
+        select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count)
+        .where(System.id.in_({g[3] for g in groups})))}
+    submitted = {row.id: row for row in session.execute(
+        select(SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description)
+        .where(SubmittedSystem.id.in_({g[4] for g in groups if g[4] is not None})))}
+    # 4. every ranked run id of each row, for the links to the records
+    run_links: dict[tuple, list[str]] = defaultdict(list)
+    for ckey, system_id, sub_id, run_id in session.execute(_ranked(
+            select(Run.comparability_key, Run.system_id, sub_system, Run.run_id)
+            .join(Workload, Run.workload_id == Workload.id)
+            .outerjoin(Submission, Submission.run_id == Run.id), workload)
+            .where(Run.comparability_key.in_(list(key_info)))
+            .order_by(Run.started_at, Run.id)):
+        run_links[(ckey, system_id, sub_id)].append(run_id)
 
     systems: dict[str, SystemInfo] = {}
     points: dict[str, list[RunPoint]] = defaultdict(list)
     ceilings: dict[str, dict] = {}
-    grouped: dict[tuple, dict] = {}
-    for r in runs:
-        env = environments[r.environment_id]
-        if r.description is not None:
-            d = r.description
-            key = _system_key("submitted", f"{r.org}/{r.submitted_name}")
-            info = SystemInfo(key, r.submitted_name, d["submitter"], d["accelerator_model_name"],
-                              d["accelerators_per_node"] * d["number_of_nodes"], d["framework"], d["status"], d,
-                              d.get("host", r.hostname))
+    ceilings_at: dict[str, object] = {}
+    boards: dict[tuple, Board] = {}
+    for ckey, case, name, system_id, sub_id, count, total, low_v, high_v, latest_pk in groups:
+        run = latest_runs[latest_pk]
+        env = environments[run.environment_id]
+        info = _system_info(host_rows[system_id], submitted.get(sub_id), env)
+        systems.setdefault(info.key, info)
+        ms = [m for m in latest_metrics[latest_pk] if m.case == case]
+        head = next(m for m in ms if m.name == name)
+        energy = next((m for m in ms if m.name.endswith("_per_j")), None)
+        point = RunPoint(run.run_id, run.name, case, {m.name: (m.value, m.unit) for m in ms},
+                         {m.name: m.roofline_fraction for m in ms})
+        points[info.key].append(point)
+        if run.name == CEILINGS_WORKLOAD and (info.key not in ceilings_at or ceilings_at[info.key] < run.started_at):
+            ceilings_at[info.key] = run.started_at
+            ceilings[info.key] = {}
+        if run.name == CEILINGS_WORKLOAD and ceilings_at[info.key] == run.started_at:
+            wanted = "tflops" if case.startswith("matmul.") else "gbps"
+            ceilings[info.key].update({case: (m.value, m.unit, m.name) for m in ms if m.name == wanted})
+        wname, version, params, scenario, division = key_info[ckey]
+        board = boards.setdefault((wname, version, ckey, case), Board(wname, version, ckey, params, scenario, case, name))
+        if count >= OLYMPIC_MIN_RUNS:
+            value, note, ci = (total - low_v - high_v) / (count - 2), f"{count} runs, olympic mean", (low_v, high_v)
+        elif count == 2:
+            value, note, ci = total / 2, "2 runs, median", (low_v, high_v)
         else:
-            key = _system_key("host", r.key)
-            info = SystemInfo(key, r.hostname, "", r.gpu_name or env["measured_device"]["name"], r.gpu_count,
-                              _framework(env), "", None, r.hostname)
-        systems.setdefault(key, info)
-        by_case: dict[str, list] = defaultdict(list)
-        for m in metrics_by_run[r.id]:
-            by_case[m.case].append(m)
-        for case, ms in by_case.items():
-            points[key].append(RunPoint(r.run_id, r.name, case, {m.name: (m.value, m.unit) for m in ms},
-                                        {m.name: m.roofline_fraction for m in ms}))
-            head = next((m for m in ms if is_primary_candidate(m.name)), ms[0])
-            energy = next((m for m in ms if m.name.endswith("_per_j")), None)
-            slot = grouped.setdefault((r.name, r.version, r.comparability_key, case), {
-                "params": r.params, "metric": head.name, "systems": defaultdict(list)})
-            if head.name != slot["metric"]:
-                continue  # a run whose case reports another metric does not rank in this table
-            slot["systems"][key].append((r, head, energy))
-        if r.name == "kernels.ceilings":
-            latest = ceilings.get(key)
-            if latest is None or latest["started_at"] < r.started_at:
-                ceilings[key] = {"started_at": r.started_at, "run_id": r.run_id, "pk": r.id}
-
-    boards = []
-    for (workload, version, ckey, case), slot in sorted(grouped.items(), key=lambda kv: kv[0][:2] + kv[0][3:]):
-        first_pk = next(iter(slot["systems"].values()))[0][0].id
-        division, scenario = _key_fields(session, first_pk)
-        board = Board(workload, version, ckey, slot["params"], scenario, case, slot["metric"])
-        for key, entries in slot["systems"].items():
-            entries.sort(key=lambda e: e[0].started_at)
-            values = [head.value for _, head, _ in entries]
-            head = entries[-1][1]
             stats = head.statistics or {}
-            if len(values) >= OLYMPIC_MIN_RUNS:
-                value = statistics.fmean(sorted(values)[1:-1])
-                note = f"{len(values)} runs, olympic mean"
-                low, high = min(values), max(values)
-            else:
-                value = statistics.median(values)
-                note = f"{len(values)} run" + ("s, median" if len(values) > 1 else "")
-                low, high = (stats.get("ci95_low"), stats.get("ci95_high")) if len(values) == 1 else (min(values), max(values))
-            energy = entries[-1][2]
-            board.rows.append(ResultRow(
-                systems[key], division,
-                value, head.unit, head.higher_is_better, low, high, head.roofline_fraction,
-                f"{energy.value:.4g} {energy.unit}" if energy is not None else None,
-                [e[0].run_id for e in entries], note))
+            value, note, ci = head.value, "1 run", (stats.get("ci95_low"), stats.get("ci95_high"))
+        board.rows.append(ResultRow(info, division, value, head.unit, head.higher_is_better, ci[0], ci[1],
+                                    head.roofline_fraction,
+                                    f"{energy.value:.4g} {energy.unit}" if energy is not None else None,
+                                    run_links[(ckey, system_id, sub_id)], note))
+    out = []
+    for key in sorted(boards, key=lambda k: (k[0], k[1], k[3], k[2])):
+        board = boards[key]
         board.rows.sort(key=lambda row: -row.value if row.higher_is_better else row.value)
-        boards.append(board)
-    ceiling_metrics = {}
-    for key, found in ceilings.items():
-        ceiling_metrics[key] = {m.case: (m.value, m.unit, m.name) for m in metrics_by_run[found["pk"]]
-                                if m.name == ("tflops" if m.case.startswith("matmul.") else "gbps")}
-    return boards, systems, points, ceiling_metrics
+        out.append(board)
+    return out, systems, points, ceilings
 
 
-def _key_fields(session, run_pk: int) -> tuple[str, str | None]:
-    """Division and scenario: part of the comparability key, so one run of a board tells them."""
-    record = session.execute(select(Run.record).where(Run.id == run_pk)).scalar_one()
-    return record["workload"]["division"], record["workload"]["scenario"]
+def _system_info(host, submitted, env: dict) -> SystemInfo:
+    if submitted is not None:
+        d = submitted.description
+        return SystemInfo(_system_key("submitted", f"{submitted.org}/{submitted.name}"), submitted.name,
+                          d["submitter"], d["accelerator_model_name"],
+                          d["accelerators_per_node"] * d["number_of_nodes"], d["framework"], d["status"], d,
+                          d.get("host", host.hostname))
+    return SystemInfo(_system_key("host", host.key), host.hostname, "", host.gpu_name or env["measured_device"]["name"],
+                      host.gpu_count, _framework(env), "", None, host.hostname)
 
 
 def _environments(session, ids: set[int]) -> dict[int, dict]:
