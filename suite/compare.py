@@ -22,8 +22,6 @@ DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.05
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 MIXED = "mixed"
-# Metrics describing cost rather than the result: compared, but never the case's verdict.
-_NOT_HEADLINE = ("time_ms", "power_w")
 
 
 class NotComparable(ValueError):
@@ -144,12 +142,13 @@ def metric_verdict(ratio: float, low: float, high: float, p_value: float | None,
 
 
 def _headline_names(metrics: list[dict]) -> dict[str, str]:
-    """case -> the name of its headline metric (its first that is not time, power or per-joule)."""
+    """case -> the name of its headline metric (its first that is not time, power or per-joule,
+    by the registry's one rule), else its first metric."""
+    from registry.queries import is_primary_candidate
+
     out: dict[str, str] = {}
     for m in metrics:
-        if m["case"] in out:
-            continue
-        if m["name"] not in _NOT_HEADLINE and not m["name"].endswith("_per_j"):
+        if m["case"] not in out and is_primary_candidate(m["name"]):
             out[m["case"]] = m["name"]
     for m in metrics:
         out.setdefault(m["case"], m["name"])
