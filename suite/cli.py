@@ -391,5 +391,10 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
 
 
+from suite.cli_roofline import roofline_command  # noqa: E402  (a command in its own module)
+
+cli.add_command(roofline_command)
+
+
 def main() -> None:
     cli(prog_name="perfsuite")

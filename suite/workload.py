@@ -42,7 +42,6 @@ class Requirements:
     min_world_size: int = 1
     max_world_size: int | None = None  # 1: one process that drives its devices itself
     packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
-    features: tuple[str, ...] = ()  # named capabilities checked in :meth:`Workload.unmet`
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,7 @@ def test_collect_environment_adds_triton_without_rewriting():
 KERNEL_CHECKS = """
 import json, torch
 from perfsuite_triton.kernels import fused_chain as fc, softmax as sm, matmul as mm
+from suite.fused_chain import reference as chain_reference
 
 def rel(out, ref):
     out, ref = out.double(), ref.double()
@@ -123,7 +124,7 @@ for dtype, rows, hidden in (("float32", 1, 1), ("float32", 7, 200), ("float32", 
     b, w, be = (torch.randn(hidden).to(dt) for _ in range(3))
     out = torch.full_like(x, float("nan"))
     fc.fused_chain(x, b, r, w, be, eps=1e-5, out=out)
-    res["fused_chain"].append([dtype, rows, hidden, rel(out, fc.reference(x, b, r, w, be, 1e-5))])
+    res["fused_chain"].append([dtype, rows, hidden, rel(out, chain_reference(x, b, r, w, be, 1e-5))])
     # Logits up to ~500: exp overflows float32 unless the row max is subtracted first.
     logits = (100 * torch.randn(rows, hidden)).to(dt)
     res["softmax"].append([dtype, rows, hidden, rel(sm.softmax(logits), torch.softmax(logits.double(), -1))])
@@ -137,7 +138,7 @@ for dtype, rows, hidden, rows_per_program in (("float32", 7, 200, 1), ("float32"
     b, w, be = (torch.randn(hidden).to(dt) for _ in range(3))
     out = torch.full_like(x, float("nan"))
     fc.fused_chain(x, b, r, w, be, eps=1e-5, out=out, rows_per_program=rows_per_program)
-    res["fused_chain"].append([dtype, rows, hidden, rows_per_program, rel(out, fc.reference(x, b, r, w, be, 1e-5))])
+    res["fused_chain"].append([dtype, rows, hidden, rows_per_program, rel(out, chain_reference(x, b, r, w, be, 1e-5))])
 res["launch"] = {h: fc.launch_config(h) for h in (1, 200, 1024, 4096, 8192, 32768)}
 for dtype, m, n, k in (("float32", 1, 1, 1), ("float32", 67, 45, 93), ("float32", 130, 257, 64),
                        ("float16", 64, 64, 64)):
@@ -496,7 +497,8 @@ def test_both_erf_implementations_match_the_float64_chain():
 
     code = (
         "import torch\n"
-        "from perfsuite_triton.kernels.fused_chain import fused_chain, reference\n"
+        "from perfsuite_triton.kernels.fused_chain import fused_chain\n"
+        "from suite.fused_chain import reference\n"
         "torch.manual_seed(0)\n"
         "x = 3 * torch.randn(11, 96); r = torch.randn(11, 96)\n"
         "b, w, be = torch.randn(96), torch.randn(96), torch.randn(96)\n"
