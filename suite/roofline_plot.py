@@ -19,7 +19,14 @@ def plot(data: dict, path: Path) -> None:
     bandwidth = [p for p in points if p["intensity"] == 0]
     panels = 1 + bool(bandwidth)
     fig = Figure(figsize=(7 * panels, 5.5), layout="constrained")
-    ax = fig.add_subplot(1, panels, 1)
+    roofline_panel(fig.add_subplot(1, panels, 1), data, compute)
+    if bandwidth:
+        bandwidth_panel(fig.add_subplot(1, panels, 2), data, bandwidth)
+    fig.savefig(path)
+
+
+def roofline_panel(ax, data: dict, compute: list[dict]) -> None:
+    """The log-log roofline: one roof per matmul peak under the memory slope, and the cases."""
     bw = data["bandwidths_gbps"].get(MEMORY)
     xs = [p["intensity"] for p in compute]
     ridges = [peak * 1e3 / bw for peak in data["peaks_tflops"].values()] if bw else []
@@ -47,17 +54,18 @@ def plot(data: dict, path: Path) -> None:
     ax.set_title(f"{data['device']}: roofline (ceilings run {data['ceilings_run_id'][:8]})", fontsize=9)
     ax.grid(True, which="both", lw=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    if bandwidth:
-        bx = fig.add_subplot(1, panels, 2)
-        labels = [f"{p['workload'].removeprefix('kernels.')}:{p['case']}" for p in bandwidth]
-        bx.barh(labels, [p["gbps"] for p in bandwidth], color="tab:blue")
-        for resource in dict.fromkeys(p["bound"] for p in bandwidth):
-            ceiling = data["bandwidths_gbps"][resource]
-            bx.axvline(ceiling, color="black", ls="--", lw=1, label=f"{resource} ceiling: {num(ceiling)} GB/s")
-        for i, p in enumerate(bandwidth):
-            bx.annotate(f" {p['fraction']:.0%}", (p["gbps"], i), va="center", fontsize=7)
-        bx.invert_yaxis()
-        bx.legend(fontsize=7, loc="lower right")
-        bx.set_xlabel("GB/s (bytes read + written)")
-        bx.set_title("no FLOPs (intensity 0): GB/s against the bandwidth ceiling", fontsize=9)
-    fig.savefig(path)
+
+
+def bandwidth_panel(bx, data: dict, bandwidth: list[dict]) -> None:
+    """Cases without FLOPs: their GB/s as bars against the bandwidth ceiling each names."""
+    labels = [f"{p['workload'].removeprefix('kernels.')}:{p['case']}" for p in bandwidth]
+    bx.barh(labels, [p["gbps"] for p in bandwidth], color="tab:blue")
+    for resource in dict.fromkeys(p["bound"] for p in bandwidth):
+        ceiling = data["bandwidths_gbps"][resource]
+        bx.axvline(ceiling, color="black", ls="--", lw=1, label=f"{resource} ceiling: {num(ceiling)} GB/s")
+    for i, p in enumerate(bandwidth):
+        bx.annotate(f" {p['fraction']:.0%}", (p["gbps"], i), va="center", fontsize=7)
+    bx.invert_yaxis()
+    bx.legend(fontsize=7, loc="lower right")
+    bx.set_xlabel("GB/s (bytes read + written)")
+    bx.set_title("no FLOPs (intensity 0): GB/s against the bandwidth ceiling", fontsize=9)
