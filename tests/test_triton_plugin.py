@@ -301,7 +301,8 @@ def test_workload_runs_and_verifies_through_the_contract(workload_results, name)
     roofline = "matmul.fp32" if name == "triton.matmul" else "memory"  # quick matmul is fp32
     for case in ("triton", "torch_eager", "torch_compile"):
         rows = {m[1]: m for m in rec["metrics"] if m[0] == case}
-        assert set(rows) == {"time_ms", metric}, rows
+        # Every case but the baseline gets its speed-up against torch_eager.
+        assert set(rows) == {"time_ms", metric} | ({"speedup"} if case != "torch_eager" else set()), rows
         assert rows["time_ms"][3] == 3 and rows["time_ms"][4] > 0
         assert rows[metric][4] > 0 and rows[metric][5] == roofline
     assert [c["label"] for c in rec["checks"]] == ["triton", "torch_eager", "torch_compile"]
@@ -395,7 +396,10 @@ def test_run_quick_on_cpu_through_the_runner(triton_plugin_env):
     assert record["workload"]["params"] == {"rows": 64, "cols": 256, "dtype": "bf16", "num_warps": 0}
     assert record["verification"]["status"] == "passed"
     cases = {(m["case"], m["name"]) for m in record["metrics"]}
-    assert cases == {(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
+    assert cases == ({(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
+                     | {("triton", "speedup"), ("torch_compile", "speedup")})
+    assert record["details"]["baseline_case"] == "torch_eager"
+    assert record["workload"]["primary_metric"] == "gbps"
     assert record["environment"]["perfsuite_triton"] == {"version": "0.1.0", "TRITON_INTERPRET": "1"}
 
 
