@@ -1,5 +1,5 @@
 """Kernel results placed on their device's measured roofline (what ``perfsuite roofline``
-prints; the plot is :mod:`suite.roofline_plot`, the command :mod:`suite.cli_roofline`).
+prints; the plot is :mod:`suite.roofline_plot`, the command :mod:`suite.commands.roofline`).
 
 For each case of a kernel record with a ``tflops`` and/or ``gbps`` metric:
 

@@ -12,7 +12,7 @@ import pytest
 from suite.roofline import roofline_metric_name
 from tests.conftest import run_cli
 from tests.factories import DEFAULT_START, make_metric, make_record
-from suite.cli_roofline import require_matplotlib
+from suite.commands.roofline import require_matplotlib
 from suite.roofline_plot import plot
 from suite.roofline_report import Roof, kernel_records, place, report
 
