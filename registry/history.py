@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from .compare import _system_filter
 from .models import Metric, Run, Workload
-from .queries import is_primary_candidate
+from schemas.headline import case_headline
 
 
 @dataclass
@@ -34,7 +34,7 @@ def metric_history(session: Session, workload: str, *, case: str | None = None, 
                    system: str | None = None) -> list[Point]:
     """Successful, verified runs of ``workload`` oldest first, one point per run and case.
 
-    Without ``metric``, each case's headline metric (its first throughput-like one)."""
+    Without ``metric``, each case's headline metric (``schemas.headline``)."""
     query = (select(Run.id, Run.run_id, Run.started_at, Run.comparability_key, Run.params, Run.system_id,
                     Metric.case, Metric.name, Metric.unit, Metric.higher_is_better, Metric.value,
                     Metric.statistics, Metric.samples, Metric.position)
@@ -47,14 +47,23 @@ def metric_history(session: Session, workload: str, *, case: str | None = None, 
     if metric is not None:
         query = query.where(Metric.name == metric)
     rows = session.execute(query.order_by(Run.started_at, Run.id, Metric.position)).all()
+    heads: dict[tuple[str, str], str] = {}
+    if metric is None:  # each case's headline, by the one rule, from the first run of its key
+        by_run: dict[int, list[dict]] = {}
+        for r in rows:
+            by_run.setdefault(r.id, []).append({"case": r.case, "name": r.name})
+        firsts: dict[str, int] = {}
+        for r in rows:
+            firsts.setdefault(r.comparability_key, r.id)
+        for ckey, pk in firsts.items():
+            primary = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()["workload"].get(
+                "primary_metric")
+            for case in dict.fromkeys(m["case"] for m in by_run[pk]):
+                heads[(ckey, case)] = case_headline(by_run[pk], case, primary)["name"]
     points: list[Point] = []
-    taken: set[tuple[int, str]] = set()
     for r in rows:
-        if (r.id, r.case) in taken:
+        if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
             continue
-        if metric is None and not is_primary_candidate(r.name):
-            continue
-        taken.add((r.id, r.case))
         s = r.statistics or {}
         points.append(Point(r.run_id, r.started_at.isoformat(), r.comparability_key, r.params, str(r.system_id),
                             r.case, r.name, r.unit, r.higher_is_better, r.value, s.get("ci95_low"),

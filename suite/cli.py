@@ -401,9 +401,15 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
 
 
-from suite.commands import attach as _attach_registry_commands  # noqa: E402  compare, check, leaderboard ...
+from suite.commands import compare, history, leaderboard, reproduce, submissions  # noqa: E402
+from suite.commands.doctor import doctor_cmd  # noqa: E402 - commands attach after the group exists
+from suite.commands.roofline import roofline_command  # noqa: E402
 
-_attach_registry_commands(cli)
+cli.add_command(doctor_cmd)
+cli.add_command(roofline_command)
+for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_cmd, submissions.submit_cmd,
+                 submissions.check_cmd, leaderboard.leaderboard_cmd):
+    cli.add_command(_command)
 
 
 def main() -> None:

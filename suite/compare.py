@@ -141,18 +141,13 @@ def metric_verdict(ratio: float, low: float, high: float, p_value: float | None,
     return FASTER if better else SLOWER
 
 
-def _headline_names(metrics: list[dict]) -> dict[str, str]:
-    """case -> the name of its headline metric (its first that is not time, power or per-joule,
-    by the registry's one rule), else its first metric."""
-    from registry.queries import is_primary_candidate
+def _headline_names(record: dict) -> dict[str, str]:
+    """case -> the name of its headline metric, by the one rule (schemas.headline)."""
+    from schemas.headline import case_headline
 
-    out: dict[str, str] = {}
-    for m in metrics:
-        if m["case"] not in out and is_primary_candidate(m["name"]):
-            out[m["case"]] = m["name"]
-    for m in metrics:
-        out.setdefault(m["case"], m["name"])
-    return out
+    primary = record["workload"].get("primary_metric")
+    cases = dict.fromkeys(m["case"] for m in record["metrics"])
+    return {case: case_headline(record["metrics"], case, primary)["name"] for case in cases}
 
 
 def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD,
@@ -165,7 +160,7 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD,
         if record["status"] != "success":
             raise ValueError(f"run {record['run_id']} has status {record['status']}: nothing measured to compare")
     by_key_b = {(m["case"], m["name"]): m for m in b["metrics"]}
-    heads = _headline_names(a["metrics"])
+    heads = _headline_names(a)
     rows = []
     for ma in a["metrics"]:
         mb = by_key_b.get((ma["case"], ma["name"]))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 
 from ..models import Metric, Run, Submission, SubmittedSystem, System, Workload
-from ..queries import is_primary_candidate
+from schemas.headline import case_headline
 
 OLYMPIC_MIN_RUNS = 3
 CEILINGS_WORKLOAD = "kernels.ceilings"
@@ -105,7 +105,7 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
     ``workload``, only that workload (one page's worth).
 
     Built to stay fast on a large registry: the headline metric of each (parameters, case)
-    is chosen from one run, then SQL aggregates that metric per system (count, sum, min,
+    is chosen from one run (``schemas.headline``, the one rule), then SQL aggregates that metric per system (count, sum, min,
     max: enough for the olympic mean), and only each row's latest run is read in full.
     """
     sub_system = Submission.system_id.label("sub_system")
@@ -116,15 +116,10 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
     headline: dict[tuple[str, str], str] = {}
     key_info: dict[str, tuple] = {}
     for ckey, rep in reps:
-        rows = session.execute(select(Metric.case, Metric.name).where(Metric.run_id == rep)
-                               .order_by(Metric.position)).all()
-        for case, name in rows:
-            if (ckey, case) not in headline and is_primary_candidate(name):
-                headline[(ckey, case)] = name
-        for case, name in rows:
-            headline.setdefault((ckey, case), name)
         record = session.execute(select(Run.record).where(Run.id == rep)).scalar_one()
         w = record["workload"]
+        for case in dict.fromkeys(m["case"] for m in record["metrics"]):
+            headline[(ckey, case)] = case_headline(record["metrics"], case, w.get("primary_metric"))["name"]
         key_info[ckey] = (w["name"], w["version"], w["params"], w["scenario"], w["division"])
     if not headline:
         return [], {}, {}, {}
