@@ -86,7 +86,10 @@ def runs_table(rows: list[dict]) -> Table:
     for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
         t.add_column(col)
     for r in rows:
-        head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
+        if r["status"] != "success" and r.get("error"):
+            head = f"{r['status']}: {r['error']}"  # a run that did not succeed has no headline figure
+        else:
+            head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")
         add_row(t, r["run_id"][:12], started, r["workload"], str(r["version"]), r["device"], r["status"],
                   r["verification"], head)
