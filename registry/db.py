@@ -23,33 +23,27 @@ import contextlib
 import fcntl
 import functools
 import os
-import shutil
-import sqlite3
-import tempfile
 import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import queries
-from .errors import RegistryError, one_line
+from .errors import RegistryError, translated_errors
+from .location import check_sqlite_path, parse_url, shown_url
 from .store import store_record, store_records
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # A fixed 64-bit key for pg_advisory_lock, so every perfsuite process agrees on it.
 PG_MIGRATION_LOCK_KEY = zlib.crc32(b"perfsuite.registry.migrations")
-SUPPORTED_DIALECTS = ("sqlite", "postgresql")
-URL_FORMS = "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
 # libpq waits for ever on a host that drops packets; a registry that cannot answer in this
 # long is reported as unreachable.
 PG_CONNECT_TIMEOUT_S = 10
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 T = TypeVar("T")
 
@@ -78,51 +72,6 @@ def _sqlite_file(url) -> Path | None:
     return Path(database)
 
 
-def _shown(url_text: str) -> str:
-    """The URL as messages show it: password hidden where it parses."""
-    try:
-        return make_url(url_text).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(url_text)
-
-
-def _parse_url(url_text: str) -> URL:
-    try:
-        url = make_url(url_text)
-    except ArgumentError:
-        raise RegistryError(f"registry URL {url_text!r} is not a database URL: {URL_FORMS}") from None
-    if url.get_backend_name() not in SUPPORTED_DIALECTS:
-        raise RegistryError(f"unsupported registry URL {url.render_as_string(hide_password=True)}: {URL_FORMS}")
-    return url
-
-
-def _first_line(exc: BaseException) -> str:
-    """The useful line of a driver error: SQLAlchemy adds SQL and a help link below it."""
-    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-    lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
-    return one_line(lines[0] if lines else type(inner).__name__)
-
-
-@contextlib.contextmanager
-def translated_errors(what: str) -> Iterator[None]:
-    """Turn database and file-system failures into a one-line :class:`RegistryError`.
-
-    A race on a unique key is not one of them: the store handles ``IntegrityError`` itself.
-    """
-    try:
-        yield
-    except RegistryError:
-        raise
-    except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise RegistryError(one_line(f"{what}: {_first_line(exc)}")) from exc
-    except Exception as exc:
-        from alembic.util import CommandError  # a database at a revision this version does not know
-
-        if isinstance(exc, CommandError):
-            raise RegistryError(one_line(f"{what}: {exc}")) from exc
-        raise
-
-
 def translated(method: Callable[..., T]) -> Callable[..., T]:
     """Decorate a :class:`Registry` method so that its database errors are one line."""
 
@@ -131,37 +80,6 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
         with translated_errors(f"registry {self.url}"):
             return method(self, *args, **kwargs)
     return wrapper
-
-
-def _writable_folder(folder: Path) -> None:
-    """Prove that files can be created in ``folder`` (root ignores permission bits, and
-    ``/proc`` says it is writable): make and remove a temporary folder there."""
-    try:
-        shutil.rmtree(tempfile.mkdtemp(prefix=".perfsuite-check-", dir=folder))
-    except OSError as exc:
-        raise RegistryError(f"cannot create files in {folder}: {exc.strerror or exc}") from exc
-
-
-def _check_sqlite_path(path: Path) -> None:
-    """Raise :class:`RegistryError` if ``path`` cannot be a SQLite registry; creates nothing."""
-    if path.is_dir():
-        raise RegistryError(f"registry {path} is a folder, not a SQLite database file")
-    if path.exists():
-        with open(path, "r+b") as f:  # readable and writable; nothing is written
-            header = f.read(len(SQLITE_HEADER))
-        if header and header != SQLITE_HEADER:
-            raise RegistryError(f"registry {path} is not a SQLite database")
-        _writable_folder(path.parent)  # WAL and lock files live beside it
-        return
-    existing = path.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise RegistryError(f"cannot create registry {path}: {existing} is not a folder")
-    try:
-        _writable_folder(existing)
-    except RegistryError as exc:
-        raise RegistryError(f"cannot create registry {path}: {exc}") from exc
 
 
 def check_url(url: str | None = None) -> str:
@@ -174,13 +92,13 @@ def check_url(url: str | None = None) -> str:
     nothing: a new SQLite file is only checked for a writable folder.
     """
     url_text = url or default_url()
-    shown = _shown(url_text)
+    shown = shown_url(url_text)
     with translated_errors(f"cannot open registry {shown}"):
-        parsed = _parse_url(url_text)
+        parsed = parse_url(url_text)
         if parsed.get_backend_name() == "sqlite":
             path = _sqlite_file(parsed)
             if path is not None:
-                _check_sqlite_path(path)
+                check_sqlite_path(path)
             return shown
         engine = _make_engine(url_text)
         try:
@@ -192,7 +110,7 @@ def check_url(url: str | None = None) -> str:
 
 
 def _make_engine(url_text: str) -> Engine:
-    url = _parse_url(url_text)
+    url = parse_url(url_text)
     if url.get_backend_name() != "sqlite":
         if url.drivername == "postgresql":  # SQLAlchemy's default would be psycopg2; we ship psycopg 3
             url = url.set(drivername="postgresql+psycopg")
@@ -204,7 +122,7 @@ def _make_engine(url_text: str) -> Engine:
 
     path = _sqlite_file(url)
     if path is not None:
-        _check_sqlite_path(path)
+        check_sqlite_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
@@ -352,7 +270,7 @@ def open_registry(url: str | None = None) -> Registry:
     Raises :class:`RegistryError` with one line when it cannot (see :func:`check_url`).
     """
     url_text = url or default_url()
-    with translated_errors(f"cannot open registry {_shown(url_text)}"):
+    with translated_errors(f"cannot open registry {shown_url(url_text)}"):
         engine = _make_engine(url_text)
         try:
             migrate(engine)
