@@ -67,9 +67,8 @@ def test_attention_backends_run_or_say_why():
     assert all(c.passed for c in ctx.checks)
 
 
-def test_fusion_triton_kernel_runs_on_the_gpu():
-    pytest.importorskip("perfsuite_triton")
+def test_fusion_eager_and_compile_run_on_the_gpu():
     ctx = run(Fusion, device="cuda")
-    assert set(ctx.details["work"]) == {"eager", "compile", "triton"}, ctx.details["skipped_cases"]
+    assert set(ctx.details["work"]) == {"eager", "compile"}, ctx.details["skipped_cases"]
     assert all(c.passed for c in ctx.checks)
     assert ctx.details["compile_s"] > 0
