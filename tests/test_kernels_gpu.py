@@ -1,6 +1,6 @@
 """The kernel workloads on a CUDA GPU (``pytest -m gpu``): every quick preset verifies,
 the GPU-only cases (tf32, fp8, host<->device links, CUDA graphs, fused attention
-backends, the Triton kernel) run or say why not, and a broken kernel is still caught.
+backends, torch.compile of the fused chain) run or say why not, and a broken kernel is still caught.
 Skipped cleanly without a GPU. No timed assertions: figures are printed (``-m perf``)."""
 from __future__ import annotations
 
