@@ -9,11 +9,13 @@ Nothing here imports the runner, the CLI or any workload: the registry only know
 """
 from __future__ import annotations
 
-from .db import Registry, default_url, open_registry, records_dir
+from .db import Registry, check_url, default_url, open_registry, records_dir
 from .errors import RecordInvalid, RegistryError
-from .records import canonical_json, record_sha256, validate_record
+from .records import (MAX_RECORD_BYTES, canonical_json, check_record, load_record_file, record_sha256,
+                      validate_record)
 
 __all__ = [
-    "open_registry", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
-    "canonical_json", "record_sha256", "validate_record",
+    "open_registry", "check_url", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
+    "canonical_json", "record_sha256", "validate_record", "check_record", "load_record_file",
+    "MAX_RECORD_BYTES",
 ]

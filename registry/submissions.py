@@ -45,7 +45,7 @@ from sqlalchemy import select
 
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
-from .records import canonical_json, check_sha256, validate_record
+from .records import MAX_RECORD_BYTES, canonical_json, check_sha256, load_record_file, validate_record
 
 SYSTEMS_DIR = "systems"
 RESULTS_DIR = "results"
@@ -62,7 +62,6 @@ MLLOG_REQUIRED_TRAINING_KEYS = (
     "global_batch_size", "train_samples", "eval_samples",
     "init_start", "init_stop", "run_start", "run_stop", "eval_accuracy",
 )
-MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -282,8 +281,10 @@ def check_tree(root: Path) -> TreeReport:
             if path.suffix != RECORD_SUFFIX or len(parts) != 3:
                 problems.append(Problem(rel, "not at results/<system>/<workload>/<run_id>.json"))
                 continue
-            record = _read_json(path, problems, root)
-            if record is None:
+            try:
+                record = load_record_file(path)  # size limit, UTF-8, JSON
+            except RecordInvalid as exc:
+                problems.append(Problem(rel, f"not a readable record: {exc}"))
                 continue
             try:
                 validate_record(record)
@@ -394,8 +395,8 @@ def import_tree(registry, root: Path) -> dict[str, int]:
         more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
         raise RegistryError(f"{root} does not check clean, nothing imported: {shown}{more}")
     outcomes = {"stored": 0, "duplicate": 0, "systems": len(report.systems)}
-    for filed in report.records:
-        outcomes[registry.store(filed.record)] += 1
+    for outcome in registry.store_all([filed.record for filed in report.records]):  # all or none
+        outcomes[outcome] += 1
     with registry._write_sessions() as session:
         with session.begin():
             system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
