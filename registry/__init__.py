@@ -4,6 +4,11 @@
     with open_registry() as reg:          # $PERFSUITE_DB or the per-user SQLite file
         reg.store(record)                 # "stored" or "duplicate"
         reg.results(workload="kernels.gemm")
+        reg.store_all(records)            # one transaction: all or none
+
+    check_url(url)                        # before a long run: RegistryError (one line) if it
+                                          # cannot be opened; creates nothing
+    load_record_file(path); check_record(record)   # what ``perfsuite import`` checks per file
 
 Nothing here imports the runner, the CLI or any workload: the registry only knows records.
 """

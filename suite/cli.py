@@ -123,6 +123,7 @@ def list_cmd(as_json: bool, device: str | None) -> None:
     from suite import params as params_mod
     from suite.controls import Controls
     from suite.launcher import LaunchOptions
+    from suite.plugins import conflict_text
     from suite.runner import RunRequest, static_unmet
 
     host = load_host()
@@ -157,6 +158,8 @@ def list_cmd(as_json: bool, device: str | None) -> None:
     out.print(t)
     for e in errors:
         out.print(plain(f"plugin {e['plugin']} failed to load: ", style="red") + plain(e["error"]))
+    for name, owners in host.conflicts.items():
+        out.print(plain(f"workload {name!r} disabled: {conflict_text(owners)}", style="yellow"))
 
 
 # -- plugins ----------------------------------------------------------------------------

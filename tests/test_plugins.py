@@ -97,6 +97,7 @@ def test_a_name_registered_by_two_plugins_is_disabled_and_the_rest_works(cli, ad
         proc = cli(*args)
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.strip() == warning, args
+    assert "workload 'demo.sum' disabled: registered by 2 plugins: 'first' and 'second'" in cli("list").stdout
     names = {r["name"] for r in json.loads(cli("list", "--json").stdout)}
     assert "demo.third" in names and "demo.sum" not in names and "kernels.gemm" in names
     plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json").stdout)}
