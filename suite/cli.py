@@ -284,35 +284,42 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
                                         repeat_count=repeat)
             requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division))
 
-    from registry import records_dir
+    from registry import open_registry, records_dir
+    from suite.session import PreflightError, preflight, run_all
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_db(ctx), records_dir(), echo=lambda s: err.print(s, markup=False, highlight=False))
-    records = []
+    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(),
+                    echo=lambda s: err.print(s, markup=False, highlight=False))
+    try:
+        preflight(runner, requests)
+    except PreflightError as exc:
+        fail(str(exc))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err,
                   disable=as_json or not sys.stderr.isatty(), transient=True) as bar:
         task = bar.add_task("running", total=len(requests))
-        for req in requests:
+
+        def on_start(req) -> None:
+            if req is not requests[0]:
+                bar.advance(task)
             bar.update(task, description=f"{req.entry.name} (repeat {req.controls.repeat_index + 1}/{repeat})")
             if not as_json and not sys.stderr.isatty():
                 click.echo(f"running {req.entry.name} on {device}" +
                            (f" (repeat {req.controls.repeat_index + 1}/{repeat})" if repeat > 1 else ""), err=True)
-            rec = runner.run(req)
-            if rec is not None:
-                records.append(rec)
-            bar.advance(task)
+
+        outcome = run_all(runner, requests, on_start)
     if as_json:
-        emit_json(records)
+        emit_json(outcome.records)
     else:
         from suite.report import results_table
 
-        out.print(results_table(records))
-    bad = [r for r in records if r["status"] in ("failed", "timeout") or r["verification"]["status"] == "failed"]
-    sys.exit(1 if bad else 0)
+        out.print(results_table(outcome.records))
+    for line in outcome.messages:
+        click.echo(line, err=True)
+    sys.exit(outcome.exit_code)
 
 
 # -- results / show / import ---------------------------------------------------------------

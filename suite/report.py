@@ -74,7 +74,8 @@ def runs_table(rows: list[dict]) -> Table:
     for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
         t.add_column(col)
     for r in rows:
-        head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
+        # only a successful, verified-or-unverifiable run has a headline: an invalid one shows none
+        head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r["status"] == "success" and r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")
         t.add_row(r["run_id"][:12], started, r["workload"], str(r["version"]), r["device"], r["status"],
                   r["verification"], head)
