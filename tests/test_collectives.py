@@ -162,6 +162,10 @@ def test_every_collective_runs_with_gloo_through_torchrun(cli, perfsuite_env, wo
         assert r["status"] == "success" and r["verification"]["status"] == "passed", (op, r["error"])
         assert r["launch"]["launcher"] == "torchrun" and r["launch"]["world_size"] == world
         assert r["launch"]["backend"] == "gloo"
+        # the record states the controls the sweep applied; the others as not applied
+        assert r["controls"]["not_applied"] == ["iterations", "min_time_s", "max_iterations", "l2_flush"]
+        assert r["controls"]["warmup"] == 1 and r["controls"]["cuda_graph"] is False
+        assert r["controls"]["iterations"] is None and r["controls"]["l2_flush"] is None
         d = r["details"]
         assert d["world_size"] == world and d["backend"] == "gloo" and d["nccl_version"] is None
         assert d["busbw_factor"] == pytest.approx(HAND_FACTOR[world][op])
