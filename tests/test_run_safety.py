@@ -234,3 +234,91 @@ def test_pythonhashseed_stays_in_its_range():
 
     assert process_env(Controls(seed=7)) == {"PYTHONHASHSEED": "7"}
     assert process_env(Controls(seed=2**32 + 3, deterministic=True))["PYTHONHASHSEED"] == "3"
+
+
+# -- PostgreSQL stopped while the run measures ----------------------------------------------------
+def _pg_bin() -> Path | None:
+    import glob
+
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.access(f"{candidate}/initdb", os.X_OK) and os.access(f"{candidate}/pg_ctl", os.X_OK):
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture
+def stoppable_pg():
+    """A throwaway cluster of this test's own (the session's shared one must keep running):
+    yields its database URL and the command that stops it at once."""
+    import pwd
+    import shutil
+    import socket
+    import tempfile
+
+    pg_bin = _pg_bin()
+    if pg_bin is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed")
+    pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
+    root = Path(tempfile.mkdtemp(prefix="perfsuite-pgstop-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        owner = pwd.getpwnam("postgres")
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = root / "data"
+    stop = [*as_user, str(pg_bin / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"]
+    try:
+        for argv in ([str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
+                     [str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "start",
+                      "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off"]):
+            subprocess.run([*as_user, *argv], check=True, capture_output=True, timeout=120)
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", stop
+    finally:
+        if (data / "postmaster.pid").exists():
+            subprocess.run(stop, capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+PG_STOPPER = '''
+import json, os, subprocess
+from dataclasses import dataclass
+from suite import hookimpl, Workload, Case, Work, param
+
+@dataclass(frozen=True)
+class P:
+    n: int = param(10, "items per call")
+
+class StopServer(Workload):
+    """Stops the registry's PostgreSQL server while the run measures."""
+    name = "safety.stop_postgres"
+    category = "kernels"
+    Params = P
+    def setup(self, ctx):
+        subprocess.run(json.loads(os.environ["SAFETY_PG_STOP"]), check=True, capture_output=True)
+    def cases(self, ctx):
+        return [Case("noop", lambda: None, Work(items=1))]
+
+@hookimpl
+def perfsuite_register_workloads(register):
+    register(StopServer)
+'''
+
+
+@pytest.mark.slow
+def test_a_postgresql_server_stopped_mid_run_leaves_a_record_that_import_stores(add_plugin, perfsuite_env,
+                                                                              stoppable_pg, tmp_path):
+    url, stop = stoppable_pg
+    add_plugin("pgstop", PG_STOPPER)
+    perfsuite_env["PERFSUITE_DB"] = url
+    perfsuite_env["SAFETY_PG_STOP"] = json.dumps(stop)
+    proc = run_cli(perfsuite_env, "run", "safety.stop_postgres", "--device", "cpu", "--iterations", "3")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
+    assert "was not stored in the registry: OperationalError" in error
+    (path,) = (tmp_path / "records").glob("*.json")
+    assert f"its record is at {path}: 'perfsuite import {path}' will load it" in error
+    perfsuite_env["PERFSUITE_DB"] = f"sqlite:///{tmp_path / 'later.db'}"
+    assert run_cli(perfsuite_env, "import", str(path), check=True).stdout.startswith("stored: ")
