@@ -398,5 +398,12 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
 
 
+from suite.commands.doctor import doctor_cmd  # noqa: E402 - commands attach after the group exists
+from suite.commands.roofline import roofline_command  # noqa: E402
+
+cli.add_command(doctor_cmd)
+cli.add_command(roofline_command)
+
+
 def main() -> None:
     cli(prog_name="perfsuite")

@@ -78,9 +78,10 @@ def torch_runtime() -> dict:
     except RuntimeError as exc:
         out["cudnn"] = f"unavailable: {exc}"
     if torch.cuda.is_available():
+        from suite.distributed import nccl_version
+
         try:
-            v = torch.cuda.nccl.version()
-            out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+            out["nccl"] = nccl_version()
         except (RuntimeError, AttributeError) as exc:
             out["nccl"] = f"unavailable: {exc}"
     return out

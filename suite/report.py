@@ -5,8 +5,7 @@ from typing import Any
 
 from rich.table import Table
 
-THROUGHPUT_ORDER = ("tflops", "gbps", "items_per_s", "busbw_gbps")
-SECONDARY = {"time_ms", "power_w", "gflop_per_j", "gb_per_j", "items_per_j"}
+from schemas.headline import case_headline
 
 
 def fmt(v: float | None) -> str:
@@ -22,17 +21,6 @@ def fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def headline(metrics: list[dict], case: str) -> dict | None:
-    """The metric that best says how a case did: its throughput, else the first non-secondary."""
-    mine = [m for m in metrics if m["case"] == case]
-    for name in THROUGHPUT_ORDER:
-        for m in mine:
-            if m["name"] == name:
-                return m
-    rest = [m for m in mine if m["name"] not in SECONDARY]
-    return rest[0] if rest else (mine[0] if mine else None)
-
-
 def _cases(metrics: list[dict]) -> list[str]:
     return list(dict.fromkeys(m["case"] for m in metrics))
 
@@ -44,28 +32,39 @@ def _check_for(record: dict, case: str) -> str:
     return "passed" if all(c["passed"] for c in checks) else "FAILED"
 
 
+def _vs_baseline(record: dict, case: str) -> str:
+    """"1.83x eager": the case's speed-up over the run's baseline case; "baseline" for that one."""
+    baseline = (record.get("details") or {}).get("baseline_case")
+    if baseline is None:
+        return ""
+    if case == baseline:
+        return "baseline"
+    m = next((x for x in record["metrics"] if x["case"] == case and x["name"] == "speedup"), None)
+    return f"{m['value']:.2f}x {baseline}" if m else ""
+
+
 def results_table(records: list[dict]) -> Table:
     t = Table(title="results")
     for col, just in (("workload", "left"), ("case", "left"), ("value", "right"), ("unit", "left"),
                       ("95% CI", "right"), ("time ms", "right"), ("% of ceiling", "right"),
-                      ("verified", "left"), ("status", "left"), ("run", "left")):
+                      ("vs baseline", "right"), ("verified", "left"), ("status", "left"), ("run", "left")):
         # names and ids are never cut short; long errors fold instead
         t.add_column(col, justify=just, no_wrap=col in ("workload", "case", "run"), overflow="fold")
     for r in records:
         name = r["workload"]["name"]
         if r["status"] != "success" or not r["metrics"]:
-            t.add_row(name, "", "", "", "", "", "", r["verification"]["status"],
+            t.add_row(name, "", "", "", "", "", "", "", r["verification"]["status"],
                       f"{r['status']}: {r['error']}" if r["error"] else r["status"], r["run_id"][:8])
             continue
         for case in _cases(r["metrics"]):
-            m = headline(r["metrics"], case)
+            m = case_headline(r["metrics"], case, r["workload"].get("primary_metric"))
             time_m = next((x for x in r["metrics"] if x["case"] == case and x["name"] == "time_ms"), None)
             s = m["statistics"]
             ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s else ""
             roof = m.get("roofline")
             pct = f"{roof['fraction'] * 100:.1f}% {roof['resource']}" if roof and roof["fraction"] is not None else ""
             t.add_row(name, case, fmt(m["value"]), m["unit"], ci, fmt(time_m["value"]) if time_m else "", pct,
-                      _check_for(r, case), r["status"], r["run_id"][:8])
+                      _vs_baseline(r, case), _check_for(r, case), r["status"], r["run_id"][:8])
     return t
 
 
