@@ -45,7 +45,7 @@ def _summaries(session: Session, rows) -> list[dict]:
         primary = headline(by_run[run.id], primary_name) or {}
         out.append({
             "run_id": run.run_id, "workload": name, "version": version, "device": run.device,
-            "device_key": run.device_key, "host": host, "status": run.status,
+            "device_key": run.device_key, "host": host, "status": run.status, "error": run.error,
             "verification": run.verification_status, "started_at": run.started_at.isoformat(),
             "comparability_key": run.comparability_key, "case": primary.get("case"),
             "metric": primary.get("name"), "value": primary.get("value"), "unit": primary.get("unit"),

@@ -78,9 +78,14 @@ def registry_failures() -> tuple[type[BaseException], ...]:
 
 
 def failure_line(exc: BaseException) -> str:
-    """An exception as one line: SQLAlchemy's messages carry SQL and a link on further lines."""
+    """An exception as one line: SQLAlchemy's messages carry SQL and a link on further lines.
+    The registry's own errors are written for the user and keep their text as is."""
+    from registry import RegistryError
+
     text = " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
-    return text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
+    if isinstance(exc, RegistryError) or text.startswith(type(exc).__name__):
+        return text
+    return f"{type(exc).__name__}: {text}"
 
 
 def static_unmet(req: RunRequest) -> str | None:

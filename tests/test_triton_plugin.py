@@ -488,7 +488,8 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
 
     plugins = {p["name"]: p for p in perfsuite_json("plugins")}
     assert plugins["triton"] == {"name": "triton", "distribution": "perfsuite-triton", "version": "0.1.0",
-                                 "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None}
+                                 "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None,
+                                 "disabled": []}
     assert "triton" not in {p["name"] for p in perfsuite_json("plugins", PERFSUITE_PLUGINS="")}
 
 
