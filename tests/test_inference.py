@@ -204,3 +204,27 @@ def test_cpu_quick_suite_every_scenario_valid_and_accurate(cli, perfsuite_env):
         assert ("Offline", "samples_per_s") in metrics and ("SingleStream", "latency_p90_ms") in metrics
     gen = {(m["case"], m["name"]) for m in records["inference.generate"]["metrics"]}
     assert {("Server", "ttft_p99_ms"), ("Server", "tpot_p99_ms"), ("Offline", "tokens_per_s")} <= gen
+
+
+def test_static_cache_generates_the_dynamic_caches_tokens():
+    """The static-cache path (padded rows and prompts) decodes what the dynamic one does, in float32."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from workloads.inference.generate import build_config
+    from workloads.inference.models import GeneratorBackend, float32_and_measured, synthetic_sequences
+
+    p = params_mod.resolve(Generate, {"dtype": "fp32", "max_batch": "4"}, quick=True)
+    from transformers import AutoModelForCausalLM
+
+    ref, _ = float32_and_measured(lambda: AutoModelForCausalLM.from_config(build_config(p)), "fp32",
+                                  torch.device("cpu"), 0)
+    samples = synthetic_sequences(6, p.min_prompt, p.max_prompt, p.vocab, 0)
+    first: list = []
+    outs = {}
+    for cache in ("dynamic", "static"):
+        backend = GeneratorBackend(ref, samples, p.new_tokens, cache, p.max_prompt, p.max_batch, "cpu")
+        outs[cache] = backend.run_batch([0, 1, 2], first.append) + backend.run_batch([5], None)
+    assert len(first) == 2 and all(len(tokens) == 3 for tokens in first)  # one first-token call per batch
+    for d, s in zip(outs["dynamic"], outs["static"]):
+        assert s.n_tokens == p.new_tokens and (d.value == s.value).all()

@@ -107,13 +107,13 @@ class Driver:
     def run(self) -> None:
         ctx, p = self.ctx, self.p
         ctx.details["inference"] = self.details
-        if self.model.warm_up is not None:
-            t0 = time.perf_counter()
-            self.model.warm_up()
-            self.details["warm_up_s"] = time.perf_counter() - t0
-        self.hints, self.details["calibration"] = calibrate(self.model.backend, p)
         self.sut.start()
         try:
+            if self.model.warm_up is not None:
+                t0 = time.perf_counter()
+                self.sut.call(self.model.warm_up)
+                self.details["warm_up_s"] = time.perf_counter() - t0
+            self.hints, self.details["calibration"] = self.sut.call(lambda: calibrate(self.model.backend, p))
             for scenario in p.scenarios:
                 self.details["scenarios"][scenario] = out = {}
                 # Only Server's samples arrive one by one; the others issue a whole query at once.
@@ -179,7 +179,8 @@ class Driver:
             idx = list(range(self.p.num_samples))
             for start in range(0, len(idx), self.p.max_batch):
                 chunk = idx[start:start + self.p.max_batch]
-                for i, out in zip(chunk, self.model.reference.run_batch(chunk, None)):
+                outs = self.sut.call(lambda: self.model.reference.run_batch(chunk, None))
+                for i, out in zip(chunk, outs):
                     ref[i] = out.value
             self._reference = ref
         return self._reference

@@ -113,10 +113,10 @@ class GeneratorBackend:
     """A decoder generating exactly ``new_tokens`` tokens greedily per prompt (end-of-sequence
     suppressed), left-padded batches, with a dynamic or a static KV cache.
 
-    With the static cache each batch is padded to a power-of-two row count and every prompt to
-    the longest prompt length, so that decoding sees a few fixed shapes: on CUDA, transformers
+    With the static cache each batch is padded to one row or ``max_batch`` rows and every prompt
+    to the longest prompt length, so that decoding sees two fixed shapes: on CUDA, transformers
     compiles its decoding step for a static cache (torch.compile, mode reduce-overhead: CUDA
-    graphs), and fixed shapes keep that to one compilation per batch bucket.
+    graphs), and fixed shapes keep that to one compilation per shape.
     """
 
     def __init__(self, model: Any, samples: list[np.ndarray], new_tokens: int, cache: str, max_prompt: int,
@@ -125,16 +125,14 @@ class GeneratorBackend:
         self.max_prompt, self.max_batch, self.device = max_prompt, max_batch, device
 
     def buckets(self) -> list[int]:
-        """The row counts a static-cache batch is padded to: powers of two, then max_batch."""
-        out, b = [], 1
-        while b < self.max_batch:
-            out.append(b)
-            b *= 2
-        return out + [self.max_batch]
+        """The row counts a static-cache batch is padded to: one sample (SingleStream) or a
+        full batch. Two shapes, two compilations; a partial Server batch pays for padding
+        rows, which CUDA-graph decoding makes cheap."""
+        return sorted({1, self.max_batch})
 
     def warm_up(self) -> None:
-        """One batch of every bucket (static cache: compiles each shape before anything is timed)."""
-        for rows in self.buckets() if self.cache == "static" else [1, self.max_batch]:
+        """A batch of every shape the run will use (static cache: compiles them before anything is timed)."""
+        for rows in self.buckets():
             self.run_batch([i % len(self.samples) for i in range(rows)], None)
 
     def run_batch(self, indices: Sequence[int], first_token: Callable[[Sequence[bytes]], None] | None) -> list[Output]:

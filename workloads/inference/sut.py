@@ -23,6 +23,7 @@ import array
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
@@ -94,6 +95,7 @@ class BatchingSUT:
         self._calls = 0
         self._seen = 0
         self._threads: list[threading.Thread] = []
+        self._tasks: deque[tuple[Callable[[], Any], Future]] = deque()
         self.handle = None
 
     # -- LoadGen's callbacks ----------------------------------------------------------
@@ -132,6 +134,17 @@ class BatchingSUT:
             self.lg.DestroySUT(self.handle)
             self.handle = None
 
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the batcher's thread and return its result (or raise its exception).
+
+        Every model call of a run happens on that one thread, warm-up and calibration
+        included: torch.compile's CUDA graphs (a static cache on CUDA) are recorded per thread."""
+        future: Future = Future()
+        with self._cv:
+            self._tasks.append((fn, future))
+            self._cv.notify_all()
+        return future.result()
+
     def reset(self) -> None:
         """Fresh statistics and outputs between LoadGen runs (the failure, if any, stays)."""
         self.stats = SUTStats()
@@ -156,11 +169,13 @@ class BatchingSUT:
         self._complete_empty(queued)
 
     # -- the batcher ----------------------------------------------------------------------
-    def _next_batch(self) -> list[Pending] | None:
+    def _next_batch(self) -> list[Pending] | tuple[Callable[[], Any], Future] | None:
         with self._cv:
             while True:
                 if self._stop:
                     return None
+                if self._tasks:
+                    return self._tasks.popleft()
                 if self._queue:
                     wait = self._queue[0].issued_ns / 1e9 + self.max_wait_s - time.perf_counter_ns() / 1e9
                     if len(self._queue) >= self.max_batch or wait <= 0:
@@ -179,6 +194,13 @@ class BatchingSUT:
             batch = self._next_batch()
             if batch is None:
                 return
+            if isinstance(batch, tuple):
+                fn, future = batch
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to the caller of call()
+                    future.set_exception(exc)
+                continue
             try:
                 self._run(batch)
             except BaseException as exc:  # the run's failure: recorded, and LoadGen still finishes
