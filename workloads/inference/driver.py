@@ -70,7 +70,10 @@ def calibrate(backend: Backend, p: LoadGenParams) -> tuple[Hints, dict]:
         return min(times)
 
     single = fastest(1)
-    query = fastest(min(p.samples_per_query, p.max_batch)) * -(-p.samples_per_query // p.max_batch)
+    if "MultiStream" in p.scenarios:
+        query = fastest(min(p.samples_per_query, p.max_batch)) * -(-p.samples_per_query // p.max_batch)
+    else:
+        query = single  # unused: no MultiStream run
     full = fastest(p.max_batch)
     hints = Hints(single_latency_s=single / STREAM_HINT_MARGIN, query_latency_s=query / STREAM_HINT_MARGIN,
                   offline_qps=p.max_batch / full * HINT_MARGIN)
