@@ -140,13 +140,13 @@ def test_sut_completes_every_sample_with_its_data(tmp_path, scenario):
     assert (tmp_path / "logs" / "mlperf_log_detail.txt").exists()
 
 
-@pytest.mark.parametrize("scenario", ["Server", "SingleStream", "Offline"])
-def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario):
+@pytest.mark.parametrize("scenario,tokens", [("Server", True), ("SingleStream", False), ("Offline", True)])
+def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario, tokens):
     from workloads.inference.sut import SUTFailure
 
     t0 = time.monotonic()
     with pytest.raises(SUTFailure, match=r"sample \d+ .*was not completed within 1 s.*dropped"):
-        _run(tmp_path, scenario, EchoBackend(), inject="drop")
+        _run(tmp_path, scenario, EchoBackend(), inject="drop", tokens=tokens)
     assert time.monotonic() - t0 < 20.0  # the run's bound: it ended, it did not hang
 
 

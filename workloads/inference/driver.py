@@ -26,6 +26,7 @@ CALIBRATION_CALLS = 2
 HINT_MARGIN = 1.5  # Offline: expected QPS over the measured one (each extra sample is really run)
 STREAM_HINT_MARGIN = 4.0  # SingleStream/MultiStream: expected latency under the measured (extra queries are free)
 HINT_RETRIES = 2
+BOUND_FACTOR = 3.0  # a LoadGen run may take this many times its expected length before it is aborted
 PERCENTILES_REPORTED = ("p50", "p90", "p99")
 KIND_NAMES = {"latency": "latency", "ttft": "ttft", "tpot": "tpot", "TTFT": "ttft", "TPOT": "tpot"}
 RATE_UNITS = {"completed_samples_per_s": "samples/s", "samples_per_s": "samples/s",
@@ -82,14 +83,21 @@ def calibrate(backend: Backend, p: LoadGenParams) -> tuple[Hints, dict]:
                    "hint_margin": HINT_MARGIN, "stream_hint_margin": STREAM_HINT_MARGIN}
 
 
-def expected_s(p: LoadGenParams, scenario: str, mode: str, hints: Hints) -> float:
-    """How long LoadGen should take, from the calibration: the basis of the run's bound."""
-    if mode == "accuracy":
-        return p.num_samples * hints.single_latency_s
+def expected_s(p: LoadGenParams, scenario: str, mode: str, measured: Hints, target_qps: float) -> float:
+    """How long LoadGen should take, from the calibration's measured times (not the hints,
+    which lean low on purpose): the basis of the run's bound."""
+    n_queries = p.num_samples if mode == "accuracy" else p.min_query_count
     if scenario == "Offline":
-        return max(p.min_duration_ms / 1e3 * 1.1, p.min_query_count / hints.offline_qps)
-    per_query = hints.query_latency_s if scenario == "MultiStream" else hints.single_latency_s
-    return max(p.min_duration_ms / 1e3, p.min_query_count * per_query)
+        samples = p.num_samples if mode == "accuracy" else max(p.min_query_count, 1)
+        return max(0.0 if mode == "accuracy" else p.min_duration_ms / 1e3 * 1.1, samples / measured.offline_qps)
+    if scenario == "Server":
+        work = n_queries / target_qps + measured.single_latency_s
+    elif scenario == "MultiStream":
+        work = n_queries / p.samples_per_query * measured.query_latency_s if mode == "accuracy" \
+            else n_queries * measured.query_latency_s
+    else:
+        work = n_queries * measured.single_latency_s
+    return work if mode == "accuracy" else max(p.min_duration_ms / 1e3, work)
 
 
 class Driver:
@@ -106,6 +114,7 @@ class Driver:
                                         "scenarios": {}}
         self._reference: dict[int, Any] | None = None
         self.hints: Hints | None = None
+        self.measured: Hints | None = None  # the calibration's times without margins, for bounds
 
     def run(self) -> None:
         ctx, p = self.ctx, self.p
@@ -117,6 +126,9 @@ class Driver:
                 self.sut.call(self.model.warm_up)
                 self.details["warm_up_s"] = time.perf_counter() - t0
             self.hints, self.details["calibration"] = self.sut.call(lambda: calibrate(self.model.backend, p))
+            cal = self.details["calibration"]
+            self.measured = Hints(cal["single_sample_s"], cal["multistream_query_s"],
+                                  cal["measured_offline_samples_per_s"])
             for scenario in p.scenarios:
                 self.details["scenarios"][scenario] = out = {}
                 # Only Server's samples arrive one by one; the others issue a whole query at once.
@@ -135,10 +147,12 @@ class Driver:
 
     # -- one LoadGen test ---------------------------------------------------------------
     def _test(self, scenario: str, mode: str, folder: str, target_qps: float | None = None) -> LoadGenResult:
-        assert self.hints is not None
+        assert self.hints is not None and self.measured is not None
         ts, settings = test_settings(self.lg, self.p, scenario, mode, self.ctx.controls.seed, self.hints,
                                      target_qps=target_qps, tokens=self.model.tokens)
-        bound = 3 * expected_s(self.p, scenario, mode, self.hints) + self.p.query_timeout_s + 30.0
+        qps = self.p.target_qps if target_qps is None else target_qps
+        bound = BOUND_FACTOR * expected_s(self.p, scenario, mode, self.measured, qps) + self.p.query_timeout_s + 30.0
+        settings["bound_s"] = bound
         self.ctx.log(f"LoadGen {scenario} {mode}" + (f" at {target_qps:g} QPS" if target_qps else ""))
         return run_test(self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound,
                         self.ctx.energy_j)

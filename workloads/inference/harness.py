@@ -48,7 +48,6 @@ def run_test(lg: Any, sut: BatchingSUT, ts: Any, settings: dict, num_samples: in
     log.enable_trace = False
     qsl = lg.ConstructQSL(num_samples, num_samples, _no_op, _no_op)
     sut.reset()
-    sut.collect = settings["mode"] == "accuracy"
     errors: list[BaseException] = []
 
     def start() -> None:

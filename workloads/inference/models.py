@@ -113,10 +113,10 @@ class GeneratorBackend:
     """A decoder generating exactly ``new_tokens`` tokens greedily per prompt (end-of-sequence
     suppressed), left-padded batches, with a dynamic or a static KV cache.
 
-    With the static cache each batch is padded to one row or ``max_batch`` rows and every prompt
-    to the longest prompt length, so that decoding sees two fixed shapes: on CUDA, transformers
+    With the static cache each batch is padded to ``max_batch`` rows and every prompt to the
+    longest prompt length, so that decoding sees one fixed shape: on CUDA, transformers
     compiles its decoding step for a static cache (torch.compile, mode reduce-overhead: CUDA
-    graphs), and fixed shapes keep that to one compilation per shape.
+    graphs), and one shape keeps that to one compilation.
     """
 
     def __init__(self, model: Any, samples: list[np.ndarray], new_tokens: int, cache: str, max_prompt: int,
@@ -125,10 +125,12 @@ class GeneratorBackend:
         self.max_prompt, self.max_batch, self.device = max_prompt, max_batch, device
 
     def buckets(self) -> list[int]:
-        """The row counts a static-cache batch is padded to: one sample (SingleStream) or a
-        full batch. Two shapes, two compilations; a partial Server batch pays for padding
-        rows, which CUDA-graph decoding makes cheap."""
-        return sorted({1, self.max_batch})
+        """The row counts a static-cache batch is padded to: always ``max_batch``. One shape
+        means one compilation and one cache: transformers keeps its static cache between
+        calls only while the batch size stays the same, and a new cache (new addresses) makes
+        the compiled CUDA graphs record again. Decoding a small model is bound by reading the
+        weights, so the padding rows cost little on a GPU."""
+        return [self.max_batch]
 
     def warm_up(self) -> None:
         """A batch of every shape the run will use (static cache: compiles them before anything is timed)."""
@@ -141,7 +143,7 @@ class GeneratorBackend:
         seqs = [self.samples[i] for i in indices]
         kwargs: dict[str, Any] = {}
         if self.cache == "static":
-            rows = next(b for b in self.buckets() + [len(seqs)] if b >= len(seqs))
+            rows = max(self.max_batch, len(seqs))
             seqs = seqs + [seqs[0]] * (rows - len(seqs))
             ids, mask = pad_left(seqs, self.max_prompt)
             kwargs["cache_implementation"] = "static"

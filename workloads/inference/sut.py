@@ -44,8 +44,9 @@ class Pending:
 
 @dataclass
 class Output:
-    """One sample's answer: its bytes for LoadGen (and the accuracy log), the token count for
-    token latencies (0 for a classifier), and the value the accuracy check compares."""
+    """One sample's answer: its bytes for LoadGen (and its accuracy log, which the accuracy
+    check reads back), the token count for token latencies (0 for a classifier), and the
+    decoded value (what the float32 reference's outputs are compared as)."""
 
     data: bytes
     n_tokens: int
@@ -84,8 +85,6 @@ class BatchingSUT:
         self.query_timeout_s = query_timeout_s
         self.streams_tokens = streams_tokens
         self.inject = inject
-        self.outputs: dict[int, Any] = {}  # sample index -> Output.value, while collecting
-        self.collect = False
         self.stats = SUTStats()
         self._queue: deque[Pending] = deque()
         self._outstanding: dict[int, Pending] = {}
@@ -146,9 +145,8 @@ class BatchingSUT:
         return future.result()
 
     def reset(self) -> None:
-        """Fresh statistics and outputs between LoadGen runs (the failure, if any, stays)."""
+        """Fresh statistics between LoadGen runs (the failure, if any, stays)."""
         self.stats = SUTStats()
-        self.outputs = {}
 
     @property
     def failure(self) -> str | None:
@@ -253,8 +251,6 @@ class BatchingSUT:
             s.samples += 1
             s.tokens += o.n_tokens
             s.latencies_s.append((done - p.issued_ns) * 1e-9)
-            if self.collect:
-                self.outputs[p.index] = o.value
         self.lg.QuerySamplesComplete(responses)
 
     def _complete_empty(self, batch: list[Pending], track: bool = True) -> None:
