@@ -391,5 +391,10 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
 
 
+from suite.commands.doctor import doctor_cmd  # noqa: E402 - commands attach after the group exists
+
+cli.add_command(doctor_cmd)
+
+
 def main() -> None:
     cli(prog_name="perfsuite")
