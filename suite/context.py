@@ -11,6 +11,7 @@ from typing import Any, Callable
 from suite import nvml, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
+from suite.speedup import BaselineSpeedups
 from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
@@ -50,6 +51,7 @@ class RunContext:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
+    speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
     artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
 
     @property
@@ -136,6 +138,10 @@ class RunContext:
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
+        if case.baseline:
+            self.details["baseline_case"] = case.label
+        for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
+            self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:

@@ -204,6 +204,7 @@ class Runner:
                 "plugin": {"name": req.entry.plugin.name, "distribution": req.entry.plugin.distribution,
                            "version": req.entry.plugin.version},
                 "params": params, "quick": req.quick, "scenario": req.scenario, "division": req.division,
+                "primary_metric": cls.primary_metric,
             },
             "comparability_key": comparability_key(cls.name, cls.version, params, req.scenario, req.division),
             "controls": req.controls.to_dict(),
