@@ -17,7 +17,7 @@ from suite import Requirements, Workload, param
 from workloads.inference.settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 
 @dataclass(frozen=True)

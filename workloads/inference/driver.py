@@ -19,7 +19,7 @@ from workloads.inference.settings import Hints, LoadGenParams, test_settings
 from workloads.inference.sut import Backend, BatchingSUT
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 CALIBRATION_WARMUP = 1
 CALIBRATION_CALLS = 2
