@@ -40,6 +40,7 @@ class RunRequest:
     launch: launcher.LaunchOptions
     division: str = "open"
     scenario: str | None = None
+    reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
 
 
 def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
@@ -222,6 +223,8 @@ class Runner:
             "verification": {"status": verification, "checks": checks},
             "details": result.get("details", {}),
         }
+        if req.reproduces:
+            record["reproduces"] = req.reproduces
         return self.store(record)
 
     def store(self, record: dict) -> dict:
