@@ -260,12 +260,14 @@ def _order(names: list[str]) -> list[str]:
 @click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.option("--reproduces", default=None, hidden=True, metavar="RUN_ID",
+              help="Record that this run re-runs RUN_ID (set by 'perfsuite reproduce').")
 @click.pass_context
 def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, ...], quick: bool,
             device: str | None, repeat: int, timeout_s: float | None, seed: int | None, deterministic: bool,
             warmup: int | None, iterations: int | None, min_time_s: float | None, l2_flush: bool,
             cuda_graph: bool, nproc_per_node: int | None, nnodes: int, node_rank: int,
-            rdzv_endpoint: str | None, division: str, as_json: bool) -> None:
+            rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
     from suite import params as params_mod
     from suite.controls import QUICK_MIN_TIME_S
@@ -305,7 +307,8 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
                                         iterations=iterations, min_time_s=min_time_s, l2_flush=l2_flush,
                                         cuda_graph=cuda_graph, timeout_s=timeout_s, repeat_index=i,
                                         repeat_count=repeat)
-            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division))
+            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division,
+                                       reproduces=reproduces))
 
     from registry import open_registry, records_dir
     from suite.session import PreflightError, preflight, run_all
@@ -393,12 +396,18 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
 
 
 @cli.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.pass_context
 def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
     """Load record files into the registry, all or none: every file is checked (size limit,
-    UTF-8, JSON, schema, sha256) before one transaction stores them. Idempotent by run id
-    and hash."""
+    UTF-8, JSON, schema, sha256) before one transaction stores them. A directory is a
+    submissions tree: checked (perfsuite check), then loaded. Idempotent by run id and hash."""
+    if any(f.is_dir() for f in files):
+        from suite.commands.submissions import import_directory
+
+        if len(files) != 1:
+            fail("give record files, or one submissions directory")
+        return import_directory(ctx, files[0])
     from registry import RecordInvalid, RegistryError, check_record, load_record_file
 
     records, refused = [], []
@@ -422,11 +431,15 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record['run_id']} ({clean(f)})")
 
 
+from suite.commands import compare, history, leaderboard, reproduce, submissions  # noqa: E402
 from suite.commands.doctor import doctor_cmd  # noqa: E402 - commands attach after the group exists
 from suite.commands.roofline import roofline_command  # noqa: E402
 
 cli.add_command(doctor_cmd)
 cli.add_command(roofline_command)
+for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_cmd, submissions.submit_cmd,
+                 submissions.check_cmd, leaderboard.leaderboard_cmd):
+    cli.add_command(_command)
 
 
 def main() -> None:

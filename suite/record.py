@@ -70,7 +70,7 @@ def build_record(req: "RunRequest", run_id: str, result: WorkerResult, launch: "
     if status == "success":
         roofline.resolve(metrics, ceilings.get(environment["measured_device"]["key"], []), cls.name)
     world = launch.world_size if launch else 1
-    return {
+    record = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": run_id,
         "started_at": result.started_at,
@@ -100,6 +100,9 @@ def build_record(req: "RunRequest", run_id: str, result: WorkerResult, launch: "
         "verification": {"status": verification, "checks": result.checks},
         "details": result.details,
     }
+    if req.reproduces:
+        record["reproduces"] = req.reproduces
+    return record
 
 
 def finalize(record: dict) -> dict:

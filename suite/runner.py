@@ -51,6 +51,7 @@ class RunRequest:
     launch: launcher.LaunchOptions
     division: str = "open"
     scenario: str | None = None
+    reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
 
 
 class RegistryUnavailable(Exception):
@@ -202,7 +203,8 @@ class Runner:
         try:
             spec = RunSpec(run_id=run_id, workload=req.entry.name, params=params_mod.to_dict(req.params),
                            quick=req.quick, controls=req.controls, workdir=str(workdir),
-                           result_path=str(workdir / "result.json"))
+                           result_path=str(workdir / "result.json"),
+                           artifact_dir=str(self.records_dir / "artifacts" / run_id))
             spec_path = workdir / "spec.json"
             launch = launcher.build(str(spec_path), req.launch, req.controls.device)
             ceilings = self.ceilings(req.controls.device) if launch.records else {}

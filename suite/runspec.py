@@ -37,6 +37,7 @@ class RunSpec:
     controls: Controls
     workdir: str  # the run's temporary folder: removed by whoever outlives the others
     result_path: str
+    artifact_dir: str | None = None  # kept beside the record, for a workload's own files (RunContext.artifact_dir)
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

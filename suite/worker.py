@@ -42,7 +42,7 @@ def run(spec_path: Path) -> int:
             torch.cuda.set_device(local_rank % torch.cuda.device_count())
         result.backend = distributed.init(controls.device, controls.timeout_s)
         ctx = RunContext(params=params, controls=controls, quick=spec.quick, rank=rank, world_size=world,
-                         local_rank=local_rank, dist_backend=result.backend)
+                         local_rank=local_rank, dist_backend=result.backend, artifact_root=spec.artifact_dir)
         if rank == 0:
             result.environment = collect(controls.device, deep=True)
         gpu = ctx.nvml_index()
