@@ -49,6 +49,7 @@ class RunContext:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
+    aborted: str | None = None  # set by :meth:`abort`: the run stopped short of its goal, and why
 
     @property
     def device(self) -> str:
@@ -84,6 +85,16 @@ class RunContext:
 
         _, gpu = nvml.current_cuda_gpu(nvml.describe_gpus())
         return gpu["index"] if gpu is not None else torch.cuda.current_device()
+
+    def energy_mj(self) -> int | None:
+        """The measured GPU's total-energy counter (mJ); None on a CPU or where NVML cannot say."""
+        gpu = self.nvml_index()
+        return nvml.energy_mj(gpu) if gpu is not None else None
+
+    def abort(self, reason: str) -> None:
+        """End the run as ``aborted`` (MLPerf's status for a run that did not reach its quality
+        target within its budget): its metrics are recorded, and it is never ranked."""
+        self.aborted = reason
 
     def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
                 graph: bool | None = None, iterations: int | None = None) -> Measurement:
