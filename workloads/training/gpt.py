@@ -50,8 +50,8 @@ class GPTTraining(TimeToTarget):
     description = "transformers causal LM (GPT-2 or Llama config) to a target accuracy on a synthetic language"
     Params = GPTParams
     quick = {"layers": 2, "width": 64, "heads": 4, "context": 16, "vocab": 16, "global_batch": 64, "lr": 3e-3,
-             "weight_decay": 0.0, "warmup_steps": 0, "schedule": "constant", "grad_clip": 1.0, "eval_every": 25,
-             "max_steps": 400, "target_accuracy": 0.9, "train_samples": 8192, "eval_samples": 512}
+             "weight_decay": 0.0, "warmup_steps": 0, "schedule": "constant", "grad_clip": 1.0, "eval_every": 10,
+             "max_steps": 400, "target_accuracy": 0.9, "train_samples": 8192, "eval_samples": 256}
     sample_unit = "sequences"
 
     def unmet(self, ctx):

@@ -51,8 +51,8 @@ class ResNetTraining(TimeToTarget):
     Params = ResNetParams
     quick = {"depth": 10, "width": 8, "image_size": 16, "classes": 4, "noise": 0.5, "jitter": 0.5,
              "global_batch": 64, "lr": 0.1, "warmup_steps": 0, "schedule": "constant", "weight_decay": 0.0,
-             "eval_every": 20, "max_steps": 400, "target_accuracy": 0.9, "train_samples": 4096,
-             "eval_samples": 512}
+             "eval_every": 10, "max_steps": 400, "target_accuracy": 0.9, "train_samples": 4096,
+             "eval_samples": 256}
     sample_unit = "images"
     channels_last = True
 
