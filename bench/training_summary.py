@@ -1,6 +1,6 @@
 """Summary of the training records of one bench run (bench/gpu_training.sh): one row per
 run with time to target, throughput, MFU (the tflops metric's fraction of the measured
-matmul ceiling), energy and the goodput split; then the scaling efficiency of each DDP run
+matmul ceiling; MFUspec: of the vendor's datasheet peak, where suite.specs knows the GPU), energy and the goodput split; then the scaling efficiency of each DDP run
 against the 1-GPU run of the same comparability key, and the olympic mean of repeats.
 
     python bench/training_summary.py RECORDS_DIR [--json OUT.json]
@@ -45,6 +45,7 @@ def rows(records: list[dict]) -> list[dict]:
                 "tflops_per_device": tflops["value"] if tflops else None,
                 "mfu": (tflops.get("roofline") or {}).get("fraction") if tflops else None,
                 "mfu_reason": (tflops.get("roofline") or {}).get("reason") if tflops else "no throughput",
+                "mfu_spec": spec_mfu(r),
                 "energy_j": energy["value"] if energy else None,
                 "goodput": d["goodput"]["goodput"], "phases_s": d["goodput"]["seconds"],
                 "accuracy": _m(r, "eval_accuracy")["value"],
@@ -55,6 +56,20 @@ def rows(records: list[dict]) -> list[dict]:
         if row["world_size"] > 1 and one and row.get("samples_per_s_per_device"):
             row["scaling_efficiency"] = row["samples_per_s_per_device"] / one[0]["samples_per_s_per_device"]
     return out
+
+
+def spec_mfu(record: dict) -> float | None:
+    """TFLOP/s per GPU over the vendor's datasheet peak (suite.specs, where this suite has it)."""
+    try:
+        from suite import specs
+    except ImportError:
+        return None
+    tflops = _m(record, "tflops")
+    if tflops is None or not tflops.get("roofline"):
+        return None
+    found = specs.spec_fraction(record["environment"]["measured_device"]["name"], tflops["roofline"]["resource"],
+                                tflops["value"])
+    return found[0] if found else None
 
 
 def fmt(v, spec):
@@ -71,7 +86,7 @@ def main() -> int:
     records.sort(key=lambda r: r["started_at"])
     table = rows(records)
     print(f"{'workload':16} {'world':>5} {'prec':5} {'compile':7} {'status':8} {'params M':>8} {'steps':>6} "
-          f"{'to target s':>11} {'throughput':>22} {'TFLOP/s/dev':>11} {'MFU':>6} {'energy kJ':>9} "
+          f"{'to target s':>11} {'throughput':>22} {'TFLOP/s/dev':>11} {'MFU':>6} {'MFUspec':>7} {'energy kJ':>9} "
           f"{'goodput':>7}  split s (" + " / ".join(PHASES) + ")")
     for r in table:
         if "time_s" not in r:
@@ -83,7 +98,7 @@ def main() -> int:
         print(f"{r['workload']:16} {r['world_size']:>5} {r['precision']:5} {str(r['compile']):7} {r['status']:8} "
               f"{r['parameters'] / 1e6:8.1f} {r['steps']:>6} {time_s:>11} "
               f"{fmt(r['rate'], ',.0f'):>10} {r['rate_unit']:11} {fmt(r['tflops_per_device'], '.1f'):>11} "
-              f"{fmt(r['mfu'], '.1%'):>6} {fmt(r['energy_j'] / 1e3 if r['energy_j'] else None, '.2f'):>9} "
+              f"{fmt(r['mfu'], '.1%'):>6} {fmt(r['mfu_spec'], '.1%'):>7} {fmt(r['energy_j'] / 1e3 if r['energy_j'] else None, '.2f'):>9} "
               f"{r['goodput']:7.1%}  {split}")
         if r["mfu"] is None:
             print(f"{'':16} MFU unavailable: {r['mfu_reason']}")

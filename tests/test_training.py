@@ -225,3 +225,33 @@ def test_the_checker_rejects_a_log_whose_status_contradicts_its_evaluations(trai
     bad = tmp_path / "bad.mllog"
     bad.write_text(src.read_text().replace('"status": "aborted"', '"status": "success"'))
     assert any("reached" in m for m in check(bad, [MLPERF_RULES]))
+
+
+# -- models -------------------------------------------------------------------------------
+def test_resnet_depth_and_width_shape_the_torchvision_model():
+    pytest.importorskip("torchvision")
+    from suite import params
+    from workloads.training.resnet import ResNetTraining
+
+    for depth, blocks in ((10, 4), (50, 16)):
+        w = ResNetTraining(params.resolve(ResNetTraining, {"depth": depth, "width": 8, "image_size": 16,
+                                                           "classes": 5}, quick=False))
+        model = w.build_model()
+        assert sum(len(getattr(model, f"layer{i}")) for i in range(1, 5)) == blocks
+        assert model.conv1.out_channels == 8 and model.layer4[0].conv1.in_channels in (8 * 4, 8 * 4 * 4)
+        assert model(torch.randn(2, 3, 16, 16)).shape == (2, 5)
+
+
+def test_llama_config_builds_and_its_flops_are_counted():
+    pytest.importorskip("transformers")
+    from suite import params
+    from workloads.training.gpt import GPTTraining
+
+    w = GPTTraining(params.resolve(GPTTraining, {"arch": "llama", "layers": 1, "width": 32, "heads": 2,
+                                                 "context": 8, "vocab": 8}, quick=False))
+    model = w.build_model()
+    assert type(model).__name__ == "LlamaForCausalLM"
+    flops = w._count_flops(model, torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False))
+    # at least the matmuls of one forward and backward of the block's projections (6 x params x tokens)
+    block = sum(t.numel() for n, t in model.named_parameters() if "layers.0" in n and t.dim() == 2)
+    assert flops >= 6 * block * 8

@@ -9,17 +9,17 @@ from workloads.training._phases import PHASES
 def render(record: dict) -> Any:
     from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     d = record.get("details") or {}
     parts = []
     training = d.get("training")
     if training:
         model = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in training["model"].items())
-        parts.append(f"model: {model}; {training['flops_per_sample'] / 1e9:.4g} GFLOP per sample (forward + backward); "
+        parts.append(Text(f"model: {model}; {training['flops_per_sample'] / 1e9:.4g} GFLOP per sample (forward + backward); "
                      f"world size {training['world_size']}, global batch {training['global_batch']} "
                      f"({training['per_rank_batch']} per rank); target {training['target_accuracy']} "
-                     f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps; "
-                     f"MFU vs vendor peak: {training['mfu_vendor_peak']}")
+                     f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps"))
     goodput = d.get("goodput")
     if goodput:
         t = Table(title=f"goodput: {goodput['goodput'] * 100:.1f}% of {goodput['wall_s']:.2f} s in forward/backward/optimizer")

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from suite import param
+from suite import Requirements, param
 from workloads.training._driver import TimeToTarget, TrainingParams
 from workloads.training._language import EVAL_STREAM, IGNORE, SEP, TASKS, TRAIN_STREAM, SequenceTask
 
@@ -53,6 +53,7 @@ class GPTTraining(TimeToTarget):
              "weight_decay": 0.0, "warmup_steps": 0, "schedule": "constant", "grad_clip": 1.0, "eval_every": 10,
              "max_steps": 400, "target_accuracy": 0.9, "train_samples": 8192, "eval_samples": 256}
     sample_unit = "sequences"
+    requirements = Requirements(packages=("torch", "transformers"))
 
     def unmet(self, ctx):
         p = self.params

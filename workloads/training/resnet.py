@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import param
+from suite import Requirements, param
 from workloads.training._driver import TimeToTarget, TrainingParams
 from workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask
 
@@ -54,6 +54,7 @@ class ResNetTraining(TimeToTarget):
              "eval_every": 10, "max_steps": 400, "target_accuracy": 0.9, "train_samples": 4096,
              "eval_samples": 256}
     sample_unit = "images"
+    requirements = Requirements(packages=("torch", "torchvision"))
     channels_last = True
 
     def _task(self) -> ImageTask:
