@@ -3,10 +3,10 @@
 A run: build the model, the optimizer and the input pipeline (MLLOG ``init_start`` ..
 ``init_stop``), then, from ``run_start``: train on global batches, evaluate every
 ``eval_every`` steps on the held-out split, and stop when the evaluation accuracy reaches
-``target_accuracy`` (status ``success``) or when the step budget ``max_steps`` is spent
-(status ``aborted``, never ranked). ``run_stop`` ends the timed region; time-to-target is
-run_start -> run_stop as MLPerf times it, so the first step's compilation and every
-evaluation are inside it.
+``target_accuracy`` (status ``success``), or when the step budget ``max_steps`` (or the
+time budget ``time_budget_s``, checked at evaluations) is spent (status ``aborted``, never
+ranked). ``run_stop`` ends the timed region; time-to-target is run_start -> run_stop as
+MLPerf times it, so the first step's compilation and every evaluation are inside it.
 
 Several ranks (``--nproc-per-node``) train one DistributedDataParallel model on a fixed
 global batch, each rank taking its share; evaluation is sharded and summed across ranks,
@@ -57,6 +57,8 @@ class TrainingParams:
     compile: bool = param(False, "torch.compile the training step's model")
     eval_every: int = param(25, "steps between evaluations")
     max_steps: int = param(2000, "step budget: a run still below the target then stops as aborted")
+    time_budget_s: float = param(0.0, "time budget from run_start, checked at evaluations (0: none): "
+                                      "a run still below the target then stops as aborted")
     target_accuracy: float = param(0.9, "evaluation accuracy that ends the run")
     train_samples: int = param(8192, "samples in the training split")
     eval_samples: int = param(1024, "samples in the held-out evaluation split")
@@ -131,6 +133,11 @@ class TimeToTarget(Workload):
         ev = Events(enabled=rank == 0)
         amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")  # noqa: E731
 
+        if cuda and p.precision == "fp32":
+            # fp32 means fp32: cuDNN would otherwise run convolutions in TF32, and the MFU
+            # would be judged against the wrong ceiling (matmul.fp32)
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         # -- init: nothing here touches the training data ----------------------------
         ev.point("cache_clear", True)
         ev.start("init_start")
@@ -162,7 +169,7 @@ class TimeToTarget(Workload):
         t0 = time.perf_counter()
         spe = order.steps_per_epoch
         n_train = len(self.train_x)
-        reached, accuracy, step = False, 0.0, 0
+        reached, out_of_time, accuracy, step = False, False, 0.0, 0
         block_t0, block_steps = t0, 0
 
         def epoch_of(samples: int) -> float:
@@ -209,7 +216,8 @@ class TimeToTarget(Workload):
                 ev.end("block_stop", first_epoch_num=(step - (step % p.eval_every)) // spe + 1, samples_count=done)
                 ev.start("eval_start", epoch_num=epoch_of(done), samples_count=done)
                 with clock.host("evaluation"):
-                    accuracy, eval_loss = self._evaluate(model, eval_x, eval_y, device, amp, world)
+                    accuracy, eval_loss, elapsed = self._evaluate(model, eval_x, eval_y, device, amp, world,
+                                                                  time.perf_counter() - t0)
                 ev.end("eval_stop", epoch_num=epoch_of(done), samples_count=done)
                 ev.point("eval_accuracy", accuracy, epoch_num=epoch_of(done), samples_count=done)
                 clock.drain()
@@ -219,6 +227,9 @@ class TimeToTarget(Workload):
                 reached = accuracy >= p.target_accuracy
                 block_t0, block_steps = time.perf_counter(), 0
                 if reached:
+                    break
+                if p.time_budget_s and elapsed >= p.time_budget_s:
+                    out_of_time = True
                     break
         ctx.synchronize()
         wall = time.perf_counter() - t0
@@ -244,8 +255,9 @@ class TimeToTarget(Workload):
             ctx.add_check(Check("target", True, "evaluation accuracy >= target_accuracy", error=accuracy,
                                 tolerance=p.target_accuracy, detail=f"reached at step {steps_run}"))
         else:
+            budget = f"the time budget of {p.time_budget_s:g} s" if out_of_time else "the step budget"
             ctx.abort(f"eval_accuracy {accuracy:.4f} is below the target {p.target_accuracy} after "
-                      f"{steps_run} steps (the step budget)")
+                      f"{steps_run} steps ({budget})")
 
     # -- pieces ----------------------------------------------------------------------
     def _count_flops(self, model: Any, device: Any, amp: Any) -> float:
@@ -267,24 +279,29 @@ class TimeToTarget(Workload):
             torch.cuda.synchronize()
         return counter.get_total_flops() / FLOP_COUNT_BATCH
 
-    def _evaluate(self, model: Any, x: Any, y: Any, device: Any, amp: Any, world: int) -> tuple[float, float]:
+    def _evaluate(self, model: Any, x: Any, y: Any, device: Any, amp: Any, world: int,
+                  elapsed_s: float) -> tuple[float, float, float]:
+        """(accuracy, mean loss, elapsed seconds) agreed by every rank: sums over the ranks'
+        shards, and the ranks' mean of the time since run_start (so that a time budget
+        stops every rank at the same evaluation)."""
         import torch
 
         per_rank = max(1, self.params.global_batch // world)
-        sums = torch.zeros(3, dtype=torch.float64, device=device)
+        sums = torch.zeros(4, dtype=torch.float64, device=device)
+        sums[3] = elapsed_s
         model.eval()
         with torch.no_grad():
             for i in range(0, len(x), per_rank):
                 with amp():
                     correct, counted, loss_sum = self.eval_sums(model, x[i:i + per_rank], y[i:i + per_rank])
-                sums += torch.stack([correct.double(), counted.double(), loss_sum.double()])
+                sums[:3] += torch.stack([correct.double(), counted.double(), loss_sum.double()])
         model.train()
         if world > 1:
             import torch.distributed as dist
 
             dist.all_reduce(sums)
-        correct, counted, loss_sum = sums.tolist()
-        return correct / counted, loss_sum / counted
+        correct, counted, loss_sum, elapsed = sums.tolist()
+        return correct / counted, loss_sum / counted, elapsed / world
 
     def _total_energy(self, e0: int | None, e1: int | None, device: Any, world: int) -> float | None:
         """Joules over run_start..run_stop, summed over ranks; None if any rank cannot say."""

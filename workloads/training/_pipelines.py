@@ -37,14 +37,18 @@ class RankBatches:
         self.per_rank = global_batch // world
         self.steps_per_epoch = n // global_batch
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def epochs(self) -> Iterator[tuple[Any, list[int]]]:
+        """(the epoch's order, this rank's start offset of each of its batches), forever."""
         epoch = 0
         while True:
-            order = epoch_order(self.n, self.seed, epoch)
-            for k in range(self.steps_per_epoch):
-                lo = k * self.global_batch + self.rank * self.per_rank
-                yield order[lo: lo + self.per_rank].tolist()
+            starts = [k * self.global_batch + self.rank * self.per_rank for k in range(self.steps_per_epoch)]
+            yield epoch_order(self.n, self.seed, epoch), starts
             epoch += 1
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for order, starts in self.epochs():
+            for lo in starts:
+                yield order[lo: lo + self.per_rank].tolist()
 
 
 def batches(kind: str, inputs: Any, labels: Any, order: RankBatches, device: Any, workers: int) -> Iterator:
@@ -62,9 +66,13 @@ def _tensor(inputs: Any, labels: Any, order: RankBatches, device: Any) -> Iterat
     import torch
 
     x, y = inputs.to(device), labels.to(device)
-    for idx in order:
-        i = torch.tensor(idx, device=device)
-        yield x[i], y[i]
+    for epoch_order_host, starts in order.epochs():
+        # one copy of the epoch's order per epoch: a per-step copy of indices from pageable
+        # host memory would synchronise the GPU every step
+        epoch_order_dev = epoch_order_host.to(device)
+        for lo in starts:
+            i = epoch_order_dev[lo: lo + order.per_rank]
+            yield x[i], y[i]
 
 
 def _dataloader(inputs: Any, labels: Any, order: RankBatches, device: Any, workers: int) -> Iterator:

@@ -23,7 +23,7 @@ ARCHS = ("gpt2", "llama")
 @dataclass(frozen=True)
 class GPTParams(TrainingParams):
     arch: str = param("gpt2", "model family built from a config", choices=ARCHS)
-    layers: int = param(12, "transformer blocks")
+    layers: int = param(16, "transformer blocks (16 x 768: 113M parameters)")
     width: int = param(768, "hidden size")
     heads: int = param(12, "attention heads")
     context: int = param(256, "tokens per sequence")

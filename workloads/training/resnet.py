@@ -26,9 +26,9 @@ SMALL_STEM_MAX_SIZE = 64
 class ResNetParams(TrainingParams):
     depth: int = param(18, "ResNet depth", choices=tuple(DEPTHS))
     width: int = param(64, "channels of the first stage (doubling at each of the four stages)")
-    image_size: int = param(32, "image side in pixels")
+    image_size: int = param(64, "image side in pixels")
     classes: int = param(32, "orientation classes")
-    noise: float = param(0.6, "standard deviation of the pixel noise")
+    noise: float = param(1.0, "standard deviation of the pixel noise")
     jitter: float = param(0.5, "orientation jitter, as a share of the gap between classes")
     global_batch: int = param(512, "images per optimizer step, over all ranks")
     optimizer: str = param("sgd", "optimizer", choices=("sgd", "adamw"))
@@ -40,7 +40,7 @@ class ResNetParams(TrainingParams):
     eval_every: int = param(100, "steps between evaluations")
     max_steps: int = param(3000, "step budget: a run still below the target then stops as aborted")
     target_accuracy: float = param(0.9, "top-1 evaluation accuracy that ends the run")
-    train_samples: int = param(65536, "images in the training split")
+    train_samples: int = param(32768, "images in the training split")
     eval_samples: int = param(4096, "images in the held-out evaluation split")
 
 
