@@ -5,7 +5,8 @@
 #   bash bench/gpu_training.sh x2     # nvidia-h200-x2 (DDP at 2 GPUs and the 1-GPU run)
 # One GPU: kernels.ceilings (bf16 and fp32 matmul: the MFU denominators), then training.resnet
 #   (ResNet-18, 64x64 images, 32 classes, batch 512) and training.gpt (GPT-2, 16 layers x 768,
-#   113M parameters, context 256, batch 64, reverse task), bf16, without and with torch.compile.
+#   113M parameters, context 256, batch 64, reverse task), bf16, without and with torch.compile;
+#   then pytest -m gpu tests/test_training_gpu.py (quick presets in bf16, compile, DataLoader).
 # x2: kernels.ceilings, then training.gpt and training.resnet (eager, bf16) on 1 GPU and as DDP
 #   over NCCL on 2 GPUs (global batch fixed): scaling efficiency = samples/s per GPU at 2 over 1.
 # Each run has a time budget (it stops as 'aborted' when its target is not reached by then)
@@ -34,8 +35,8 @@ step() {  # step NAME CMD...: run, report its exit status, remember any failure
 prun() { python3 -m suite run "$@" --device cuda --seed 1; }
 # Time budgets (checked at each evaluation) keep the script inside 8 minutes: a run that has
 # not reached its target by then stops as aborted, and still reports throughput, MFU and goodput.
-RESNET=(training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=65 --timeout 200)
-GPT=(training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=65 --timeout 200)
+RESNET=(training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=60 --timeout 200)
+GPT=(training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=60 --timeout 200)
 
 main() {
 python3 -c 'import torch, torchvision, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "transformers", transformers.__version__, "|", torch.cuda.get_device_name(), "x", torch.cuda.device_count())'
@@ -50,6 +51,7 @@ else
   step resnet-compile prun "${RESNET[@]}" -p compile=true
   step gpt-eager prun "${GPT[@]}" -p compile=false
   step gpt-compile prun "${GPT[@]}" -p compile=true
+  step pytest-gpu python3 -m pytest -m gpu tests/test_training_gpu.py -q -p no:cacheprovider
   if [ "${PERFSUITE_DALI:-0}" = 1 ]; then
     step resnet-dali prun "${RESNET[@]}" -p pipeline=dali -p loader_workers=4 -p time_budget_s=30
   else

@@ -23,7 +23,26 @@ def _m(record: dict, *names: str) -> dict | None:
     return next((m for m in record["metrics"] if m["name"] in names), None)
 
 
-def rows(records: list[dict]) -> list[dict]:
+def measured_mfu(record: dict, ceilings: list[dict]) -> float | None:
+    """The tflops metric over the matching ceiling of the newest passed kernels.ceilings record
+    of the same device: what the runner fills in for successful runs, here for aborted ones too."""
+    from suite.roofline import ceiling_table
+
+    tflops = _m(record, "tflops")
+    if tflops is None or not tflops.get("roofline"):
+        return None
+    if tflops["roofline"].get("fraction") is not None:
+        return tflops["roofline"]["fraction"]
+    key = record["environment"]["measured_device"]["key"]
+    for c in sorted(ceilings, key=lambda c: c["started_at"], reverse=True):
+        if c["environment"]["measured_device"]["key"] == key and c["status"] == "success":
+            found = ceiling_table(c).get(tflops["roofline"]["resource"])
+            if found and found["value"] > 0:
+                return tflops["value"] / found["value"]
+    return None
+
+
+def rows(records: list[dict], ceilings: list[dict]) -> list[dict]:
     out = []
     for r in records:
         p = r["workload"]["params"]
@@ -43,7 +62,7 @@ def rows(records: list[dict]) -> list[dict]:
                 "rate": rate["value"] if rate else None, "rate_unit": rate["unit"] if rate else "",
                 "samples_per_s_per_device": per_dev["value"] if per_dev else None,
                 "tflops_per_device": tflops["value"] if tflops else None,
-                "mfu": (tflops.get("roofline") or {}).get("fraction") if tflops else None,
+                "mfu": measured_mfu(r, ceilings),
                 "mfu_reason": (tflops.get("roofline") or {}).get("reason") if tflops else "no throughput",
                 "mfu_spec": spec_mfu(r),
                 "energy_j": energy["value"] if energy else None,
@@ -81,10 +100,10 @@ def main() -> int:
     ap.add_argument("records", type=Path)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    records = [json.loads(f.read_text()) for f in sorted(args.records.glob("*.json"))]
-    records = [r for r in records if r["workload"]["category"] == "training"]
-    records.sort(key=lambda r: r["started_at"])
-    table = rows(records)
+    every = [json.loads(f.read_text()) for f in sorted(args.records.glob("*.json"))]
+    ceilings = [r for r in every if r["workload"]["name"] == "kernels.ceilings"]
+    records = sorted((r for r in every if r["workload"]["category"] == "training"), key=lambda r: r["started_at"])
+    table = rows(records, ceilings)
     print(f"{'workload':16} {'world':>5} {'prec':5} {'compile':7} {'status':8} {'params M':>8} {'steps':>6} "
           f"{'to target s':>11} {'throughput':>22} {'TFLOP/s/dev':>11} {'MFU':>6} {'MFUspec':>7} {'energy kJ':>9} "
           f"{'goodput':>7}  split s (" + " / ".join(PHASES) + ")")

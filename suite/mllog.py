@@ -45,8 +45,15 @@ def _submission(record: dict, time_ms: float) -> list[str]:
         _line(time_ms, "POINT_IN_TIME", "submission_org", os.environ.get(ORG_ENV) or DEFAULT_ORG),
         _line(time_ms, "POINT_IN_TIME", "submission_division", w["division"]),
         _line(time_ms, "POINT_IN_TIME", "submission_status", SUBMISSION_STATUS),
-        _line(time_ms, "POINT_IN_TIME", "submission_platform", record["environment"]["measured_device"]["name"]),
+        _line(time_ms, "POINT_IN_TIME", "submission_platform", _platform(record)),
     ]
+
+
+def _platform(record: dict) -> str:
+    """MLPerf's platform: the device, with the count when several ranks ran (``2xNVIDIA H200``)."""
+    name = record["environment"]["measured_device"]["name"]
+    world = (record.get("launch") or {}).get("world_size", 1)
+    return f"{world}x{name}" if world > 1 else name
 
 
 def event_lines(record: dict, events: list[dict]) -> list[str]:
