@@ -77,6 +77,13 @@ class RunContext:
             dist.barrier()
 
     # -- measuring -------------------------------------------------------------------
+    def energy_j(self) -> float | None:
+        """The measured GPU's total-energy counter in joules; None without a GPU, NVML or the counter.
+        A driver reads it before and after what it measures."""
+        gpu = self.nvml_index()
+        mj = nvml.energy_mj(gpu) if gpu is not None else None
+        return None if mj is None else mj / 1000.0
+
     def nvml_index(self) -> int | None:
         """NVML's index of the GPU this process measures on (matched by UUID)."""
         if self.device != "cuda" or nvml.init()[0] is None:
@@ -85,11 +92,6 @@ class RunContext:
 
         _, gpu = nvml.current_cuda_gpu(nvml.describe_gpus())
         return gpu["index"] if gpu is not None else torch.cuda.current_device()
-
-    def energy_mj(self) -> int | None:
-        """The measured GPU's total-energy counter (mJ); None on a CPU or where NVML cannot say."""
-        gpu = self.nvml_index()
-        return nvml.energy_mj(gpu) if gpu is not None else None
 
     def abort(self, reason: str) -> None:
         """End the run as ``aborted`` (MLPerf's status for a run that did not reach its quality

@@ -164,7 +164,7 @@ class TimeToTarget(Workload):
         clock = PhaseClock(cuda)
         evals: list[dict] = []
         block_rates: list[float] = []
-        energy0 = ctx.energy_mj()
+        energy0 = ctx.energy_j()
         ev.start("run_start")
         t0 = time.perf_counter()
         spe = order.steps_per_epoch
@@ -236,7 +236,7 @@ class TimeToTarget(Workload):
         status = "success" if reached else "aborted"
         ev.end("run_stop", status=status, epoch_num=epoch_of((step + 1) * p.global_batch),
                samples_count=(step + 1) * p.global_batch)
-        energy1 = ctx.energy_mj()
+        energy1 = ctx.energy_j()
         steps_run = step + 1
         energy_j = self._total_energy(energy0, energy1, device, world)
         goodput = clock.split(wall)
@@ -303,11 +303,11 @@ class TimeToTarget(Workload):
         correct, counted, loss_sum, elapsed = sums.tolist()
         return correct / counted, loss_sum / counted, elapsed / world
 
-    def _total_energy(self, e0: int | None, e1: int | None, device: Any, world: int) -> float | None:
+    def _total_energy(self, e0: float | None, e1: float | None, device: Any, world: int) -> float | None:
         """Joules over run_start..run_stop, summed over ranks; None if any rank cannot say."""
         import torch
 
-        mine = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 >= e0 else float("nan")
+        mine = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else float("nan")
         if world > 1:
             import torch.distributed as dist
 
