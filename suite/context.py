@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from suite import nvml, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
+from suite.speedup import BaselineSpeedups
 from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
@@ -49,6 +51,8 @@ class RunContext:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
+    speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
+    artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
     aborted: str | None = None  # set by :meth:`abort`: the run stopped short of its goal, and why
 
     @property
@@ -75,6 +79,17 @@ class RunContext:
             import torch.distributed as dist
 
             dist.barrier()
+
+    def artifact_dir(self) -> Path:
+        """A folder kept beside the record, named after the run id, for a workload's own files
+        (LoadGen's logs); created on first use. Outside a runner, a fresh temporary folder."""
+        if self.artifact_root is None:
+            import tempfile
+
+            self.artifact_root = tempfile.mkdtemp(prefix="perfsuite-artifacts-")
+        path = Path(self.artifact_root)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     # -- measuring -------------------------------------------------------------------
     def energy_j(self) -> float | None:
@@ -129,6 +144,10 @@ class RunContext:
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
+        if case.baseline:
+            self.details["baseline_case"] = case.label
+        for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
+            self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
