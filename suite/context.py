@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from suite import nvml, stats, timing
+from suite import nvml, nvml_sampler, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
 from suite.workload import Case, Check, Work
@@ -35,6 +35,7 @@ class Measurement:
     wall_s: float
     energy_j: float | None  # over the whole timed loop, all calls
     iterations: int
+    throttle: dict | None = None  # nvml_sampler.summarize of the timed loop (None without NVML)
 
 
 @dataclass
@@ -101,14 +102,15 @@ class RunContext:
             n = min(max(n, MIN_SAMPLES), c.max_iterations)
         gpu = self.nvml_index()
         e0 = nvml.energy_mj(gpu) if gpu is not None else None
-        if self.device == "cuda":
-            flush = c.l2_flush if l2_flush is None else l2_flush
-            t = timing.CudaTimer(flush).time(fn, n)
-        else:
-            t = timing.time_cpu(fn, n)
+        with nvml_sampler.sample(gpu) as sampler:
+            if self.device == "cuda":
+                flush = c.l2_flush if l2_flush is None else l2_flush
+                t = timing.CudaTimer(flush).time(fn, n)
+            else:
+                t = timing.time_cpu(fn, n)
         e1 = nvml.energy_mj(gpu) if gpu is not None else None
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
-        return Measurement(label, t.samples_s, t.wall_s, energy, n)
+        return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
 
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared
@@ -119,6 +121,8 @@ class RunContext:
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
+            self.details.setdefault("throttle", {})[label] = m.throttle
         self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False,
                         aggregate="max")
         for name, unit, scale, per_call in throughput_metrics(work):
