@@ -112,6 +112,16 @@ class RunContext:
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
         return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
 
+    def gpu_sampler(self) -> nvml_sampler.Sampler:
+        """A background NVML sampler of this process's GPU (a no-op without one), for drivers
+        that time their own loops: ``with ctx.gpu_sampler() as s: ...; s.summary()``."""
+        return nvml_sampler.sample(self.nvml_index())
+
+    def wait_until_cool(self, max_s: float) -> dict:
+        """Wait until NVML shows no power or thermal clock event (at most ``max_s``), so that a
+        burst figure starts from a cool GPU; returns what was seen."""
+        return nvml_sampler.wait_until_cool(self.nvml_index(), max_s)
+
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared
         work (with the ceiling it is judged against), and throughput per joule."""

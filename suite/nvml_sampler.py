@@ -149,3 +149,24 @@ def sample(index: int | None, period_s: float = DEFAULT_PERIOD_S,
     if index is None:
         return Sampler(lambda t: None, period_s, active=False)
     return Sampler(nvml_reader(index), period_s)
+
+
+def wait_until_cool(index: int | None, max_s: float, poll_s: float = 0.05,
+                    read: Callable[[float], Reading | None] | None = None) -> dict:
+    """Wait (at most ``max_s``) until NVML shows no power or thermal clock event on GPU
+    ``index``, so that a *burst* figure starts from a cool GPU. Returns what happened:
+    seconds waited, whether it was cool at the end, the events still seen."""
+    if read is None:
+        if index is None:
+            return {"waited_s": 0.0, "cool": None, "events": []}
+        read = nvml_reader(index)
+    t0 = time.perf_counter()
+    while True:
+        t = time.perf_counter() - t0
+        r = read(t)
+        if r is None:
+            return {"waited_s": t, "cool": None, "events": []}
+        hot = [e for e in r.reasons if e in POWER_EVENTS or e in THERMAL_EVENTS]
+        if not hot or t >= max_s:
+            return {"waited_s": t, "cool": not hot, "events": hot}
+        time.sleep(poll_s)

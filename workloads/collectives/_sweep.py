@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from suite import Check, distributed, dtypes, nvml_sampler, timing
+from suite import Check, distributed, dtypes, timing
 from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
                                         Counts, OpSpec, Views, values)
 
@@ -244,7 +244,7 @@ class Sweep:
             for call in self.calls(first, c, self.ctx.controls.warmup):
                 call()
         self.sync()
-        with nvml_sampler.sample(self.ctx.nvml_index()) as sampler:
+        with self.ctx.gpu_sampler() as sampler:
             rows = self._sizes()
         self.throttle = sampler.summary()
         distributed.note_progress(f"{pl.op.name} sweep done")
@@ -381,7 +381,7 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
     if sweep.throttle is not None:
-        details["throttle"] = {"sweep": sweep.throttle}
+        details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
     bus_all = []
     for mode in pl.modes:
         label = MODE_LABELS[mode]
@@ -495,9 +495,6 @@ def timing_label(d: dict) -> str:
 
 def _caption(d: dict) -> str:
     lines = []
-    flag = nvml_sampler.throttle_flag((d.get("throttle") or {}).get("sweep"))
-    if flag:
-        lines.append(f"measured under {flag} (NVML during the sweep)")
     if d.get("wrong_total") is not None:
         lines.append(f"Out of bounds values : {d['wrong_total']} {'OK' if d['wrong_total'] == 0 else 'FAILED'}")
     if d.get("avg_busbw_gbps") is not None:
