@@ -359,7 +359,7 @@ def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
         assert table[resource]["value"] == pytest.approx(best) == pytest.approx(c["value"])
         assert c["burst"]["value"] == max(c["burst"]["by_shape"].values())
         assert set(c["burst"]["by_shape"]) == ({"128x128x128", "256x256x256", "512x512x512"} if resource != "memory"
-                                               else {f"{n * 1024 ** 2} B" for n in (4, 16, 64)})
+                                               else {f"{n} B" for n in (64 * 1024, 1024 ** 2, 16 * 1024 ** 2)})
     shape = ctx.details["ceilings"]["memory"]["shape"]
     assert ctx.details["work"]["memory"]["bytes"] == 2 * int(shape.split()[0])
 
