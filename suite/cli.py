@@ -391,5 +391,9 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{outcome}: {record.get('run_id')} ({f})")
 
 
+from suite.cli_crosscheck import attach as _attach_crosscheck  # noqa: E402 (takes run's options)
+_attach_crosscheck(cli)
+
+
 def main() -> None:
     cli(prog_name="perfsuite")

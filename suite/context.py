@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from suite import nvml, nvml_sampler, stats, timing
+from suite import crosscheck, nvml, nvml_sampler, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
 from suite.workload import Case, Check, Work
@@ -128,6 +128,9 @@ class RunContext:
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
+        if crosscheck.requested():  # the same callable timed by the reference tool, same process
+            self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
+                case.fn, self.device, m.samples_s, m.wall_s)
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:

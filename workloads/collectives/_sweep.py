@@ -26,11 +26,12 @@ replay timed the same way.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from suite import Check, distributed, dtypes, timing
+from suite import Check, crosscheck, distributed, dtypes, nccl_tests, timing
 from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
                                         Counts, OpSpec, Views, values)
 
@@ -380,6 +381,8 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
+    if crosscheck.requested():
+        details["crosscheck"] = nccl_tests_crosscheck(ctx, pl, p, rows)
     if sweep.throttle is not None:
         details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
     bus_all = []
@@ -409,6 +412,43 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
                                    "mode after the timed loop, every output element against its expected value",
                             detail=f"wrong elements (summed over ranks): {detail}" if bad else ""))
     ctx.details.update(details)
+
+
+def nccl_tests_crosscheck(ctx: "RunContext", pl: Plan, p: Any, rows: list[dict]) -> dict:
+    """nccl-tests' binary for this collective, same sweep, run by rank 0 after perfsuite's
+    while the other ranks wait on the host (a gloo barrier: an NCCL barrier would keep a
+    kernel spinning on their GPUs). One process drives all local GPUs (``-g world``), so
+    it needs every rank on this node."""
+    import torch.distributed as dist
+
+    out: dict = {"tool": "nccl-tests"}
+    directory = crosscheck.nccl_tests_dir()
+    if directory is None:
+        return {**out, "status": "skipped", "reason": f"no directory of nccl-tests binaries given "
+                                                      f"(set {nccl_tests.ENV_DIR} or perfsuite crosscheck --nccl-tests)"}
+    if ctx.device != "cuda" or distributed.local_world_size() != ctx.world_size:
+        return {**out, "status": "skipped",
+                "reason": "nccl-tests runs here as one process over this node's GPUs: needs device cuda and "
+                          "every rank on one node"}
+    host_group = dist.new_group(backend="gloo")
+    result = None
+    if ctx.rank == 0:
+        try:
+            binary = nccl_tests.find_binary(directory, pl.op.name)
+            args = nccl_tests.argv(binary, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
+                                   iters=p.iters, warmup=ctx.controls.warmup, gpus=ctx.world_size,
+                                   dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop,
+                                   root=pl.root if pl.op.rooted else None, graph=ctx.controls.cuda_graph,
+                                   check=p.check)
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
+            ref = parsed.to_dict()
+            result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),
+                      "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
+                      "compare": crosscheck.collective_vs_nccl_tests(rows, ref), "raw": text}
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+    dist.barrier(group=host_group)
+    return result if result is not None else {**out, "status": "rank 0 only"}
 
 
 def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:

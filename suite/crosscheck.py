@@ -1,0 +1,83 @@
+"""Built-in cross-checks: the same callable timed by the reference tool in the same process
+and the same call, both figures and their ratio stored in the record
+(``details["crosscheck"]``).
+
+- kernels (any case measured through ``RunContext.measure``): ``triton.testing.do_bench``
+  (median, its own L2 flush), run for as long as the suite's timed loop ran (at least its
+  default 100 ms), so a burst is compared with a burst and a sustained run with a
+  sustained one;
+- collectives: the nccl-tests binary of the collective, from the directory in
+  ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
+  reduction, warm-up and iterations (``workloads.collectives._sweep``).
+
+Asked for with ``perfsuite crosscheck`` (or ``PERFSUITE_CROSSCHECK=1`` in the environment of
+``perfsuite run``). A reference that cannot run here is recorded as skipped with the reason.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any, Callable
+
+from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
+
+ENV_REQUEST = "PERFSUITE_CROSSCHECK"
+DO_BENCH_MIN_REP_MS = 100.0  # do_bench's default
+DO_BENCH_WARMUP_MS = 25.0  # do_bench's default
+AGREEMENT = 0.02  # the issue's bar: within 2% of do_bench run the same way
+
+
+def requested() -> bool:
+    return os.environ.get(ENV_REQUEST, "") not in ("", "0")
+
+
+def nccl_tests_dir() -> str | None:
+    return os.environ.get(NCCL_TESTS_ENV) or None
+
+
+def do_bench_unavailable(device: str) -> str | None:
+    """Why triton's do_bench cannot time a call here, or None."""
+    if device != "cuda":
+        return "triton.testing.do_bench times with CUDA events: it needs a CUDA device (this run is on the CPU)"
+    try:
+        import triton.testing  # noqa: F401
+    except ImportError as exc:
+        return f"triton is not installed ({exc})"
+    return None
+
+
+def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float) -> dict:
+    """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their ratio."""
+    suite_ms = statistics.median(suite_samples_s) * 1e3
+    out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms}
+    why = do_bench_unavailable(device)
+    if why:
+        return {**out, "status": "skipped", "reason": why}
+    import triton
+    import triton.testing
+
+    rep_ms = max(DO_BENCH_MIN_REP_MS, suite_wall_s * 1e3)
+    ref_ms = float(triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=rep_ms, return_mode="median"))
+    ratio = suite_ms / ref_ms if ref_ms > 0 else None
+    return {**out, "status": "measured", "tool_version": triton.__version__, "reference_median_ms": ref_ms,
+            "rep_ms": rep_ms, "time_ratio": ratio,
+            "agrees": ratio is not None and abs(ratio - 1.0) <= AGREEMENT, "tolerance": AGREEMENT}
+
+
+def collective_vs_nccl_tests(rows: list[dict], reference: dict) -> list[dict]:
+    """Per size and mode: perfsuite's and nccl-tests' busbw and their ratio (suite / nccl-tests)."""
+    from suite.nccl_tests import MODE_KEYS
+
+    ref_rows = {r["size_bytes"]: r for r in reference["rows"]}
+    out = []
+    for r in rows:
+        ref = ref_rows.get(r["size_bytes"])
+        for mode in MODE_KEYS:
+            mine, theirs = r.get(mode), (ref or {}).get(mode)
+            if mine is None or theirs is None:
+                continue
+            out.append({"size_bytes": r["size_bytes"], "mode": mode,
+                        "suite_time_us": mine["time_us"], "nccl_tests_time_us": theirs["time_us"],
+                        "suite_busbw_gbps": mine["busbw_gbps"], "nccl_tests_busbw_gbps": theirs["busbw_gbps"],
+                        "busbw_ratio": mine["busbw_gbps"] / theirs["busbw_gbps"] if theirs["busbw_gbps"] else None})
+    return out
