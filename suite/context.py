@@ -10,6 +10,7 @@ from typing import Any, Callable
 from suite import crosscheck, nvml, nvml_sampler, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
+from suite.speedup import BaselineSpeedups
 from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
@@ -50,6 +51,7 @@ class RunContext:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
+    speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
 
     @property
     def device(self) -> str:
@@ -112,6 +114,26 @@ class RunContext:
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
         return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
 
+    def time_loop(self, fn: Callable[[], Any], iters: int) -> float:
+        """Seconds for ``iters`` back-to-back calls timed as one interval (nccl-tests' way),
+        for drivers that time their own loops (``suite.timing.time_loop``)."""
+        return timing.time_loop(fn, iters, self.device)
+
+    def time_each(self, fn: Callable[[], Any], n: int) -> list[float]:
+        """Seconds of each of ``n`` calls (events around each call on the GPU), no warm-up."""
+        if self.device == "cuda":
+            return timing.CudaTimer(l2_flush=False).time(fn, n).samples_s
+        return timing.time_cpu(fn, n).samples_s
+
+    @property
+    def crosscheck_requested(self) -> bool:
+        """Whether this run times its callables with the reference tools too (suite.crosscheck)."""
+        return crosscheck.requested()
+
+    def crosscheck_collective(self, collective: str, rows: list[dict], **sweep: Any) -> dict:
+        """nccl-tests beside a collective sweep, same call: see suite.crosscheck.versus_nccl_tests."""
+        return crosscheck.versus_nccl_tests(self, collective, rows, **sweep)
+
     def gpu_sampler(self) -> nvml_sampler.Sampler:
         """A background NVML sampler of this process's GPU (a no-op without one), for drivers
         that time their own loops: ``with ctx.gpu_sampler() as s: ...; s.summary()``."""
@@ -128,6 +150,10 @@ class RunContext:
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
+        if case.baseline:
+            self.details["baseline_case"] = case.label
+        for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
+            self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s)

@@ -82,3 +82,45 @@ def collective_vs_nccl_tests(rows: list[dict], reference: dict) -> list[dict]:
                         "suite_busbw_gbps": mine["busbw_gbps"], "nccl_tests_busbw_gbps": theirs["busbw_gbps"],
                         "busbw_ratio": mine["busbw_gbps"] / theirs["busbw_gbps"] if theirs["busbw_gbps"] else None})
     return out
+
+
+def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes: int, max_bytes: int,
+                      step_factor: int, iters: int, dtype: str, redop: str | None, root: int | None,
+                      check: bool) -> dict:
+    """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
+    run by rank 0 after perfsuite's while the other ranks wait on the host (a gloo barrier:
+    an NCCL barrier would keep a kernel spinning on their GPUs). One process drives all
+    local GPUs (``-g world``), so it needs every rank on this node. Called on every rank;
+    rank 0's answer is the one recorded."""
+    import subprocess
+
+    import torch.distributed as dist
+
+    from suite import distributed, nccl_tests
+
+    out: dict = {"tool": "nccl-tests"}
+    directory = nccl_tests_dir()
+    if directory is None:
+        return {**out, "status": "skipped", "reason": f"no directory of nccl-tests binaries given "
+                                                      f"(set {NCCL_TESTS_ENV} or perfsuite crosscheck --nccl-tests)"}
+    if ctx.device != "cuda" or distributed.local_world_size() != ctx.world_size:
+        return {**out, "status": "skipped",
+                "reason": "nccl-tests runs here as one process over this node's GPUs: needs device cuda and "
+                          "every rank on one node"}
+    host_group = dist.new_group(backend="gloo")
+    result = None
+    if ctx.rank == 0:
+        try:
+            binary = nccl_tests.find_binary(directory, collective)
+            args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
+                                   iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
+                                   redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check)
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
+            ref = parsed.to_dict()
+            result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),
+                      "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
+                      "compare": collective_vs_nccl_tests(rows, ref), "raw": text}
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+    dist.barrier(group=host_group)
+    return result if result is not None else {**out, "status": "rank 0 only"}

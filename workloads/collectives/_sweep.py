@@ -26,17 +26,16 @@ replay timed the same way.
 from __future__ import annotations
 
 import itertools
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from suite import Check, crosscheck, distributed, dtypes, nccl_tests, timing
+from suite import Check, distributed, dtypes
 from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
                                         Counts, OpSpec, Views, values)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 MODES = ("oop", "ip")
 MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}
@@ -107,8 +106,9 @@ def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> 
 
 
 # -- timing -----------------------------------------------------------------------------
-def time_calls(calls: list[Callable[[], None]], device: str, graph: bool, how: str, repeats: int) -> list[float]:
-    """Seconds per call, through suite.timing. ``loop``: one sample per repeat, the interval
+def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, how: str,
+               repeats: int) -> list[float]:
+    """Seconds per call, through the run's timers (suite.timing). ``loop``: one sample per repeat, the interval
     around all calls (or one replay of a CUDA graph of them) divided by their number, each
     repeat after a barrier. ``per_call``: one sample per call (events around each call)."""
     n = len(calls)
@@ -118,16 +118,14 @@ def time_calls(calls: list[Callable[[], None]], device: str, graph: bool, how: s
         next(cycle)()
 
     if how == "per_call":
-        if device == "cuda":
-            return timing.CudaTimer(l2_flush=False).time(next_call, n).samples_s
-        return timing.time_cpu(next_call, n).samples_s
+        return ctx.time_each(next_call, n)
     fn, per_fn = (_capture(calls), n) if graph else (next_call, 1)
     samples = []
     for r in range(repeats):
         if r:
-            _sync(device)
+            ctx.synchronize()
             _barrier()
-        samples.append(timing.time_loop(fn, n // per_fn, device) / n)
+        samples.append(ctx.time_loop(fn, n // per_fn) / n)
     return samples
 
 
@@ -144,13 +142,6 @@ def _capture(calls: list[Callable[[], None]]) -> Callable[[], None]:
     torch.cuda.synchronize()
     _barrier()
     return g.replay
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def _barrier() -> None:
@@ -264,7 +255,7 @@ class Sweep:
                 calls[0]()  # untimed call, as nccl-tests' "sync" call before the loop
                 self.sync()
                 _barrier()
-                samples = time_calls(calls, self.ctx.device, self.graph, p.timing, p.repeats)
+                samples = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats)
                 wrong = self.check(mode, c) if p.check else None
                 row["modes"][mode] = {"samples_s": samples, "wrong": wrong}
             rows.append(row)
@@ -381,8 +372,11 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
-    if crosscheck.requested():
-        details["crosscheck"] = nccl_tests_crosscheck(ctx, pl, p, rows)
+    if ctx.crosscheck_requested:  # nccl-tests' binary, same sweep, same call (suite.crosscheck)
+        details["crosscheck"] = ctx.crosscheck_collective(
+            pl.op.name, rows, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
+            iters=p.iters, dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
+            check=p.check)
     if sweep.throttle is not None:
         details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
     bus_all = []
@@ -412,43 +406,6 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
                                    "mode after the timed loop, every output element against its expected value",
                             detail=f"wrong elements (summed over ranks): {detail}" if bad else ""))
     ctx.details.update(details)
-
-
-def nccl_tests_crosscheck(ctx: "RunContext", pl: Plan, p: Any, rows: list[dict]) -> dict:
-    """nccl-tests' binary for this collective, same sweep, run by rank 0 after perfsuite's
-    while the other ranks wait on the host (a gloo barrier: an NCCL barrier would keep a
-    kernel spinning on their GPUs). One process drives all local GPUs (``-g world``), so
-    it needs every rank on this node."""
-    import torch.distributed as dist
-
-    out: dict = {"tool": "nccl-tests"}
-    directory = crosscheck.nccl_tests_dir()
-    if directory is None:
-        return {**out, "status": "skipped", "reason": f"no directory of nccl-tests binaries given "
-                                                      f"(set {nccl_tests.ENV_DIR} or perfsuite crosscheck --nccl-tests)"}
-    if ctx.device != "cuda" or distributed.local_world_size() != ctx.world_size:
-        return {**out, "status": "skipped",
-                "reason": "nccl-tests runs here as one process over this node's GPUs: needs device cuda and "
-                          "every rank on one node"}
-    host_group = dist.new_group(backend="gloo")
-    result = None
-    if ctx.rank == 0:
-        try:
-            binary = nccl_tests.find_binary(directory, pl.op.name)
-            args = nccl_tests.argv(binary, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
-                                   iters=p.iters, warmup=ctx.controls.warmup, gpus=ctx.world_size,
-                                   dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop,
-                                   root=pl.root if pl.op.rooted else None, graph=ctx.controls.cuda_graph,
-                                   check=p.check)
-            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
-            ref = parsed.to_dict()
-            result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),
-                      "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
-                      "compare": crosscheck.collective_vs_nccl_tests(rows, ref), "raw": text}
-        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
-            result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
-    dist.barrier(group=host_group)
-    return result if result is not None else {**out, "status": "rank 0 only"}
 
 
 def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:

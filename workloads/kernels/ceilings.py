@@ -43,7 +43,7 @@ from workloads.kernels.gemm import MATMUL_DTYPES, MatmulOperands, matmul_case, m
 from workloads.kernels.memory import GIB, MIB, copy_case
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import Measurement, RunContext
+    from suite import RunContext
 
 TRANSFERS = ("h2d.pinned", "h2d.pageable", "d2h.pinned", "d2h.pageable")
 # The CPU's ceilings (see DESIGN.md): fp16 matmul on a CPU is not a hardware peak worth
@@ -180,7 +180,7 @@ class Ceilings(KernelWorkload):
         """Burst at every shape, sustained at the best burst shape; the best of all is the ceiling."""
         p = self.params
         name = metric_name(resource)
-        runs: list[tuple[str, Candidate, "Measurement", dict | None]] = []
+        runs: list[tuple[str, Candidate, Any, dict | None]] = []
         for cand in group:
             cool = ctx.wait_until_cool(p.cool_wait_s)
             m = ctx.time_fn(cand.case.fn, label=f"{resource} {cand.shape} burst", l2_flush=cand.case.l2_flush,
@@ -217,12 +217,12 @@ class Ceilings(KernelWorkload):
         }
 
 
-def _rates(cand: Candidate, m: "Measurement", name: str) -> list[float]:
+def _rates(cand: Candidate, m: Any, name: str) -> list[float]:
     work = cand.case.work.flops * 1e-12 if name == "tflops" else cand.case.work.bytes * 1e-9
     return [work / s for s in m.samples_s if s > 0]
 
 
-def _median_rate(cand: Candidate, m: "Measurement", name: str) -> float:
+def _median_rate(cand: Candidate, m: Any, name: str) -> float:
     rates = _rates(cand, m, name)
     return statistics.median(rates) if rates else 0.0
 
