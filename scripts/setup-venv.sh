@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Create (or reuse) .venv with the suite, the CPU build of torch, Triton (for its CPU
-# interpreter), the separately packaged Triton plugin, and the test extras.
+# interpreter), transformers and MLPerf LoadGen (inference), the separately packaged
+# Triton plugin, and the test extras.
 # Usage: scripts/setup-venv.sh [extra,extra...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=${1:-triton,plot}
+extras=${1:-triton,plot,inference}
 venv=${PERFSUITE_VENV:-.venv}
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"

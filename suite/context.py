@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from suite import crosscheck, nvml, nvml_sampler, stats, timing
@@ -52,6 +53,7 @@ class RunContext:
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
     speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
+    artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
 
     @property
     def device(self) -> str:
@@ -78,7 +80,25 @@ class RunContext:
 
             dist.barrier()
 
+    def artifact_dir(self) -> Path:
+        """A folder kept beside the record, named after the run id, for a workload's own files
+        (LoadGen's logs); created on first use. Outside a runner, a fresh temporary folder."""
+        if self.artifact_root is None:
+            import tempfile
+
+            self.artifact_root = tempfile.mkdtemp(prefix="perfsuite-artifacts-")
+        path = Path(self.artifact_root)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     # -- measuring -------------------------------------------------------------------
+    def energy_j(self) -> float | None:
+        """The measured GPU's total-energy counter in joules; None without a GPU, NVML or the counter.
+        A driver reads it before and after what it measures."""
+        gpu = self.nvml_index()
+        mj = nvml.energy_mj(gpu) if gpu is not None else None
+        return None if mj is None else mj / 1000.0
+
     def nvml_index(self) -> int | None:
         """NVML's index of the GPU this process measures on (matched by UUID)."""
         if self.device != "cuda" or nvml.init()[0] is None:

@@ -133,7 +133,8 @@ class Runner:
         spec_path = workdir / "spec.json"
         result_path = workdir / "result.json"
         spec = {"run_id": run_id, "workload": req.entry.name, "params": params_mod.to_dict(req.params),
-                "quick": req.quick, "controls": req.controls.to_dict(), "result_path": str(result_path)}
+                "quick": req.quick, "controls": req.controls.to_dict(), "result_path": str(result_path),
+                "artifact_dir": str(self.records_dir / "artifacts" / run_id)}
         spec_path.write_text(json.dumps(spec))
         launch = launcher.build(str(spec_path), req.launch, req.controls.device)
         log_path = workdir / "worker.log"
