@@ -343,6 +343,8 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
         from suite.report import results_table
 
         out.print(results_table(outcome.records))
+        from suite.scoring import print_scores
+        print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
     for line in outcome.messages:
         click.echo(clean(line), err=True)
     sys.exit(outcome.exit_code)
@@ -440,6 +442,10 @@ cli.add_command(roofline_command)
 for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_cmd, submissions.submit_cmd,
                  submissions.check_cmd, leaderboard.leaderboard_cmd):
     cli.add_command(_command)
+
+
+from suite.cli_crosscheck import attach as _attach_crosscheck  # noqa: E402 (takes run's options)
+_attach_crosscheck(cli)
 
 
 def main() -> None:

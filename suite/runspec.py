@@ -15,10 +15,10 @@ from typing import Any
 from suite.controls import Controls
 
 # What a run came to before its record is built: the measuring process reports success,
-# failed or skipped; the runner reports "timeout" (it killed the process) and "failed"
-# for a process that died without a result. A success whose verification failed becomes
+# failed, skipped or aborted (a driver stopped short: RunContext.abort); the runner reports
+# "timeout" (it killed the process) and "failed" for a process that died without a result. A success whose verification failed becomes
 # "invalid" in the record (suite.record.verdict).
-WORKER_STATUSES = ("success", "failed", "skipped", "timeout")
+WORKER_STATUSES = ("success", "failed", "skipped", "timeout", "aborted")
 
 
 def now() -> str:

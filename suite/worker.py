@@ -48,6 +48,8 @@ def run(spec_path: Path) -> int:
         gpu = ctx.nvml_index()
         before = nvml.observe([gpu]) if gpu is not None else []
         run_workload(entry.cls, params, controls, ctx=ctx)
+        if ctx.aborted is not None:  # a driver that stopped short of its goal (RunContext.abort)
+            result.status, result.error = "aborted", ctx.aborted
         if gpu is not None:
             result.gpu_state = {"before": before, "after": nvml.observe([gpu])}
         merged = distributed.gather_metrics(ctx.metrics, world)
@@ -65,9 +67,9 @@ def run(spec_path: Path) -> int:
     result.finished_at = now()
     if rank == 0:
         write_atomic(Path(spec.result_path), result.to_json())
-    if world > 1 and result.status == "success":
+    if world > 1 and result.status in ("success", "aborted"):
         distributed.shutdown()
-    return 0 if result.status in ("success", "skipped") else 1
+    return 0 if result.status in ("success", "skipped", "aborted") else 1
 
 
 def main() -> None:
