@@ -25,6 +25,7 @@ ENV_PLUGINS = "PERFSUITE_PLUGINS"
 DEFAULT_PLUGINS = (
     "workloads.kernels",
     "workloads.collectives",
+    "workloads.data",
 )
 
 
