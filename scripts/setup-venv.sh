@@ -14,6 +14,7 @@ fi
 # torch 2.14.1 is a CUDA build that also runs on a machine without a GPU; torchvision only
 # imports beside the build of torch it was made for (0.29.1 for 2.14.1). The data extras
 # (data, dali, kvikio) are what the data workloads' CPU paths run on; without them those
-# paths are skipped with the reason.
-"$venv/bin/python" -m pip install -q "torch==2.14.1" "torchvision==0.29.1" -e ".[$extras,data,dali,kvikio]" \
+# paths are skipped with the reason. --no-compile: byte-compiling 6 GB of packages costs more
+# than compiling the modules actually imported, on first import.
+"$venv/bin/python" -m pip install -q --no-compile "torch==2.14.1" "torchvision==0.29.1" -e ".[$extras,data,dali,kvikio]" \
   ./plugins/perfsuite-triton
