@@ -88,6 +88,8 @@ def unavailable(path: str, device: str) -> str | None:
     """Why ``path`` cannot run with batches on ``device`` here, or None."""
     if path in GPU_ONLY_PATHS and device != "cuda":
         return "decodes on the GPU (nvJPEG): needs a CUDA device"
+    if path == "torchvision_gpu_decode" and find_spec("torchvision") is None:
+        return "needs torchvision (pip install 'perfsuite[data]')"
     if path not in DALI_PATHS:
         return None
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from suite import Check, datasets, input_pipelines, param
+from suite import Check, Requirements, datasets, input_pipelines, param
 from workloads.data._common import MB, DataWorkload, record_passes, time_passes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -57,6 +57,8 @@ class ImagePipeline(DataWorkload):
     Params = ImagePipelineParams
     quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
              "epochs": 3, "verify_images": 16}
+    # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
+    requirements = Requirements(packages=("torch", "PIL", "skimage"))
     primary_metric = "items_per_s"
 
     def setup(self, ctx: "RunContext") -> None:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from suite import Check, datasets, input_pipelines, param
+from suite import Check, Requirements, datasets, input_pipelines, param
 from workloads.data._common import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -61,6 +61,8 @@ class LoaderStall(DataWorkload):
     Params = LoaderStallParams
     quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
              "steps": 6, "warmup_steps": 2, "matmul_size": 128, "matmuls_per_step": 2}
+    # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
+    requirements = Requirements(packages=("torch", "PIL", "skimage"))
     primary_metric = "stall_share"
 
     def setup(self, ctx: "RunContext") -> None:

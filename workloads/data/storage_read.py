@@ -86,7 +86,7 @@ class StorageRead(DataWorkload):
     description = ".npy shards into GPU memory: numpy + copy, DALI cpu + copy, DALI gpu (GDS), KvikIO"
     Params = StorageReadParams
     quick = {"count": 4, "shard_bytes": 1 * MIB, "passes": 3}
-    requirements = Requirements()
+    requirements = Requirements(packages=("torch",))
     primary_metric = "gbps"
 
     def setup(self, ctx: "RunContext") -> None:
