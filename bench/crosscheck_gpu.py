@@ -32,7 +32,11 @@ SEED = 0
 
 
 def run_in_process(cls, overrides: dict, min_time_s: float):
-    """The workload exactly as the worker runs it (seeds, unmet, setup, execute, teardown)."""
+    """The workload exactly as the worker runs it (seeds, unmet, setup, execute, teardown).
+
+    A third copy of the worker's life cycle (issue 8): replace it with the host's one
+    in-process run function (``run_workload``, from the spine-run branch) once that is on
+    main, so the cross-check times exactly what ``perfsuite run`` times."""
     import torch
 
     from suite import params as params_mod

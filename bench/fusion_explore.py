@@ -2,15 +2,16 @@
 rows per program x warps, torch.compile's default and max-autotune-no-cudagraphs modes,
 and torch eager, at 2**28 elements per tensor (bf16) for hidden 1024 and 4096.
 
-Each variant is run once into a NaN-filled buffer and checked against the chain in float32
-(an error above kernels.fusion's tolerance is marked FAIL), then timed with
+Each variant is run once into a NaN-filled buffer and checked against the host's float64
+chain (``suite.fused_chain``: an error above its tolerance is marked FAIL), then timed with
 triton.testing.do_bench (warmup 25 ms, rep 100 ms; mean). GB/s count the bytes that must
 move, (3*rows*hidden + 3*hidden) * 2; % is of a device copy measured in this process.
 The last lines give the best Triton launch per hidden, as --param options for
-kernels.fusion and triton.fused_chain. With $OUT set, every row also goes to
-$OUT/fusion_explore.json.
+triton.fused_chain (and the best compile mode, for kernels.fusion too). With $OUT set,
+every row also goes to $OUT/fusion_explore.json; ``--best-params FILE`` writes the best
+verified launch without cache hints (what the workload runs) as 'perfsuite run' options.
 
-    python3 bench/fusion_explore.py [--hidden 1024,4096]
+    python3 bench/fusion_explore.py [--hidden 1024,4096] [--best-params FILE]
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ import triton  # noqa: E402
 import triton.testing as tt  # noqa: E402
 
 from perfsuite_triton.kernels import fused_chain as kernel  # noqa: E402
-from workloads.kernels.fusion import EPS, TOLERANCE, make_chain  # noqa: E402
+from suite import fused_chain as chain  # noqa: E402
+
+EPS, TOLERANCE = chain.EPS, chain.TOLERANCE
 
 DEVICE = "cuda"
 ELEMENTS = 2**28  # per tensor: 512 MiB in bf16, far past any cache
@@ -51,7 +54,7 @@ def gbps(nbytes: float, ms: float) -> float:
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(out).all():
         return float("inf")
-    return float((out.float() - ref).norm() / ref.norm())
+    return float((out.double() - ref).norm() / ref.norm())
 
 
 def copy_ceiling_gbps() -> float:
@@ -92,8 +95,7 @@ def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, d
                   lambda: lambda: kernel.fused_chain(*inputs, EPS, out=out)))
     for mode in COMPILE_MODES:
         found.append((f"compile {mode}", {"mode": mode}, lambda mode=mode: compiled(mode, inputs)))
-    chain = make_chain()
-    found.append(("eager", {}, lambda: lambda: chain(*inputs, eps=EPS)))
+    found.append(("eager", {}, lambda: lambda: chain.eager(*inputs, eps=EPS)))
     return found
 
 
@@ -101,20 +103,15 @@ def compiled(mode: str, inputs: tuple):
     """The chain under torch.compile in ``mode``, from a clean dynamo cache: the modes
     share one code object, whose cached graph the next mode must not reuse."""
     torch._dynamo.reset()
-    fn = torch.compile(make_chain(), dynamic=False, mode=None if mode == "default" else mode)
+    fn = torch.compile(chain.eager, dynamic=False, mode=None if mode == "default" else mode)
     return lambda: fn(*inputs, eps=EPS)
 
 
 def sweep(hidden: int, copy: float, rows_out: list[dict]) -> None:
     rows = ELEMENTS // hidden
-    dev, dt = DEVICE, torch.bfloat16
-    x = torch.randn(rows, hidden, device=dev, dtype=dt)
-    residual = torch.randn_like(x)
-    bias = (0.1 * torch.randn(hidden, device=dev)).to(dt)
-    weight = (1 + 0.1 * torch.randn(hidden, device=dev)).to(dt)
-    beta = (0.1 * torch.randn(hidden, device=dev)).to(dt)
-    inputs = (x, bias, residual, weight, beta)
-    ref = make_chain()(*(t.float() for t in inputs), eps=EPS)
+    inputs = chain.make_inputs(rows, hidden, "bf16", DEVICE)
+    x = inputs.x
+    ref = chain.reference(*inputs, eps=EPS)
     out = torch.empty_like(x)
     nbytes = (3 * rows * hidden + 3 * hidden) * x.element_size()
     for label, cfg, make in variants(hidden, inputs, out):
@@ -129,7 +126,7 @@ def sweep(hidden: int, copy: float, rows_out: list[dict]) -> None:
                          "of_copy": g / copy, "rel_error": err, "verified": ok})
         print(f"hidden {hidden:5d} rows {rows:7d} {label:34s} {ms:7.3f} ms {g:7.0f} GB/s {g / copy:6.1%}  "
               f"err {err:.1e}{'' if ok else ' FAIL'}  ({time.perf_counter() - t0:.1f} s)", flush=True)
-    del x, residual, ref, out
+    del x, inputs, ref, out
     torch._dynamo.reset()
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
@@ -152,9 +149,20 @@ def summary(rows_out: list[dict]) -> None:
                   f"{'meets' if c['of_copy'] >= TARGET else 'MISSES'} -> --param compile_mode={c['mode']}")
 
 
+def best_params(rows_out: list[dict]) -> str:
+    """The fastest verified Triton launch without cache hints (the workload runs none)."""
+    rows = [r for r in rows_out if r["variant"].startswith("triton R") and r["verified"] and not r.get("evict", False)]
+    if not rows:
+        raise SystemExit("no verified triton launch to choose from")
+    b = max(rows, key=lambda r: r["gbps"])
+    return f"-p rows_per_program={b['ROWS']} -p num_warps={b['num_warps']} -p erf={b.get('erf', 'as7126')}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", default="1024,4096", help="comma-separated hidden sizes (rows = 2**28 / hidden)")
+    ap.add_argument("--best-params", type=Path, default=None, metavar="FILE",
+                    help="write the best verified launch without cache hints as 'perfsuite run' options")
     args = ap.parse_args()
     hiddens = [int(h) for h in args.hidden.split(",")]
     start = time.perf_counter()
@@ -165,6 +173,8 @@ def main() -> None:
     for hidden in hiddens:
         sweep(hidden, copy, rows_out)
     summary(rows_out)
+    if args.best_params is not None:
+        args.best_params.write_text(best_params(rows_out) + "\n")
     print(f"\nsweep took {time.perf_counter() - start:.0f} s")
     if os.environ.get("OUT"):
         path = Path(os.environ["OUT"]) / "fusion_explore.json"

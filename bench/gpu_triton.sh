@@ -6,8 +6,10 @@
 #      row kernels, bf16 and fp16 matmul), with this GPU's copy bandwidth measured alongside;
 #   2. perfsuite run triton.fused_chain triton.softmax triton.matmul --device cuda, at the
 #      workloads' default sizes: records (metrics, checks, the autotuned config) into $OUT;
-#   3. a table of those records: GB/s or TFLOP/s per case, the roofline fraction where the
-#      registry holds a kernels.ceilings record of this GPU (CEILINGS=1 measures one first).
+#   3. perfsuite results: the headline of each run. The run's own table (in run.txt) shows
+#      GB/s or TFLOP/s per case, the roofline fraction where the registry holds a
+#      kernels.ceilings record of this GPU (CEILINGS=1 measures one first), and each case's
+#      speed-up against the torch_eager baseline.
 # Usage: OUT=/some/dir bash bench/gpu_triton.sh [more 'perfsuite run' options, e.g. --repeat 3]
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,39 +41,16 @@ if [ "${CEILINGS:-0}" = 1 ]; then
   "$py" -m suite run kernels.ceilings --device cuda --json > "$out/ceilings.json" 2> "$out/ceilings.err"
   echo "kernels.ceilings: exit $? (stderr in $out/ceilings.err)"
 fi
-"$py" -m suite run triton.fused_chain triton.softmax triton.matmul --device cuda --json "$@" \
-  > "$out/records.json" 2> "$out/run.err"
+since=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
+"$py" -m suite run triton.fused_chain triton.softmax triton.matmul --device cuda "$@" \
+  > "$out/run.txt" 2> "$out/run.err"
 run_rc=$?
+cat "$out/run.txt"
 tail -n 20 "$out/run.err"
+"$py" -m suite results --since "$since" --json > "$out/records.json"
 
-echo "== 3. results =="
-"$py" - "$out/records.json" <<'EOF'
-import json, sys
-
-records = json.load(open(sys.argv[1]))
-print(f"{'workload':20} {'case':14} {'ms':>9} {'throughput':>18} {'of ceiling':>10} {'check':>16}")
-for rec in records:
-    name = rec["workload"]["name"]
-    if rec["status"] != "success":
-        print(f"{name:20} {rec['status']}: {rec['error']}")
-        continue
-    checks = {c["label"]: c for c in rec["verification"]["checks"]}
-    by_case = {}
-    for m in rec["metrics"]:
-        by_case.setdefault(m["case"], {})[m["name"]] = m
-    for case, metrics in by_case.items():
-        rate = metrics.get("tflops") or metrics.get("gbps")
-        roof = rate.get("roofline") or {}
-        frac = f"{roof['fraction']:.0%}" if roof.get("fraction") is not None else "-"
-        c = checks.get(case)
-        check = "-" if c is None else f"{'pass' if c['passed'] else 'FAIL'} {c['error']:.1e}"
-        print(f"{name:20} {case:14} {metrics['time_ms']['value']:9.3f} {rate['value']:11.1f} {rate['unit']:7}"
-              f"{frac:>10} {check:>16}")
-    triton = rec["details"].get("triton", {})
-    compile_s = rec["details"].get("torch_compile", {}).get("first_call_s")
-    shown = {k: v for k, v in triton.items() if k not in ("version", "interpreter")}
-    print(f"{'':20} triton {triton.get('version')}: {shown}; torch.compile first call {compile_s:.1f}s")
-EOF
-echo "records: $out/records.json  kernel check: $out/triton_gpu_check.txt"
+echo "== 3. results (perfsuite results; each case against torch_eager in the run's own table above) =="
+"$py" -m suite results --since "$since"
+echo "run summaries: $out/records.json  kernel check: $out/triton_gpu_check.txt"
 echo "exit codes: kernel check $check_rc, perfsuite run $run_rc"
 [ "$check_rc" = 0 ] && [ "$run_rc" = 0 ]

@@ -70,19 +70,16 @@ def check_fused_chain(quick: bool, rows: list[dict], copy_gbps: float) -> None:
     import torch
 
     from perfsuite_triton.kernels import fused_chain as k
-    from perfsuite_triton.workloads import _shared
     from perfsuite_triton.workloads.fused_chain import FusedChain
+    from suite import fused_chain as chain
 
     p = params(FusedChain, quick)
-    dt = torch_dtype(p.dtype)
-    x = torch.randn(p.rows, p.hidden, device=DEVICE, dtype=dt)
-    r = torch.randn(p.rows, p.hidden, device=DEVICE, dtype=dt)
-    b, be = ((0.1 * torch.randn(p.hidden, device=DEVICE)).to(dt) for _ in range(2))
-    w = (1 + 0.1 * torch.randn(p.hidden, device=DEVICE)).to(dt)
-    args = (x, b, r, w, be, p.eps)
-    nbytes = (3 * p.rows * p.hidden + 3 * p.hidden) * x.element_size()
-    ref = k.reference(*args)
-    tol = _shared.TOLERANCE[p.dtype]
+    inputs = chain.make_inputs(p.rows, p.hidden, p.dtype, DEVICE)  # as the workloads make them
+    x = inputs.x
+    args = (*inputs, p.eps)
+    nbytes = chain.bytes_per_call(p.rows, p.hidden, p.dtype)
+    ref = chain.reference(*args)
+    tol = chain.TOLERANCE[p.dtype]
     shape = f"{p.rows}x{p.hidden} {p.dtype}"
     out = torch.empty_like(x)
     for warps in WARPS:
@@ -93,10 +90,10 @@ def check_fused_chain(quick: bool, rows: list[dict], copy_gbps: float) -> None:
         t = bench(lambda: k.fused_chain(*args, out=out, num_warps=warps))
         rows.append(row("fused_chain", shape, "triton", f"BLOCK={cfg['BLOCK']} warps={cfg['num_warps']}"
                         + (" (auto)" if warps is None else ""), t, nbytes / t / 1e9, "GB/s", copy_gbps, err, tol))
-    t = bench(lambda: k.torch_eager(*args))
+    t = bench(lambda: chain.eager(*args))
     rows.append(row("fused_chain", shape, "torch_eager", "", t, nbytes / t / 1e9, "GB/s", copy_gbps,
-                    rel_error(k.torch_eager(*args), ref), tol))
-    c, compile_s = compiled(k.torch_eager, *args)
+                    rel_error(chain.eager(*args), ref), tol))
+    c, compile_s = compiled(chain.eager, *args)
     t = bench(lambda: c(*args))
     rows.append(row("fused_chain", shape, "torch_compile", f"compile {compile_s:.1f}s", t, nbytes / t / 1e9, "GB/s",
                     copy_gbps, rel_error(c(*args), ref), tol))

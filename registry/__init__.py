@@ -4,16 +4,23 @@
     with open_registry() as reg:          # $PERFSUITE_DB or the per-user SQLite file
         reg.store(record)                 # "stored" or "duplicate"
         reg.results(workload="kernels.gemm")
+        reg.store_all(records)            # one transaction: all or none
+
+    check_url(url)                        # before a long run: RegistryError (one line) if it
+                                          # cannot be opened; creates nothing
+    load_record_file(path); check_record(record)   # what ``perfsuite import`` checks per file
 
 Nothing here imports the runner, the CLI or any workload: the registry only knows records.
 """
 from __future__ import annotations
 
-from .db import Registry, default_url, open_registry, records_dir
+from .db import Registry, check_url, default_url, open_registry, records_dir
 from .errors import RecordInvalid, RegistryError
-from .records import canonical_json, record_sha256, validate_record
+from .records import (MAX_RECORD_BYTES, canonical_json, check_record, load_record_file, record_sha256,
+                      validate_record)
 
 __all__ = [
-    "open_registry", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
-    "canonical_json", "record_sha256", "validate_record",
+    "open_registry", "check_url", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
+    "canonical_json", "record_sha256", "validate_record", "check_record", "load_record_file",
+    "MAX_RECORD_BYTES",
 ]

@@ -11,30 +11,41 @@ on SQLite the migration step is serialised with an ``fcntl`` lock file beside th
 database, the database is in WAL mode with a 30 s busy timeout, and writes take the
 write lock up front (``BEGIN IMMEDIATE``); on PostgreSQL migrations run under a
 ``pg_advisory_lock``.
+
+Every failure to reach or use the database (a URL that does not parse, a server that
+refuses connections, a SQLite path that is a folder, not a database or not writable)
+leaves here as a one-line :class:`RegistryError`; :func:`check_url` finds the same
+problems cheaply, creating nothing, before a long run starts.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import zlib
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import queries
-from .errors import RegistryError
-from .store import store_record
+from .errors import RegistryError, translated_errors
+from .location import check_sqlite_path, parse_url, shown_url
+from .store import store_record, store_records
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # A fixed 64-bit key for pg_advisory_lock, so every perfsuite process agrees on it.
 PG_MIGRATION_LOCK_KEY = zlib.crc32(b"perfsuite.registry.migrations")
-SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+# libpq waits for ever on a host that drops packets; a registry that cannot answer in this
+# long is reported as unreachable.
+PG_CONNECT_TIMEOUT_S = 10
+
+T = TypeVar("T")
 
 
 def data_dir() -> Path:
@@ -61,23 +72,57 @@ def _sqlite_file(url) -> Path | None:
     return Path(database)
 
 
+def translated(method: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a :class:`Registry` method so that its database errors are one line."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Registry", *args, **kwargs) -> T:
+        with translated_errors(f"registry {self.url}"):
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def check_url(url: str | None = None) -> str:
+    """Check cheaply that the registry at ``url`` (default :func:`default_url`) can be opened,
+    before work whose result it will store; return the URL as messages show it.
+
+    Raises :class:`RegistryError` (one line) for a URL that does not parse, an unsupported
+    database or missing driver, a SQLite path that is a folder, not a database or in a
+    folder that cannot be written, or a server that does not accept a connection. Creates
+    nothing: a new SQLite file is only checked for a writable folder.
+    """
+    url_text = url or default_url()
+    shown = shown_url(url_text)
+    with translated_errors(f"cannot open registry {shown}"):
+        parsed = parse_url(url_text)
+        if parsed.get_backend_name() == "sqlite":
+            path = _sqlite_file(parsed)
+            if path is not None:
+                check_sqlite_path(path)
+            return shown
+        engine = _make_engine(url_text)
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        finally:
+            engine.dispose()
+    return shown
+
+
 def _make_engine(url_text: str) -> Engine:
-    url = make_url(url_text)
-    dialect = url.get_backend_name()
-    if dialect not in SUPPORTED_DIALECTS:
-        raise RegistryError(f"unsupported registry URL {url.render_as_string(hide_password=True)}: "
-                            f"use sqlite:///PATH or postgresql+psycopg://...")
-    if dialect != "sqlite":
+    url = parse_url(url_text)
+    if url.get_backend_name() != "sqlite":
         if url.drivername == "postgresql":  # SQLAlchemy's default would be psycopg2; we ship psycopg 3
             url = url.set(drivername="postgresql+psycopg")
         try:
-            return create_engine(url, pool_pre_ping=True)
+            return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
         except ModuleNotFoundError as exc:
             raise RegistryError(f"the {url.drivername} driver is not installed ({exc.name}): "
                                 f"pip install 'perfsuite[postgres]'") from exc
 
     path = _sqlite_file(url)
     if path is not None:
+        check_sqlite_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
@@ -164,6 +209,7 @@ class Registry:
         """A read session for queries not covered below (the caller closes it)."""
         return self._read_sessions()
 
+    @translated
     def store(self, record: dict) -> str:
         """Validate, re-hash and store a record: "stored", or "duplicate" if already there.
 
@@ -172,23 +218,38 @@ class Registry:
         """
         return store_record(self._write_sessions, record)
 
+    @translated
+    def store_all(self, records: list[dict]) -> list[str]:
+        """Store several records in one transaction: all of them, or none.
+
+        Every record is validated and its sha256 checked before anything is written; a
+        refusal (:class:`RecordInvalid` naming the record's position, or a conflict with a
+        stored run) leaves the registry as it was. Returns "stored"/"duplicate" per record.
+        """
+        return store_records(self._write_sessions, records)
+
+    @translated
     def results(self, workload: str | None = None, since: datetime | None = None, limit: int | None = 50,
                 status: str | None = None) -> list[dict]:
         with self._read_sessions() as session:
             return queries.results(session, workload=workload, since=since, limit=limit, status=status)
 
+    @translated
     def history(self, workload: str, params: dict | None = None, device_key: str | None = None) -> list[dict]:
         with self._read_sessions() as session:
             return queries.history(session, workload, params=params, device_key=device_key)
 
+    @translated
     def get(self, run_id_or_prefix: str) -> dict:
         with self._read_sessions() as session:
             return queries.get(session, run_id_or_prefix)
 
+    @translated
     def latest_passed(self, workload: str, device_key: str) -> dict | None:
         with self._read_sessions() as session:
             return queries.latest_passed(session, workload, device_key)
 
+    @translated
     def latest_ceilings(self, device_key: str) -> dict | None:
         with self._read_sessions() as session:
             return queries.latest_ceilings(session, device_key)
@@ -204,11 +265,16 @@ class Registry:
 
 
 def open_registry(url: str | None = None) -> Registry:
-    """Open (creating and migrating if needed) the registry at ``url`` or :func:`default_url`."""
-    engine = _make_engine(url or default_url())
-    try:
-        migrate(engine)
-    except BaseException:
-        engine.dispose()
-        raise
+    """Open (creating and migrating if needed) the registry at ``url`` or :func:`default_url`.
+
+    Raises :class:`RegistryError` with one line when it cannot (see :func:`check_url`).
+    """
+    url_text = url or default_url()
+    with translated_errors(f"cannot open registry {shown_url(url_text)}"):
+        engine = _make_engine(url_text)
+        try:
+            migrate(engine)
+        except BaseException:
+            engine.dispose()
+            raise
     return Registry(engine)

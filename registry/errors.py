@@ -1,5 +1,10 @@
-"""The registry's two exceptions, each carrying a one-line message fit for a CLI error."""
+"""The registry's two exceptions, each carrying a one-line message fit for a CLI error, and
+the one place where database and file-system failures become such a message."""
 from __future__ import annotations
+
+import contextlib
+import sqlite3
+from typing import Iterator
 
 
 class RegistryError(Exception):
@@ -14,3 +19,34 @@ def one_line(text: str, limit: int = 300) -> str:
     """Collapse whitespace and cut long text, so that a message stays one readable line."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _first_line(exc: BaseException) -> str:
+    """The useful line of a driver error: SQLAlchemy adds SQL and a help link below it."""
+    from sqlalchemy.exc import DBAPIError
+
+    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
+    return one_line(lines[0] if lines else type(inner).__name__)
+
+
+@contextlib.contextmanager
+def translated_errors(what: str) -> Iterator[None]:
+    """Turn database and file-system failures into a one-line :class:`RegistryError`.
+
+    A race on a unique key is not one of them: the store handles ``IntegrityError`` itself.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except RegistryError:
+        raise
+    except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
+        raise RegistryError(one_line(f"{what}: {_first_line(exc)}")) from exc
+    except Exception as exc:
+        from alembic.util import CommandError  # a database at a revision this version does not know
+
+        if isinstance(exc, CommandError):
+            raise RegistryError(one_line(f"{what}: {exc}")) from exc
+        raise

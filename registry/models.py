@@ -114,6 +114,12 @@ class Run(Base):
     __table_args__ = (
         Index("ix_runs_workload_started", "workload_id", "started_at"),
         Index("ix_runs_device_key_started", "device_key", "started_at"),
+        # 0002: the leaderboard (ranked runs of a workload), history (one workload on one
+        # system or device, in time order) and compare (runs of one key, in time order).
+        Index("ix_runs_workload_status_verification", "workload_id", "status", "verification_status"),
+        Index("ix_runs_workload_system_started", "workload_id", "system_id", "started_at"),
+        Index("ix_runs_workload_device_key_started", "workload_id", "device_key", "started_at"),
+        Index("ix_runs_comparability_key_started", "comparability_key", "started_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -149,6 +155,7 @@ class Metric(Base):
     """One metric of a run (per case), with its raw samples and statistics."""
 
     __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_run_id_case_name", "run_id", "case", "name"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
@@ -165,3 +172,31 @@ class Metric(Base):
     ceiling_run_id: Mapped[Optional[str]] = mapped_column(String)
 
     run: Mapped[Run] = relationship(back_populates="metrics")
+
+
+class SubmittedSystem(Base):
+    """A system as a submitter described it (``submissions/<org>/systems/<name>.json``)."""
+
+    __tablename__ = "submitted_systems"
+    __table_args__ = (UniqueConstraint("org", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    org: Mapped[str] = mapped_column(String)
+    name: Mapped[str] = mapped_column(String)
+    sha256: Mapped[str] = mapped_column(String(64))  # of the canonical description JSON
+    description: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
+
+    submissions: Mapped[list["Submission"]] = relationship(back_populates="system")
+
+
+class Submission(Base):
+    """A run published in a submissions tree: which org and system it was filed under."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), unique=True)
+    system_id: Mapped[int] = mapped_column(ForeignKey("submitted_systems.id"), index=True)
+    path: Mapped[str] = mapped_column(String)  # the record's path inside its tree
+
+    system: Mapped[SubmittedSystem] = relationship(back_populates="submissions")

@@ -11,30 +11,21 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
+from schemas import CEILINGS_WORKLOAD
+from schemas.headline import headline
+# The one rule, by the name compare, history and the leaderboard import it under.
+from schemas.headline import is_candidate as is_primary_candidate  # noqa: F401
+
 from .errors import RegistryError
 from .models import Metric, Run, System, Workload
 
-CEILINGS_WORKLOAD = "kernels.ceilings"
-# Metrics that describe cost rather than the result a workload is about.
-_SECONDARY_NAMES = ("time_ms", "power_w")
 _RUN_ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
-
-
-def is_primary_candidate(name: str) -> bool:
-    """Whether a metric may be a run's headline figure: not time, power or a per-joule one."""
-    return name not in _SECONDARY_NAMES and not name.endswith("_per_j")
-
-
-def primary_metric(metrics: list[dict]) -> dict | None:
-    """The record's first metric that is a throughput-like figure, else its first metric."""
-    for metric in metrics:
-        if is_primary_candidate(metric["name"]):
-            return metric
-    return metrics[0] if metrics else None
+# The headline metric the run's workload named (absent from records older than the field).
+_PRIMARY_METRIC = Run.record[("workload", "primary_metric")].as_string()
 
 
 def _summary_query():
-    return (select(Run, Workload.name, Workload.version, System.hostname)
+    return (select(Run, Workload.name, Workload.version, System.hostname, _PRIMARY_METRIC)
             .join(Workload, Run.workload_id == Workload.id)
             .join(System, Run.system_id == System.id)
             .options(defer(Run.record)))  # summaries never need the whole record
@@ -50,11 +41,11 @@ def _summaries(session: Session, rows) -> list[dict]:
         for run_pk, case, name, unit, value in metric_rows:
             by_run[run_pk].append({"case": case, "name": name, "unit": unit, "value": value})
     out = []
-    for run, name, version, host in rows:
-        primary = primary_metric(by_run[run.id]) or {}
+    for run, name, version, host, primary_name in rows:
+        primary = headline(by_run[run.id], primary_name) or {}
         out.append({
             "run_id": run.run_id, "workload": name, "version": version, "device": run.device,
-            "device_key": run.device_key, "host": host, "status": run.status,
+            "device_key": run.device_key, "host": host, "status": run.status, "error": run.error,
             "verification": run.verification_status, "started_at": run.started_at.isoformat(),
             "comparability_key": run.comparability_key, "case": primary.get("case"),
             "metric": primary.get("name"), "value": primary.get("value"), "unit": primary.get("unit"),

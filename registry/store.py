@@ -16,9 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .errors import RegistryError
+from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import canonical_json, check_sha256, parse_timestamp, validate_record
+from .records import canonical_json, check_record, parse_timestamp
 
 STORED = "stored"
 DUPLICATE = "duplicate"
@@ -99,25 +99,46 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
     return run
 
 
+def _store_in(session: Session, record: dict, sha256: str) -> str:
+    """Store one checked record inside the caller's transaction."""
+    if _existing(session, record["run_id"], sha256):
+        return DUPLICATE
+    try:
+        with session.begin_nested():  # a concurrent writer may insert this run id first
+            session.add(_run_row(session, record, sha256))
+            session.flush()
+    except IntegrityError as exc:
+        if _existing(session, record["run_id"], sha256):
+            return DUPLICATE
+        raise RegistryError(f"storing run {record['run_id']} failed: "
+                            f"{str(exc.orig).splitlines()[0]}") from exc
+    return STORED
+
+
 def store_record(session_factory, record: dict) -> str:
     """Validate and store one record; "stored" or "duplicate". Raises on any refusal.
 
     ``session_factory`` must open write transactions (on SQLite: ``BEGIN IMMEDIATE``, so the
     duplicate check and the insert happen under one write lock).
     """
-    validate_record(record)
-    sha256 = check_sha256(record)
+    sha256 = check_record(record)
     with session_factory() as session:
         with session.begin():
-            if _existing(session, record["run_id"], sha256):
-                return DUPLICATE
-            try:
-                with session.begin_nested():  # a concurrent writer may insert this run id first
-                    session.add(_run_row(session, record, sha256))
-                    session.flush()
-            except IntegrityError as exc:
-                if _existing(session, record["run_id"], sha256):
-                    return DUPLICATE
-                raise RegistryError(f"storing run {record['run_id']} failed: "
-                                    f"{str(exc.orig).splitlines()[0]}") from exc
-    return STORED
+            return _store_in(session, record, sha256)
+
+
+def store_records(session_factory, records: list[dict]) -> list[str]:
+    """Check every record, then store them all in one transaction: all or none.
+
+    A record that fails its checks raises :class:`RecordInvalid` naming its position
+    (1-based) before anything is written; a conflict while storing rolls back the lot.
+    """
+    hashes = []
+    for position, record in enumerate(records, start=1):
+        try:
+            hashes.append(check_record(record))
+        except RecordInvalid as exc:
+            raise RecordInvalid(f"record {position} of {len(records)}: {exc}") from exc
+    with session_factory() as session:
+        with session.begin():
+            return [_store_in(session, record, sha256) for record, sha256 in zip(records, hashes)]

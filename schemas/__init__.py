@@ -6,6 +6,9 @@ import json
 from importlib import resources
 
 RESULT_SCHEMA_VERSION = "1.0"
+# The workload whose records hold a device's measured ceilings (matrix peaks, memory and
+# host-device bandwidth): the host's roofline fractions and the registry's lookup both name it.
+CEILINGS_WORKLOAD = "kernels.ceilings"
 
 
 @functools.lru_cache(maxsize=None)

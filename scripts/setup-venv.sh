@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Create (or reuse) .venv with the suite, torch and torchvision, Triton (for its CPU
-# interpreter), the data family's set (Pillow, scikit-image's sample images, NVIDIA DALI,
-# KvikIO), the separately packaged Triton plugin, and the extras asked for.
+# interpreter), transformers and MLPerf LoadGen (inference), the data family's set (Pillow,
+# scikit-image's sample images, NVIDIA DALI, KvikIO), the separately packaged Triton
+# plugin, and the extras asked for.
 # Usage: scripts/setup-venv.sh [extra,extra...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=${1:-triton,plot}
+extras=${1:-triton,plot,inference}
 venv=${PERFSUITE_VENV:-.venv}
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"

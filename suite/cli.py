@@ -3,6 +3,7 @@ imported inside the commands that need them, so ``--help`` and ``list`` start fa
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import sys
@@ -12,13 +13,14 @@ from typing import Any, NoReturn
 import click
 
 from suite import __version__
+from suite.text import clean, plain
 
 EXIT_USAGE = 2
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a non-zero exit; nothing has been recorded."""
-    click.echo(f"Error: {message}", err=True)
+    click.echo(f"Error: {clean(message)}", err=True)
     sys.exit(code)
 
 
@@ -35,12 +37,21 @@ def emit_json(data: Any) -> None:
 
 
 def load_host():
-    from suite.plugins import PluginError, get_host
+    """The plugin host; its problems (failed plugins, disabled names) are warned about once."""
+    from suite.plugins import get_host
 
-    try:
-        return get_host()
-    except PluginError as exc:
-        fail(str(exc))
+    host = get_host()
+    warn_plugin_problems()
+    return host
+
+
+@functools.lru_cache(maxsize=1)
+def warn_plugin_problems() -> None:
+    """Each plugin problem as one ``Warning:`` line on stderr, once per process."""
+    from suite.plugins import get_host
+
+    for line in get_host().warnings():
+        click.echo(f"Warning: {clean(line)}", err=True)
 
 
 def open_db(ctx: click.Context):
@@ -59,31 +70,35 @@ def default_device() -> str:
 
 
 class PerfsuiteGroup(click.Group):
-    """Adds the commands plugins register, on first use, so a broken plugin cannot stop --help."""
+    """Adds the commands plugins register before any command runs; a plugin whose hook
+    raises is reported (``plugins``, one warning on stderr) and cannot stop the others.
+    A :class:`registry.RegistryError` escaping any command is one line and exit 1."""
 
     def _plugin_commands(self) -> None:
         if getattr(self, "_loaded", False):
             return
         self._loaded = True
-        from suite.plugins import PluginError, get_host
+        from suite.plugins import get_host
 
-        try:
-            host = get_host()
-        except PluginError:
-            return  # reported by the commands that need the workload catalogue
-        for impl in host.pm.hook.perfsuite_register_commands.get_hookimpls():
-            impl.function(cli=self)
+        get_host().call_each("perfsuite_register_commands", cli=self)
+        warn_plugin_problems()
 
     def list_commands(self, ctx):
         self._plugin_commands()
         return super().list_commands(ctx)
 
     def get_command(self, ctx, name):
-        cmd = super().get_command(ctx, name)
-        if cmd is None:
-            self._plugin_commands()
-            cmd = super().get_command(ctx, name)
-        return cmd
+        self._plugin_commands()
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            registry = sys.modules.get("registry")  # only loaded by commands that open it
+            if registry is not None and isinstance(exc, registry.RegistryError):
+                fail(str(exc), 1)
+            raise
 
 
 @click.group(cls=PerfsuiteGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -108,6 +123,7 @@ def list_cmd(as_json: bool, device: str | None) -> None:
     from suite import params as params_mod
     from suite.controls import Controls
     from suite.launcher import LaunchOptions
+    from suite.plugins import conflict_text
     from suite.runner import RunRequest, static_unmet
 
     host = load_host()
@@ -136,12 +152,14 @@ def list_cmd(as_json: bool, device: str | None) -> None:
     for r in rows:
         avail = "yes" if r["available"] else f"no: {r['reason']}"
         plugin = r["plugin"]["distribution"] or r["plugin"]["name"]
-        t.add_row(r["name"], r["category"], str(r["version"]), f"{plugin} {r['plugin']['version'] or ''}",
-                  avail, r["description"])
+        t.add_row(*map(plain, (r["name"], r["category"], str(r["version"]),
+                               f"{plugin} {r['plugin']['version'] or ''}", avail, r["description"])))
     out = console()
     out.print(t)
     for e in errors:
-        out.print(f"[red]plugin {e['plugin']} failed to load:[/red] {e['error']}")
+        out.print(plain(f"plugin {e['plugin']} failed to load: ", style="red") + plain(e["error"]))
+    for name, owners in host.conflicts.items():
+        out.print(plain(f"workload {name!r} disabled: {conflict_text(owners)}", style="yellow"))
 
 
 # -- plugins ----------------------------------------------------------------------------
@@ -149,6 +167,8 @@ def list_cmd(as_json: bool, device: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_cmd(as_json: bool) -> None:
     """List plugins: version, hooks implemented, workloads, load errors."""
+    from suite.plugins import conflict_text
+
     host = load_host()
     rows = [p.to_dict() for p in host.plugins.values()]
     if as_json:
@@ -160,8 +180,10 @@ def plugins_cmd(as_json: bool) -> None:
     for col in ("name", "distribution", "version", "hooks", "workloads", "status"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["name"], r["distribution"] or "", r["version"] or "", ", ".join(r["hooks"]),
-                  ", ".join(r["workloads"]), f"error: {r['error']}" if r["error"] else "ok")
+        status = [f"error: {r['error']}"] if r["error"] else []
+        status += [f"disabled {name!r}: {conflict_text(host.conflicts[name])}" for name in r["disabled"]]
+        t.add_row(*map(plain, (r["name"], r["distribution"] or "", r["version"] or "", ", ".join(r["hooks"]),
+                               ", ".join(r["workloads"]), "; ".join(status) or "ok")))
     console().print(t)
 
 
@@ -173,6 +195,7 @@ def env_cmd(as_json: bool, device: str | None) -> None:
     """Print the environment fingerprint stored in every record."""
     from suite.environment import collect
 
+    load_host()
     env = collect(device or default_device(), deep=True)
     if as_json:
         emit_json(env)
@@ -237,12 +260,14 @@ def _order(names: list[str]) -> list[str]:
 @click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.option("--reproduces", default=None, hidden=True, metavar="RUN_ID",
+              help="Record that this run re-runs RUN_ID (set by 'perfsuite reproduce').")
 @click.pass_context
 def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, ...], quick: bool,
             device: str | None, repeat: int, timeout_s: float | None, seed: int | None, deterministic: bool,
             warmup: int | None, iterations: int | None, min_time_s: float | None, l2_flush: bool,
             cuda_graph: bool, nproc_per_node: int | None, nnodes: int, node_rank: int,
-            rdzv_endpoint: str | None, division: str, as_json: bool) -> None:
+            rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
     from suite import params as params_mod
     from suite.controls import QUICK_MIN_TIME_S
@@ -282,13 +307,14 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
                                         iterations=iterations, min_time_s=min_time_s, l2_flush=l2_flush,
                                         cuda_graph=cuda_graph, timeout_s=timeout_s, repeat_index=i,
                                         repeat_count=repeat)
-            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division))
+            requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division,
+                                       reproduces=reproduces))
 
     from registry import records_dir
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_db(ctx), records_dir(), echo=lambda s: err.print(s, markup=False, highlight=False))
+    runner = Runner(lambda: open_db(ctx), records_dir(), echo=lambda s: err.print(plain(s)))
     records = []
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -356,39 +382,57 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(record)
         return
-    from suite.plugins import get_host
     from suite.report import show_record
 
-    entry = get_host().workloads.get(record["workload"]["name"])
+    entry = load_host().workloads.get(record["workload"]["name"])
     show_record(console(), record, entry.cls if entry else None)
 
 
 @cli.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.pass_context
 def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
-    """Load record files into the registry; idempotent by run id and hash."""
-    from registry import RecordInvalid, RegistryError
+    """Load record files into the registry, all or none: every file is checked (size limit,
+    UTF-8, JSON, schema, sha256) before one transaction stores them. A directory is a
+    submissions tree: checked (perfsuite check), then loaded. Idempotent by run id and hash."""
+    if any(f.is_dir() for f in files):
+        from suite.commands.submissions import import_directory
 
-    from registry import validate_record
+        if len(files) != 1:
+            fail("give record files, or one submissions directory")
+        return import_directory(ctx, files[0])
+    from registry import RecordInvalid, RegistryError, check_record, load_record_file
 
-    registry = open_db(ctx)
-    loaded = []
-    for f in files:  # every file is checked before any is stored
+    records, refused = [], []
+    for f in files:
         try:
-            record = json.loads(f.read_text())
-            validate_record(record)
-        except (OSError, json.JSONDecodeError) as exc:
-            fail(f"{f}: not a JSON record ({exc})", 1)
+            record = load_record_file(f)
+            check_record(record)
         except RecordInvalid as exc:
-            fail(f"{f}: {exc}", 1)
-        loaded.append((f, record))
-    for f, record in loaded:
-        try:
-            outcome = registry.store(record)
-        except (RecordInvalid, RegistryError) as exc:
-            fail(f"{f}: {exc}", 1)
-        click.echo(f"{outcome}: {record.get('run_id')} ({f})")
+            refused.append(f"{f}: {exc}")
+            continue
+        records.append(record)
+    if refused:
+        for line in refused[:-1]:
+            click.echo(f"Error: {clean(line)}", err=True)
+        fail(f"{refused[-1]} (nothing imported: {len(refused)} of {len(files)} files refused)", 1)
+    try:
+        outcomes = open_db(ctx).store_all(records)
+    except RegistryError as exc:
+        fail(f"{exc} (nothing imported)", 1)
+    for f, record, outcome in zip(files, records, outcomes):
+        click.echo(f"{outcome}: {record['run_id']} ({clean(f)})")
+
+
+from suite.commands import compare, history, leaderboard, reproduce, submissions  # noqa: E402
+from suite.commands.doctor import doctor_cmd  # noqa: E402 - commands attach after the group exists
+from suite.commands.roofline import roofline_command  # noqa: E402
+
+cli.add_command(doctor_cmd)
+cli.add_command(roofline_command)
+for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_cmd, submissions.submit_cmd,
+                 submissions.check_cmd, leaderboard.leaderboard_cmd):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from suite import nvml, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
+from suite.speedup import BaselineSpeedups
 from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
@@ -49,6 +51,8 @@ class RunContext:
     checks: list[Check] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
+    speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
+    artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
 
     @property
     def device(self) -> str:
@@ -75,7 +79,25 @@ class RunContext:
 
             dist.barrier()
 
+    def artifact_dir(self) -> Path:
+        """A folder kept beside the record, named after the run id, for a workload's own files
+        (LoadGen's logs); created on first use. Outside a runner, a fresh temporary folder."""
+        if self.artifact_root is None:
+            import tempfile
+
+            self.artifact_root = tempfile.mkdtemp(prefix="perfsuite-artifacts-")
+        path = Path(self.artifact_root)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     # -- measuring -------------------------------------------------------------------
+    def energy_j(self) -> float | None:
+        """The measured GPU's total-energy counter in joules; None without a GPU, NVML or the counter.
+        A driver reads it before and after what it measures."""
+        gpu = self.nvml_index()
+        mj = nvml.energy_mj(gpu) if gpu is not None else None
+        return None if mj is None else mj / 1000.0
+
     def nvml_index(self) -> int | None:
         """NVML's index of the GPU this process measures on (matched by UUID)."""
         if self.device != "cuda" or nvml.init()[0] is None:
@@ -116,6 +138,10 @@ class RunContext:
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
+        if case.baseline:
+            self.details["baseline_case"] = case.label
+        for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
+            self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:

@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.files import write_atomic
-
-# Set by suite.launcher in every rank's environment: the spec file of the run.
-SPEC_ENV = "PERFSUITE_SPEC"
+from suite.launcher import SPEC_ENV  # set in every rank's environment: the spec file of the run
 TOPOLOGY_TIMEOUT_S = 20.0
 
 

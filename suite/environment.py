@@ -78,9 +78,10 @@ def torch_runtime() -> dict:
     except RuntimeError as exc:
         out["cudnn"] = f"unavailable: {exc}"
     if torch.cuda.is_available():
+        from suite.distributed import nccl_version
+
         try:
-            v = torch.cuda.nccl.version()
-            out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+            out["nccl"] = nccl_version()
         except (RuntimeError, AttributeError) as exc:
             out["nccl"] = f"unavailable: {exc}"
     return out
@@ -153,9 +154,7 @@ def collect(device: str = "cpu", deep: bool = True) -> dict:
                     for p in get_host().plugins.values()],
         "measured_device": measured_device(device, gpu_list, host, cpu, deep),
     }
-    for impl in get_host().pm.hook.perfsuite_collect_environment.get_hookimpls():
-        try:
-            impl.function(env=env)
-        except Exception as exc:  # a plugin's fingerprint bug is recorded, not fatal to the run
-            env.setdefault("plugin_errors", {})[impl.plugin_name] = f"{type(exc).__name__}: {exc}"
+    # A plugin's fingerprint bug is recorded, not fatal to the run.
+    for failure in get_host().call_each("perfsuite_collect_environment", env=env):
+        env.setdefault("plugin_errors", {})[failure.plugin] = failure.error
     return env

@@ -1,8 +1,13 @@
 """The one plugin manager: built-in plugins first, exactly as outside ones, then the
 ``perfsuite`` entry-point group, restricted by ``PERFSUITE_PLUGINS``.
 
-A plugin that fails to import, or whose registration hook raises, is kept as a load
-error (shown by ``perfsuite plugins`` and ``perfsuite list``) and the others go on.
+Every call into plugin code goes through one policy (:meth:`Host.call_each` for hooks,
+:func:`guarded` for imports): each plugin is called on its own, anything it raises
+(``SystemExit`` included, ``KeyboardInterrupt`` excepted) is kept as that plugin's error,
+shown by ``perfsuite plugins``, ``list`` and on stderr, and the other plugins go on.
+
+A workload name registered by two plugins is disabled, with a warning naming both; the
+rest of the catalogue keeps working.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
 import pluggy
 
@@ -26,16 +31,34 @@ DEFAULT_PLUGINS = (
     "workloads.kernels",
     "workloads.collectives",
     "workloads.data",
+    "workloads.inference",
 )
 
 
-class PluginError(RuntimeError):
-    """A conflict between plugins (two workloads with one name); the message is one line."""
-
-
 class UnknownWorkload(KeyError):
+    """A workload name that is not in the catalogue, or is disabled by a name conflict."""
+
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` on one line; ``SystemExit(3)`` says its code."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r})"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def guarded(call: Callable[[], Any]) -> tuple[Any, str | None]:
+    """Run plugin code: ``(result, None)``, or ``(None, error)`` for anything it raised but a
+    Ctrl-C. ``SystemExit`` from a plugin must not end the host."""
+    try:
+        return call(), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one policy for plugin code, reported, never silent
+        return None, describe(exc)
 
 
 @dataclass
@@ -47,10 +70,24 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
     workloads: list[str] = field(default_factory=list)
     error: str | None = None
+    disabled: list[str] = field(default_factory=list)  # its workload names taken by another plugin too
+
+    def add_error(self, message: str) -> None:
+        self.error = message if self.error is None else f"{self.error}; {message}"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,
-                "builtin": self.builtin, "hooks": self.hooks, "workloads": self.workloads, "error": self.error}
+                "builtin": self.builtin, "hooks": self.hooks, "workloads": self.workloads, "error": self.error,
+                "disabled": self.disabled}
+
+
+@dataclass(frozen=True)
+class HookFailure:
+    """One plugin's hook implementation that raised."""
+
+    plugin: str
+    hook: str
+    error: str  # describe(exc)
 
 
 @dataclass
@@ -71,6 +108,7 @@ class Host:
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginInfo] = {}
         self.workloads: dict[str, WorkloadEntry] = {}
+        self.conflicts: dict[str, list[str]] = {}  # workload name -> the plugins that all registered it
 
     # -- loading --------------------------------------------------------------------------
     def load_builtins(self) -> None:
@@ -89,37 +127,73 @@ class Host:
                               builtin=False)
             self._load(info, ep.load)
 
-    def _load(self, info: PluginInfo, load) -> None:
+    def _load(self, info: PluginInfo, load: Callable[[], Any]) -> None:
         self.plugins[info.name] = info
-        try:
+
+        def load_and_register() -> Any:
             module = load()
             self.pm.register(module, name=info.name)
-        except Exception as exc:  # a broken plugin is reported, never fatal to the others
-            info.error = f"{type(exc).__name__}: {exc}"
+            return module
+
+        module, error = guarded(load_and_register)
+        if error is not None:
+            info.add_error(error)
             return
         info.hooks = sorted(h.name for h in self.pm.get_hookcallers(module) or [])
 
+    # -- the one way to call a hook ---------------------------------------------------------
+    def call_each(self, hook: str, per_plugin: Callable[[PluginInfo], dict] | None = None,
+                  **kwargs: Any) -> list[HookFailure]:
+        """Call each plugin's implementation of ``hook`` on its own, in pluggy's order.
+
+        ``per_plugin(info)`` adds keyword arguments for one plugin (e.g. a ``register``
+        callback that knows who registers). A plugin that raises has the error recorded
+        against it and is returned as a :class:`HookFailure`; the others still run.
+        """
+        failures = []
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            info = self.plugins[impl.plugin_name]
+            args = {**kwargs, **(per_plugin(info) if per_plugin else {})}
+            _, error = guarded(lambda: impl.function(**{k: args[k] for k in impl.argnames}))
+            if error is not None:
+                info.add_error(f"{error} (in {hook})")
+                failures.append(HookFailure(info.name, hook, error))
+        return failures
+
     # -- the workload catalogue --------------------------------------------------------------
     def collect_workloads(self) -> None:
-        for impl in self.pm.hook.perfsuite_register_workloads.get_hookimpls():
-            info = self.plugins[impl.plugin_name]
-            found: list[Any] = []
-            try:
-                impl.function(register=found.append)
-                for cls in found:
-                    validate_workload_class(cls)
-            except Exception as exc:
-                info.error = f"{type(exc).__name__} while registering workloads: {exc}"
+        found: dict[str, list[Any]] = {}
+
+        def register_for(info: PluginInfo) -> dict:
+            mine = found.setdefault(info.name, [])
+
+            def register(cls: Any) -> None:
+                validate_workload_class(cls)
+                mine.append(cls)
+            return {"register": register}
+
+        failed = {f.plugin for f in self.call_each("perfsuite_register_workloads", per_plugin=register_for)}
+        by_name: dict[str, list[tuple[Any, PluginInfo]]] = {}
+        for plugin, classes in found.items():
+            if plugin in failed:  # a plugin whose registration raised contributes nothing
                 continue
-            for cls in found:
-                other = self.workloads.get(cls.name)
-                if other is not None:
-                    raise PluginError(f"workload {cls.name!r} is registered by two plugins: "
-                                      f"{other.plugin.name!r} and {info.name!r}")
-                self.workloads[cls.name] = WorkloadEntry(cls, info)
-                info.workloads.append(cls.name)
+            for cls in classes:
+                by_name.setdefault(cls.name, []).append((cls, self.plugins[plugin]))
+        for name, claims in by_name.items():
+            owners = list(dict.fromkeys(info.name for _, info in claims))
+            if len(claims) > 1:
+                self.conflicts[name] = owners
+                for _, info in claims:
+                    if name not in info.disabled:
+                        info.disabled.append(name)
+                continue
+            cls, info = claims[0]
+            self.workloads[name] = WorkloadEntry(cls, info)
+            info.workloads.append(name)
 
     def get(self, name: str) -> WorkloadEntry:
+        if name in self.conflicts:
+            raise UnknownWorkload(f"workload {name!r} is disabled: {conflict_text(self.conflicts[name])}")
         try:
             return self.workloads[name]
         except KeyError:
@@ -127,6 +201,19 @@ class Host:
 
     def errors(self) -> list[PluginInfo]:
         return [p for p in self.plugins.values() if p.error]
+
+    def warnings(self) -> list[str]:
+        """One line per problem a user should hear about: failed plugins, disabled names."""
+        lines = [f"plugin {p.name} failed: {p.error}" for p in self.errors()]
+        lines += [f"workload {name!r} disabled: {conflict_text(owners)}" for name, owners in self.conflicts.items()]
+        return lines
+
+
+def conflict_text(owners: list[str]) -> str:
+    if len(owners) == 1:
+        return f"registered twice by plugin {owners[0]!r}"
+    quoted = [repr(o) for o in owners]
+    return f"registered by {len(owners)} plugins: {', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
 def allowed_plugins() -> set[str] | None:

@@ -1,12 +1,17 @@
-"""Rich tables for records: the summary after a run, the results listing, and ``show``."""
+"""Rich tables for records: the summary after a run, the results listing, and ``show``.
+
+Every value taken from a record goes through :func:`suite.text.plain` (via :func:`add_row`):
+error text and labels are data, never markup or terminal control.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
-THROUGHPUT_ORDER = ("tflops", "gbps", "items_per_s", "busbw_gbps")
-SECONDARY = {"time_ms", "power_w", "gflop_per_j", "gb_per_j", "items_per_j"}
+from schemas.headline import case_headline
+from suite.text import plain
 
 
 def fmt(v: float | None) -> str:
@@ -22,15 +27,9 @@ def fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def headline(metrics: list[dict], case: str) -> dict | None:
-    """The metric that best says how a case did: its throughput, else the first non-secondary."""
-    mine = [m for m in metrics if m["case"] == case]
-    for name in THROUGHPUT_ORDER:
-        for m in mine:
-            if m["name"] == name:
-                return m
-    rest = [m for m in mine if m["name"] not in SECONDARY]
-    return rest[0] if rest else (mine[0] if mine else None)
+def add_row(table: Table, *cells: Any) -> None:
+    """A table row of plain text: record values are never read as markup."""
+    table.add_row(*(plain(c) for c in cells))
 
 
 def _cases(metrics: list[dict]) -> list[str]:
@@ -44,28 +43,39 @@ def _check_for(record: dict, case: str) -> str:
     return "passed" if all(c["passed"] for c in checks) else "FAILED"
 
 
+def _vs_baseline(record: dict, case: str) -> str:
+    """"1.83x eager": the case's speed-up over the run's baseline case; "baseline" for that one."""
+    baseline = (record.get("details") or {}).get("baseline_case")
+    if baseline is None:
+        return ""
+    if case == baseline:
+        return "baseline"
+    m = next((x for x in record["metrics"] if x["case"] == case and x["name"] == "speedup"), None)
+    return f"{m['value']:.2f}x {baseline}" if m else ""
+
+
 def results_table(records: list[dict]) -> Table:
     t = Table(title="results")
     for col, just in (("workload", "left"), ("case", "left"), ("value", "right"), ("unit", "left"),
                       ("95% CI", "right"), ("time ms", "right"), ("% of ceiling", "right"),
-                      ("verified", "left"), ("status", "left"), ("run", "left")):
+                      ("vs baseline", "right"), ("verified", "left"), ("status", "left"), ("run", "left")):
         # names and ids are never cut short; long errors fold instead
         t.add_column(col, justify=just, no_wrap=col in ("workload", "case", "run"), overflow="fold")
     for r in records:
         name = r["workload"]["name"]
         if r["status"] != "success" or not r["metrics"]:
-            t.add_row(name, "", "", "", "", "", "", r["verification"]["status"],
+            add_row(t, name, "", "", "", "", "", "", "", r["verification"]["status"],
                       f"{r['status']}: {r['error']}" if r["error"] else r["status"], r["run_id"][:8])
             continue
         for case in _cases(r["metrics"]):
-            m = headline(r["metrics"], case)
+            m = case_headline(r["metrics"], case, r["workload"].get("primary_metric"))
             time_m = next((x for x in r["metrics"] if x["case"] == case and x["name"] == "time_ms"), None)
             s = m["statistics"]
             ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s else ""
             roof = m.get("roofline")
             pct = f"{roof['fraction'] * 100:.1f}% {roof['resource']}" if roof and roof["fraction"] is not None else ""
-            t.add_row(name, case, fmt(m["value"]), m["unit"], ci, fmt(time_m["value"]) if time_m else "", pct,
-                      _check_for(r, case), r["status"], r["run_id"][:8])
+            add_row(t, name, case, fmt(m["value"]), m["unit"], ci, fmt(time_m["value"]) if time_m else "", pct,
+                      _vs_baseline(r, case), _check_for(r, case), r["status"], r["run_id"][:8])
     return t
 
 
@@ -74,9 +84,12 @@ def runs_table(rows: list[dict]) -> Table:
     for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
         t.add_column(col)
     for r in rows:
-        head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
+        if r["status"] != "success" and r.get("error"):
+            head = f"{r['status']}: {r['error']}"  # a run that did not succeed has no headline figure
+        else:
+            head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")
-        t.add_row(r["run_id"][:12], started, r["workload"], str(r["version"]), r["device"], r["status"],
+        add_row(t, r["run_id"][:12], started, r["workload"], str(r["version"]), r["device"], r["status"],
                   r["verification"], head)
     return t
 
@@ -84,12 +97,13 @@ def runs_table(rows: list[dict]) -> Table:
 def show_record(console: Any, record: dict, cls: Any) -> None:
     w = record["workload"]
     env = record["environment"]
-    console.print(f"[bold]{w['name']}[/bold] v{w['version']}  run {record['run_id']}  status {record['status']}"
-                  + (f"  error: {record['error']}" if record["error"] else ""))
-    console.print(f"device: {env['measured_device']['name']}  host: {env['host']}  "
+    console.print(Text.assemble(plain(w["name"], style="bold"),
+                                plain(f" v{w['version']}  run {record['run_id']}  status {record['status']}"
+                                      + (f"  error: {record['error']}" if record["error"] else ""))))
+    console.print(plain(f"device: {env['measured_device']['name']}  host: {env['host']}  "
                   f"launcher: {record['launch']['launcher']} x{record['launch']['world_size']}  "
-                  f"seed: {record['controls']['seed']}  started: {record['started_at']}")
-    console.print(f"params: {w['params']}")
+                  f"seed: {record['controls']['seed']}  started: {record['started_at']}"))
+    console.print(plain(f"params: {w['params']}"))
     if record["metrics"]:
         t = Table(title="metrics")
         for col in ("case", "metric", "median", "unit", "mean", "stdev", "min", "max", "p95", "95% CI", "n",
@@ -104,24 +118,24 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
                 pct = roof["reason"] or ""
             else:
                 pct = ""
-            t.add_row(m["case"], m["name"], fmt(m["value"]), m["unit"], fmt(s.get("mean")), fmt(s.get("stdev")),
+            add_row(t, m["case"], m["name"], fmt(m["value"]), m["unit"], fmt(s.get("mean")), fmt(s.get("stdev")),
                       fmt(s.get("min")), fmt(s.get("max")), fmt(s.get("p95")),
                       f"{fmt(s.get('ci95_low'))}–{fmt(s.get('ci95_high'))}" if s else "", str(s.get("n", "")), pct)
         console.print(t)
     checks = record["verification"]["checks"]
     if checks:
-        t = Table(title=f"verification: {record['verification']['status']}")
+        t = Table(title=plain(f"verification: {record['verification']['status']}"))
         for col in ("case", "passed", "method", "error", "tolerance", "detail"):
             t.add_column(col)
         for c in checks:
-            t.add_row(c["label"], "yes" if c["passed"] else "NO", c["method"], fmt(c["error"]), fmt(c["tolerance"]),
+            add_row(t, c["label"], "yes" if c["passed"] else "NO", c["method"], fmt(c["error"]), fmt(c["tolerance"]),
                       c["detail"])
         console.print(t)
     for obs in (record.get("gpu_state") or {}).get("after", []):
-        console.print(f"GPU {obs['index']} after: SM {obs['sm_clock_mhz']} MHz (max {obs.get('max_sm_clock_mhz')}), "
+        console.print(plain(f"GPU {obs['index']} after: SM {obs['sm_clock_mhz']} MHz (max {obs.get('max_sm_clock_mhz')}), "
                       f"power limit {obs['power_limit_w']} W, {obs['temperature_c']} C, "
                       f"clock events: {', '.join(obs['throttle_reasons']) or 'none'}, "
-                      f"processes: {len(obs['processes'])}")
+                      f"processes: {len(obs['processes'])}"))
     if cls is not None:
         extra = cls.render_details(record)
         if extra is not None:

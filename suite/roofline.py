@@ -4,7 +4,7 @@ resource's figure in the latest run of the same device by a ceiling workload:
 ``collectives.copy_bandwidth`` (the peer link, ``p2p``)."""
 from __future__ import annotations
 
-CEILINGS_WORKLOAD = "kernels.ceilings"
+from schemas import CEILINGS_WORKLOAD
 CEILING_SOURCES = (CEILINGS_WORKLOAD, "collectives.copy_bandwidth")
 
 

@@ -40,6 +40,7 @@ class RunRequest:
     launch: launcher.LaunchOptions
     division: str = "open"
     scenario: str | None = None
+    reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
 
 
 def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
@@ -132,7 +133,8 @@ class Runner:
         spec_path = workdir / "spec.json"
         result_path = workdir / "result.json"
         spec = {"run_id": run_id, "workload": req.entry.name, "params": params_mod.to_dict(req.params),
-                "quick": req.quick, "controls": req.controls.to_dict(), "result_path": str(result_path)}
+                "quick": req.quick, "controls": req.controls.to_dict(), "result_path": str(result_path),
+                "artifact_dir": str(self.records_dir / "artifacts" / run_id)}
         spec_path.write_text(json.dumps(spec))
         launch = launcher.build(str(spec_path), req.launch, req.controls.device)
         log_path = workdir / "worker.log"
@@ -203,6 +205,7 @@ class Runner:
                 "plugin": {"name": req.entry.plugin.name, "distribution": req.entry.plugin.distribution,
                            "version": req.entry.plugin.version},
                 "params": params, "quick": req.quick, "scenario": req.scenario, "division": req.division,
+                "primary_metric": cls.primary_metric,
             },
             "comparability_key": comparability_key(cls.name, cls.version, params, req.scenario, req.division),
             "controls": req.controls.to_dict(),
@@ -220,6 +223,8 @@ class Runner:
             "verification": {"status": verification, "checks": checks},
             "details": result.get("details", {}),
         }
+        if req.reproduces:
+            record["reproduces"] = req.reproduces
         return self.store(record)
 
     def store(self, record: dict) -> dict:

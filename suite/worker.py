@@ -49,7 +49,8 @@ def run(spec_path: Path) -> int:
         result["backend"] = distributed.init(controls.device, controls.timeout_s)
         apply_seeds(controls.seed, controls.deterministic)
         ctx = RunContext(params=params, controls=controls, quick=spec["quick"], rank=rank, world_size=world,
-                         local_rank=local_rank, dist_backend=result["backend"])
+                         local_rank=local_rank, dist_backend=result["backend"],
+                         artifact_root=spec.get("artifact_dir"))
         if rank == 0:
             result["environment"] = collect(controls.device, deep=True)
         gpu = ctx.nvml_index()

@@ -42,7 +42,6 @@ class Requirements:
     min_world_size: int = 1
     max_world_size: int | None = None  # 1: one process that drives its devices itself
     packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
-    features: tuple[str, ...] = ()  # named capabilities checked in :meth:`Workload.unmet`
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,9 @@ class Case:
 
     ``roofline`` names the device ceiling the case is judged against, as measured by
     ``kernels.ceilings`` (``"matmul.bf16"``, ``"memory"``, ``"h2d.pinned"`` ...).
-    ``baseline`` marks the named implementation the others are compared with.
+    ``baseline`` marks the named implementation the others are compared with (at most one
+    per workload): every other case measured in the same run gets a ``speedup`` metric, the
+    baseline's median time over its own, as tritonbench shows it.
     """
 
     label: str
@@ -97,7 +98,9 @@ class Workload:
     Params: ClassVar[type]
     quick: ClassVar[Mapping[str, Any]] = {}
     requirements: ClassVar[Requirements] = Requirements()
-    primary_metric: ClassVar[str | None] = None  # e.g. "tflops"; default: first throughput
+    # The headline metric of each case (e.g. "tflops"), stored in the record and used by every
+    # table and summary (schemas.headline); None: the case's first throughput.
+    primary_metric: ClassVar[str | None] = None
 
     def __init__(self, params: Any) -> None:
         self.params = params
@@ -148,6 +151,8 @@ def validate_workload_class(cls: Any) -> None:
     unknown = set(cls.quick) - names
     if unknown:
         raise TypeError(f"workload {cls.name}: quick preset names unknown parameters {sorted(unknown)}")
+    if cls.primary_metric is not None and not (isinstance(cls.primary_metric, str) and cls.primary_metric):
+        raise TypeError(f"workload {cls.name}: primary_metric must be a metric name or None")
     for d in cls.requirements.devices:
         if d not in DEVICES:
             raise TypeError(f"workload {cls.name}: device {d!r} is not one of {DEVICES}")

@@ -12,8 +12,9 @@ import pytest
 from suite.roofline import roofline_metric_name
 from tests.conftest import run_cli
 from tests.factories import DEFAULT_START, make_metric, make_record
-from workloads.kernels import roofline
-from workloads.kernels.roofline import Roof, kernel_records, place, report
+from suite.commands.roofline import require_matplotlib
+from suite.roofline_plot import plot
+from suite.roofline_report import Roof, kernel_records, place, report
 
 GPU_KEY = "00aa00aa00aa00aa"
 PEAK_BF16 = 800.0  # TFLOP/s
@@ -134,7 +135,7 @@ def test_plot_is_written(tmp_path, suffix):
     pytest.importorskip("matplotlib")
     data = report([gemm_record(), memory_record()], ceilings_record())
     out = tmp_path / f"roof{suffix}"
-    roofline.plot(data, out)
+    plot(data, out)
     body = out.read_bytes()
     assert len(body) > 10_000
     assert body.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in body[:2000]
@@ -146,7 +147,7 @@ def test_plot_is_written(tmp_path, suffix):
 def test_a_missing_matplotlib_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(click.ClickException) as info:
-        roofline.require_matplotlib()
+        require_matplotlib()
     assert info.value.message == "plotting needs matplotlib: pip install 'perfsuite[plot]'"
 
 

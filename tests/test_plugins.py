@@ -1,5 +1,6 @@
 """The plugin host through the real CLI: entry-point discovery, PERFSUITE_PLUGINS,
-broken plugins reported without stopping the others, duplicate names refused."""
+broken plugins (an import error, ``sys.exit()``, a raising hook) reported without stopping
+the others, a name registered twice disabled with a warning naming both plugins."""
 from __future__ import annotations
 
 import json
@@ -87,13 +88,72 @@ def perfsuite_register_workloads(register):
     assert any(r["name"] == "demo.sum" for r in json.loads(cli("list", "--json", check=True).stdout))
 
 
-def test_two_workloads_with_one_name_is_an_error_naming_both_plugins(cli, add_plugin):
+def test_a_name_registered_by_two_plugins_is_disabled_and_the_rest_works(cli, add_plugin):
     add_plugin("first", GOOD)
     add_plugin("second", GOOD)
-    proc = cli("list")
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("Error: workload 'demo.sum' is registered by two plugins: "
-                                   "'first' and 'second'")
+    add_plugin("third", GOOD.replace("demo.sum", "demo.third"))
+    warning = "Warning: workload 'demo.sum' disabled: registered by 2 plugins: 'first' and 'second'"
+    for args in (["list"], ["plugins"], ["env", "--json", "--device", "cpu"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.strip() == warning, args
+    assert "workload 'demo.sum' disabled: registered by 2 plugins: 'first' and 'second'" in cli("list").stdout
+    names = {r["name"] for r in json.loads(cli("list", "--json").stdout)}
+    assert "demo.third" in names and "demo.sum" not in names and "kernels.gemm" in names
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json").stdout)}
+    assert plugins["first"]["disabled"] == ["demo.sum"] and plugins["second"]["disabled"] == ["demo.sum"]
+    assert plugins["first"]["error"] is None
+    ran = cli("run", "demo.third", "--quick", "--device", "cpu", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)[0]["status"] == "success"
+    refused = cli("run", "demo.sum", "--quick", "--device", "cpu")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "Error: workload 'demo.sum' is disabled: registered by 2 plugins: 'first' and 'second'")
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_reported_and_others_work(cli, add_plugin):
+    add_plugin("good", GOOD)
+    add_plugin("quitter", "import sys\nsys.exit(3)\n")
+    listing = cli("list")
+    assert listing.returncode == 0, listing.stderr
+    assert "demo.sum" in listing.stdout
+    assert listing.stderr.strip() == "Warning: plugin quitter failed: SystemExit(3)"
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json", check=True).stdout)}
+    assert plugins["quitter"]["error"] == "SystemExit(3)" and plugins["good"]["error"] is None
+
+
+RAISING_COMMAND_HOOK = '''
+import sys
+from suite import hookimpl
+
+@hookimpl
+def perfsuite_register_commands(cli):
+    raise RuntimeError("no [bold]commands[/bold] today \\x1b[31m")
+
+@hookimpl
+def perfsuite_collect_environment(env):
+    sys.exit()
+'''
+
+
+def test_a_plugin_whose_command_hook_raises_leaves_help_and_list_working(cli, add_plugin):
+    add_plugin("good", GOOD)
+    add_plugin("cmdbug", RAISING_COMMAND_HOOK)
+    warning = ("Warning: plugin cmdbug failed: RuntimeError: no [bold]commands[/bold] today \\x1b[31m "
+               "(in perfsuite_register_commands)")
+    for args in (["--help"], ["list"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines() == [warning], args  # reported once, control characters shown
+    assert "demo.sum" in cli("list", check=True).stdout
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json", check=True).stdout)}
+    assert plugins["cmdbug"]["error"] == (
+        "RuntimeError: no [bold]commands[/bold] today \x1b[31m (in perfsuite_register_commands)")
+    table = cli("plugins", check=True).stdout
+    assert "[bold]commands[/bold]" in table and "\x1b" not in table  # shown as text, not obeyed
+    env = json.loads(cli("env", "--json", "--device", "cpu", check=True).stdout)
+    assert env["plugin_errors"] == {"cmdbug": "SystemExit(None)"}
 
 
 def test_builtin_plugins_listed_and_help_does_not_import_torch(perfsuite_env):

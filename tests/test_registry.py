@@ -176,14 +176,20 @@ def test_results_are_newest_first_and_filter(reg):
 
 
 def test_primary_metric_skips_time_power_and_per_joule():
-    from registry.queries import primary_metric
+    from schemas.headline import headline as primary_metric
 
-    def m(name):
-        return {"name": name}
+    def m(name, case="x"):
+        return {"case": case, "name": name}
 
     assert primary_metric([m("time_ms"), m("power_w"), m("gflop_per_j"), m("tflops"), m("gbps")]) == m("tflops")
     assert primary_metric([m("time_ms"), m("power_w")]) == m("time_ms")
     assert primary_metric([]) is None
+    # The workload's own choice wins where the case has it; a speed-up is never a headline.
+    launch = [m("time_ms", "eager"), m("items_per_s", "eager"), m("us_per_launch", "eager"),
+              m("time_ms", "graph"), m("speedup", "graph")]
+    assert primary_metric(launch, "us_per_launch") == m("us_per_launch", "eager")
+    assert primary_metric(launch) == m("items_per_s", "eager")
+    assert primary_metric([m("time_ms", "a"), m("gbps", "b")]) == m("gbps", "b")
 
 
 def test_results_summary_uses_the_primary_metric(reg):
@@ -194,6 +200,10 @@ def test_results_summary_uses_the_primary_metric(reg):
     reg.store(make_record(workload_name="data.decode", metrics=metrics))
     summary = reg.results()[0]
     assert (summary["metric"], summary["value"], summary["unit"]) == ("items_per_s", 510.0, "images/s")
+    # A record that names its headline metric (workload.primary_metric) gets that one.
+    named = make_record(workload_name="data.decode", metrics=metrics, workload={"primary_metric": "items_per_j"})
+    reg.store(named)
+    assert {s["run_id"]: s["metric"] for s in reg.results()}[named["run_id"]] == "items_per_j"
 
 
 def test_get_refuses_unknown_ambiguous_and_malformed_ids(reg):

@@ -107,6 +107,7 @@ def test_collect_environment_adds_triton_without_rewriting():
 KERNEL_CHECKS = """
 import json, torch
 from perfsuite_triton.kernels import fused_chain as fc, softmax as sm, matmul as mm
+from suite.fused_chain import reference as chain_reference
 
 def rel(out, ref):
     out, ref = out.double(), ref.double()
@@ -123,7 +124,7 @@ for dtype, rows, hidden in (("float32", 1, 1), ("float32", 7, 200), ("float32", 
     b, w, be = (torch.randn(hidden).to(dt) for _ in range(3))
     out = torch.full_like(x, float("nan"))
     fc.fused_chain(x, b, r, w, be, eps=1e-5, out=out)
-    res["fused_chain"].append([dtype, rows, hidden, rel(out, fc.reference(x, b, r, w, be, 1e-5))])
+    res["fused_chain"].append([dtype, rows, hidden, rel(out, chain_reference(x, b, r, w, be, 1e-5))])
     # Logits up to ~500: exp overflows float32 unless the row max is subtracted first.
     logits = (100 * torch.randn(rows, hidden)).to(dt)
     res["softmax"].append([dtype, rows, hidden, rel(sm.softmax(logits), torch.softmax(logits.double(), -1))])
@@ -137,7 +138,7 @@ for dtype, rows, hidden, rows_per_program in (("float32", 7, 200, 1), ("float32"
     b, w, be = (torch.randn(hidden).to(dt) for _ in range(3))
     out = torch.full_like(x, float("nan"))
     fc.fused_chain(x, b, r, w, be, eps=1e-5, out=out, rows_per_program=rows_per_program)
-    res["fused_chain"].append([dtype, rows, hidden, rows_per_program, rel(out, fc.reference(x, b, r, w, be, 1e-5))])
+    res["fused_chain"].append([dtype, rows, hidden, rows_per_program, rel(out, chain_reference(x, b, r, w, be, 1e-5))])
 res["launch"] = {h: fc.launch_config(h) for h in (1, 200, 1024, 4096, 8192, 32768)}
 for dtype, m, n, k in (("float32", 1, 1, 1), ("float32", 67, 45, 93), ("float32", 130, 257, 64),
                        ("float16", 64, 64, 64)):
@@ -300,7 +301,8 @@ def test_workload_runs_and_verifies_through_the_contract(workload_results, name)
     roofline = "matmul.fp32" if name == "triton.matmul" else "memory"  # quick matmul is fp32
     for case in ("triton", "torch_eager", "torch_compile"):
         rows = {m[1]: m for m in rec["metrics"] if m[0] == case}
-        assert set(rows) == {"time_ms", metric}, rows
+        # Every case but the baseline gets its speed-up against torch_eager.
+        assert set(rows) == {"time_ms", metric} | ({"speedup"} if case != "torch_eager" else set()), rows
         assert rows["time_ms"][3] == 3 and rows["time_ms"][4] > 0
         assert rows[metric][4] > 0 and rows[metric][5] == roofline
     assert [c["label"] for c in rec["checks"]] == ["triton", "torch_eager", "torch_compile"]
@@ -394,7 +396,10 @@ def test_run_quick_on_cpu_through_the_runner(triton_plugin_env):
     assert record["workload"]["params"] == {"rows": 64, "cols": 256, "dtype": "bf16", "num_warps": 0}
     assert record["verification"]["status"] == "passed"
     cases = {(m["case"], m["name"]) for m in record["metrics"]}
-    assert cases == {(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
+    assert cases == ({(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
+                     | {("triton", "speedup"), ("torch_compile", "speedup")})
+    assert record["details"]["baseline_case"] == "torch_eager"
+    assert record["workload"]["primary_metric"] == "gbps"
     assert record["environment"]["perfsuite_triton"] == {"version": "0.1.0", "TRITON_INTERPRET": "1"}
 
 
@@ -483,7 +488,8 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
 
     plugins = {p["name"]: p for p in perfsuite_json("plugins")}
     assert plugins["triton"] == {"name": "triton", "distribution": "perfsuite-triton", "version": "0.1.0",
-                                 "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None}
+                                 "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None,
+                                 "disabled": []}
     assert "triton" not in {p["name"] for p in perfsuite_json("plugins", PERFSUITE_PLUGINS="")}
 
 
@@ -496,7 +502,8 @@ def test_both_erf_implementations_match_the_float64_chain():
 
     code = (
         "import torch\n"
-        "from perfsuite_triton.kernels.fused_chain import fused_chain, reference\n"
+        "from perfsuite_triton.kernels.fused_chain import fused_chain\n"
+        "from suite.fused_chain import reference\n"
         "torch.manual_seed(0)\n"
         "x = 3 * torch.randn(11, 96); r = torch.randn(11, 96)\n"
         "b, w, be = torch.randn(96), torch.randn(96), torch.randn(96)\n"

@@ -29,7 +29,7 @@ from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, 
                                         Counts, OpSpec, Views, values)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 MODES = ("oop", "ip")
 MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}

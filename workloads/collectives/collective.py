@@ -19,7 +19,7 @@ from workloads.collectives import _sweep
 from workloads.collectives._ops import OPS, REDOPS, OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -75,7 +75,7 @@ class Collective(Workload):
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
-    requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2)
+    requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2, packages=("torch",))
     primary_metric = "busbw_gbps"
 
     def unmet(self, ctx: "RunContext") -> str | None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from suite import Case, Requirements, Workload, param
+from suite import Case, Requirements, Workload, copy_case, param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 MIB = 1024 ** 2
 
@@ -43,7 +43,7 @@ class CopyBandwidth(Workload):
     description = "peer GPU-to-GPU copy (p2p) and pinned host-to-device copy bandwidth: the busbw ceiling"
     Params = CopyParams
     quick = {"size_bytes": 32 * MIB}
-    requirements = Requirements(devices=("cuda",), max_world_size=1)  # one process drives both GPUs
+    requirements = Requirements(devices=("cuda",), max_world_size=1, packages=("torch",))  # one process, both GPUs
     primary_metric = "gbps"
 
     def unmet(self, ctx: "RunContext") -> str | None:
@@ -57,8 +57,6 @@ class CopyBandwidth(Workload):
 
     def setup(self, ctx: "RunContext") -> None:
         import torch
-
-        from workloads.kernels.memory import copy_case
 
         p = self.params
         n = p.size_bytes // 4

@@ -1,7 +1,7 @@
 """Built-in kernel workloads, a plugin module like any outside one (listed in
 ``suite.plugins.DEFAULT_PLUGINS``): GEMM, memory bandwidth, the device's own ceilings,
-attention, a fused memory-bound chain and launch overhead, plus the ``perfsuite roofline``
-command that places their results on the device's roofline.
+attention, a fused memory-bound chain and launch overhead. The host's ``perfsuite roofline``
+places their results on the device's roofline.
 
 One file per workload; none imports torch at module level, so ``perfsuite list`` stays fast.
 """
@@ -23,9 +23,3 @@ def perfsuite_register_workloads(register):
     for cls in WORKLOADS:
         register(cls)
 
-
-@hookimpl
-def perfsuite_register_commands(cli):
-    from workloads.kernels.roofline import roofline_command
-
-    cli.add_command(roofline_command)

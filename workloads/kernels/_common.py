@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from suite import Case, Workload
+from suite import Case, Requirements, Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 @contextlib.contextmanager
 def fp32_matmul_precision(mode: str) -> Iterator[None]:
@@ -62,9 +62,10 @@ def all_unsupported(reasons: Mapping[str, str | None]) -> str | None:
 
 
 class KernelWorkload(Workload):
-    """A workload of the ``kernels`` category: shows its skipped cases in ``perfsuite show``."""
+    """A workload of the ``kernels`` category: needs torch, shows its skipped cases in ``perfsuite show``."""
 
     category = "kernels"
+    requirements = Requirements(packages=("torch",))
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:

@@ -22,7 +22,7 @@ from workloads.kernels._common import KernelWorkload, declare, first_line, fp32_
 from workloads.kernels._verify import chunked_relative_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 BACKENDS = ("flash", "efficient", "cudnn", "math")
 _SDP_BACKEND = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",

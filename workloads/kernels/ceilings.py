@@ -24,7 +24,7 @@ from workloads.kernels.gemm import MATMUL_DTYPES, MatmulOperands, matmul_case, m
 from workloads.kernels.memory import GIB, MIB, copy_case
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 TRANSFERS = ("h2d.pinned", "h2d.pageable", "d2h.pinned", "d2h.pageable")
 # The CPU's ceilings (see DESIGN.md): fp16 matmul on a CPU is not a hardware peak worth

@@ -20,7 +20,7 @@ from workloads.kernels._common import KernelWorkload, all_unsupported, declare, 
 from workloads.kernels._verify import check_matmul
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 

@@ -22,9 +22,8 @@ from suite.checks import equal
 from workloads.kernels._common import KernelWorkload, declare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
-CASES = ("eager", "graph")
 VERIFY_CALLS = 3
 
 

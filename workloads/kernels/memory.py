@@ -15,15 +15,15 @@ an element the kernel never wrote fails.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
-from suite import Case, Check, Work, param
-from suite.checks import close, equal
+from suite import Case, Check, Work, copy_case, param
+from suite.checks import close
 from suite.dtypes import element_size, torch_dtype
 from workloads.kernels._common import KernelWorkload, declare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 OPS = ("copy", "triad")
 TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real work
@@ -33,27 +33,6 @@ TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real
 TRIAD_TOLERANCE = {"fp32": 1e-6, "fp16": 5e-3, "bf16": 5e-2}
 GIB = 1024 ** 3
 MIB = 1024 ** 2
-
-
-def copy_case(dst: Any, src: Any, *, label: str, work_bytes: float, roofline: str | None,
-              fn: Callable[[], None] | None = None, graph_safe: bool = True) -> Case:
-    """A copy of ``src`` into ``dst`` (default call: ``dst.copy_(src)``), verified bit-exact
-    after poisoning ``dst``. ``dst`` and ``src`` may live on different devices (the
-    host-device cases of ``kernels.ceilings``): ``work_bytes`` says what counts as moved,
-    2 x size within one memory (read + written), 1 x size across a link."""
-    call = fn or (lambda: dst.copy_(src))
-
-    def verify() -> Check:
-        if dst.is_cuda or src.is_cuda:
-            import torch
-
-            torch.cuda.synchronize()  # no copy still in flight may write dst after the poison
-        dst.fill_(float("nan"))
-        call()
-        return equal(label, dst.to(src.device), src, method="bit equality with the source after NaN poisoning")
-
-    return Case(label=label, fn=call, work=Work(bytes=float(work_bytes)), roofline=roofline, verify=verify,
-                graph_safe=graph_safe)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ loads. ``bench/fusion_explore.py`` sweeps rows per program x warps.
 
     from perfsuite_triton.kernels.fused_chain import fused_chain
     y = fused_chain(x, bias, residual, weight, beta, eps=1e-5)
+
+The chain's definition in torch ops, and its float64 reference, are the host's:
+``suite.fused_chain.eager`` and ``suite.fused_chain.reference``.
 """
 from __future__ import annotations
 
@@ -161,20 +164,3 @@ def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: f
             rows, x.stride(0), residual.stride(0), out.stride(0), hidden, float(eps),
             FAST_ERF=bool(fast_erf), EVICT=bool(evict), **cfg)
     return out
-
-
-def reference(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: float = 1e-5) -> Any:
-    """The same chain in float64 torch ops, for verification (and as the definition)."""
-    import torch
-
-    f = [t.to(torch.float64) for t in (x, bias, residual, weight, beta)]
-    h = torch.nn.functional.gelu(f[0] + f[1]) + f[2]
-    return torch.nn.functional.layer_norm(h, (h.shape[-1],), f[3], f[4], eps)
-
-
-def torch_eager(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: float = 1e-5) -> Any:
-    """The chain as a torch user writes it: the baseline, and what torch.compile fuses."""
-    import torch
-
-    h = torch.nn.functional.gelu(x + bias) + residual
-    return torch.nn.functional.layer_norm(h, (h.shape[-1],), weight, beta, eps)

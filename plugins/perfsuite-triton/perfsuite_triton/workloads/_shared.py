@@ -76,7 +76,7 @@ def compile_case(ctx: Any, fn: Callable[..., Any], args: tuple, mode: str = "def
     return lambda: compiled(*args)
 
 
-def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any], dtype: str,
+def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any], tolerance: float,
                   out: Any = None) -> Check:
     """Run ``fn`` once and compare its output with the float64 ``reference()``.
 
@@ -89,7 +89,7 @@ def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any
         out.fill_(float("nan"))
     result = fn()
     got = out if out is not None else result
-    return close(label, got, reference(), TOLERANCE[dtype], "relative Frobenius error vs a float64 torch reference")
+    return close(label, got, reference(), tolerance, "relative Frobenius error vs a float64 torch reference")
 
 
 class TritonVsTorch(Workload):
@@ -119,7 +119,11 @@ class TritonVsTorch(Workload):
 
     def verify_output(self, label: str, fn: Callable[[], Any], out: Any = None) -> Check:
         """Run ``fn`` once (into ``out``, poisoned first, when given) and compare with float64."""
-        return verify_output(label, fn, self.reference, self.params.dtype, out)
+        return verify_output(label, fn, self.reference, self.tolerance(), out)
+
+    def tolerance(self) -> float:
+        """The relative error this run's outputs may have against the float64 reference."""
+        return TOLERANCE[self.params.dtype]
 
     def reference(self) -> Any:
         """The float64 reference of this run's inputs, computed once."""

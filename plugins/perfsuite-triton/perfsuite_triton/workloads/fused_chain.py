@@ -2,8 +2,11 @@
 
 A memory-bound chain, so the question is how close each implementation gets to the
 device's copy bandwidth: the Triton kernel (one pass), torch eager (five kernels, the
-baseline) and torch.compile (inductor's fusion of the same torch code). The bytes that
-must move are x and residual read, y written, and bias, weight, beta read once.
+baseline) and torch.compile (inductor's fusion of the same torch code). The chain, its
+inputs, float64 reference and tolerances are the host's (``suite.fused_chain``, which the
+built-in ``kernels.fusion`` measures in eager and torch.compile too): this workload adds
+the Triton kernel. The bytes that must move are x and residual read, y written, and bias,
+weight, beta read once.
 
 The default shape, 262144 x 1024 bf16 (2**28 elements per tensor), is where both fused
 implementations can near the ceiling: inductor keeps a whole row in registers (one pass
@@ -17,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, dtypes, param
+from suite import Case, Work, param
+from suite import fused_chain as chain
 
 from perfsuite_triton.workloads import _shared
 
@@ -29,8 +33,8 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 class FusedChainParams:
     rows: int = param(262144, "rows of x and residual (tokens)")
     hidden: int = param(1024, "row length, the normalised dimension (at most 32768)")
-    dtype: str = param("bf16", "dtype of every tensor", choices=_shared.DTYPES)
-    eps: float = param(1e-5, "layer-norm epsilon")
+    dtype: str = param("bf16", "dtype of every tensor", choices=chain.DTYPES)
+    eps: float = param(chain.EPS, "layer-norm epsilon")
     compile_mode: str = param("max-autotune-no-cudagraphs", "torch.compile mode of the torch_compile case",
                               choices=COMPILE_MODES)
     rows_per_program: int | None = param(None, "rows per program of the triton kernel, a power of two; "
@@ -72,42 +76,36 @@ class FusedChain(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import fused_chain as kernel
 
         p = self.params
-        dev, dt = ctx.torch_device, dtypes.torch_dtype(p.dtype)
-        self.x = torch.randn(p.rows, p.hidden, device=dev, dtype=dt)
-        self.residual = torch.randn(p.rows, p.hidden, device=dev, dtype=dt)
-        # Parameters as a trained layer has them: small bias and shift, scale near one.
-        self.bias = (0.1 * torch.randn(p.hidden, device=dev)).to(dt)
-        self.weight = (1 + 0.1 * torch.randn(p.hidden, device=dev)).to(dt)
-        self.beta = (0.1 * torch.randn(p.hidden, device=dev)).to(dt)
-        self.out = torch.empty_like(self.x)
-        self.args = (self.x, self.bias, self.residual, self.weight, self.beta, p.eps)
+        self.inputs = chain.make_inputs(p.rows, p.hidden, p.dtype, ctx.torch_device)
+        self.out = torch.empty_like(self.inputs.x)
+        self.args = (*self.inputs, p.eps)
         self.launch = kernel.launch_config(p.hidden, p.num_warps, p.rows_per_program)
         programs = (p.rows + self.launch["ROWS"] - 1) // self.launch["ROWS"]
         ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch, "programs": programs}
-        self.compiled = _shared.compile_case(ctx, kernel.torch_eager, self.args, p.compile_mode)
+        self.compiled = _shared.compile_case(ctx, chain.eager, self.args, p.compile_mode)
 
     def cases(self, ctx: Any) -> list[Case]:
         from perfsuite_triton.kernels import fused_chain as kernel
 
         p = self.params
-        esize = self.x.element_size()
-        work = Work(bytes=(2 * p.rows * p.hidden + 3 * p.hidden + p.rows * p.hidden) * esize)
+        work = Work(bytes=chain.bytes_per_call(p.rows, p.hidden, p.dtype))
 
         def run_triton() -> Any:
             return kernel.fused_chain(*self.args, out=self.out, num_warps=self.launch["num_warps"],
                                       rows_per_program=self.launch["ROWS"], fast_erf=self.params.erf == "as7126")
 
         def run_eager() -> Any:
-            return kernel.torch_eager(*self.args)
+            return chain.eager(*self.args)
 
         return self.three_cases(run_triton, run_eager, work, "memory")
 
     def compute_reference(self) -> Any:
         """The chain in float64 on the same inputs."""
-        from perfsuite_triton.kernels import fused_chain as kernel
+        return chain.reference(*self.args)
 
-        return kernel.reference(*self.args)
+    def tolerance(self) -> float:
+        return chain.TOLERANCE[self.params.dtype]
 
     def teardown(self, ctx: Any) -> None:
-        for attr in ("x", "residual", "bias", "weight", "beta", "out", "args", "compiled", "_reference"):
+        for attr in ("inputs", "out", "args", "compiled", "_reference"):
             self.__dict__.pop(attr, None)

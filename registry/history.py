@@ -1,0 +1,71 @@
+"""One metric of one workload over time: the points ``perfsuite history`` plots and scans
+for change points. Reads metric rows by (workload, system or device, start time), the
+order the 0002 indexes serve."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .compare import _system_filter
+from .models import Metric, Run, Workload
+from schemas.headline import case_headline
+
+
+@dataclass
+class Point:
+    run_id: str
+    started_at: str
+    comparability_key: str
+    params: dict
+    host_key: str  # the registry's system id: one line per machine unless --system picks one
+    case: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    median: float
+    ci_low: float | None
+    ci_high: float | None
+    samples: list[float]
+
+
+def metric_history(session: Session, workload: str, *, case: str | None = None, metric: str | None = None,
+                   system: str | None = None) -> list[Point]:
+    """Successful, verified runs of ``workload`` oldest first, one point per run and case.
+
+    Without ``metric``, each case's headline metric (``schemas.headline``)."""
+    query = (select(Run.id, Run.run_id, Run.started_at, Run.comparability_key, Run.params, Run.system_id,
+                    Metric.case, Metric.name, Metric.unit, Metric.higher_is_better, Metric.value,
+                    Metric.statistics, Metric.samples, Metric.position)
+             .join(Workload, Run.workload_id == Workload.id).join(Metric, Metric.run_id == Run.id)
+             .where(Workload.name == workload, Run.status == "success", Run.verification_status == "passed"))
+    if system is not None:
+        query = query.where(_system_filter(system))
+    if case is not None:
+        query = query.where(Metric.case == case)
+    if metric is not None:
+        query = query.where(Metric.name == metric)
+    rows = session.execute(query.order_by(Run.started_at, Run.id, Metric.position)).all()
+    heads: dict[tuple[str, str], str] = {}
+    if metric is None:  # each case's headline, by the one rule, from the first run of its key
+        by_run: dict[int, list[dict]] = {}
+        for r in rows:
+            by_run.setdefault(r.id, []).append({"case": r.case, "name": r.name})
+        firsts: dict[str, int] = {}
+        for r in rows:
+            firsts.setdefault(r.comparability_key, r.id)
+        for ckey, pk in firsts.items():
+            primary = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()["workload"].get(
+                "primary_metric")
+            for case in dict.fromkeys(m["case"] for m in by_run[pk]):
+                heads[(ckey, case)] = case_headline(by_run[pk], case, primary)["name"]
+    points: list[Point] = []
+    for r in rows:
+        if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
+            continue
+        s = r.statistics or {}
+        points.append(Point(r.run_id, r.started_at.isoformat(), r.comparability_key, r.params, str(r.system_id),
+                            r.case, r.name, r.unit, r.higher_is_better, r.value, s.get("ci95_low"),
+                            s.get("ci95_high"), list(r.samples)))
+    return points

@@ -1,0 +1,465 @@
+"""Submissions trees: check one, load it into the registry, file runs into one.
+
+The layout (MLPerf-like)::
+
+    <root>/<org>/systems/<system>.json                          (schemas/system.schema.json)
+    <root>/<org>/results/<system>/<workload>/<run_id>.json       (schemas/result.schema.json)
+    <root>/<org>/results/<system>/<workload>/<run_id>.mllog      (its MLLOG twin)
+
+Anything else under ``<org>/`` (``evidence/`` logs, READMEs) is free-form and not read,
+but every path in the tree must stay inside it.
+
+:func:`check_tree` lists every problem, each with the file it is about, and stops at
+none: a submitter fixes them all in one go. The rules:
+
+- every path stays in the tree: no symlink pointing outside it (``..`` or absolute);
+- each record follows the result schema, its sha256 matches its content, it was a
+  ``success`` whose verification ``passed``, and it lies at
+  ``results/<system>/<its workload>/<its run id>.json``;
+- run ids are unique across the tree;
+- seeds are unique among the runs of one workload on one system (MLPerf's rule);
+- required runs: :data:`REQUIRED_RUNS` per category, counted per system and
+  comparability key (training needs 5, enough for an olympic mean over 3 after dropping
+  the fastest and the slowest; every other category 1);
+- a training run has its ``.mllog`` with every key of :data:`MLLOG_REQUIRED_TRAINING_KEYS`;
+- each system with results has ``systems/<system>.json``, valid against the system
+  schema, named as its file, and consistent with its records' fingerprints: accelerator
+  model (``environment.gpus[].name``) and count per node (``len(environment.gpus)``).
+
+:func:`import_tree` loads a tree that checks clean, idempotently.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import schemas
+from sqlalchemy import select
+
+from .errors import RecordInvalid, RegistryError, one_line
+from .models import Run, Submission, SubmittedSystem
+from .records import MAX_RECORD_BYTES, canonical_json, check_sha256, load_record_file, validate_record
+
+SYSTEMS_DIR = "systems"
+RESULTS_DIR = "results"
+RECORD_SUFFIX = ".json"
+MLLOG_SUFFIX = ".mllog"
+SYSTEM_SCHEMA_VERSION = "1.0"
+# The fewest runs per system and comparability key, by workload category.
+REQUIRED_RUNS = {"training": 5}
+DEFAULT_REQUIRED_RUNS = 1
+# MLLOG keys a training run's log must hold: the subset of MLPerf Training's common
+# compliance rules (mlperf_logging's common.yaml) that does not depend on the benchmark.
+MLLOG_REQUIRED_TRAINING_KEYS = (
+    "submission_benchmark", "submission_division", "submission_platform", "seed",
+    "global_batch_size", "train_samples", "eval_samples",
+    "init_start", "init_stop", "run_start", "run_stop", "eval_accuracy",
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a tree: the file (relative to the tree's root) and why."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class FiledRecord:
+    org: str
+    system: str
+    path: Path  # absolute
+    relpath: str
+    record: dict
+
+
+@dataclass
+class TreeReport:
+    """What :func:`check_tree` found: the problems, and the records and systems read."""
+
+    root: Path
+    problems: list[Problem] = field(default_factory=list)
+    records: list[FiledRecord] = field(default_factory=list)
+    systems: dict[tuple[str, str], dict] = field(default_factory=dict)  # (org, name) -> description
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@functools.lru_cache(maxsize=1)
+def _system_validator():
+    from jsonschema import Draft202012Validator
+
+    schema = schemas.load("system")
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def validate_system(description: dict) -> list[str]:
+    """Every schema violation of a system description, as ``$.path: message``."""
+    if not isinstance(description, dict):
+        return [f"a system description must be a JSON object, not {type(description).__name__}"]
+    out = []
+    for error in sorted(_system_validator().iter_errors(description), key=lambda e: list(e.absolute_path)):
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        out.append(one_line(f"{where}: {error.message}"))
+    return out
+
+
+def _capacity(num_bytes: int | None) -> str:
+    if not num_bytes:
+        return "none"
+    return f"{num_bytes / 2**30:.0f} GiB"
+
+
+def system_description(record: dict, submitter: str, system_name: str, *, division: str | None = None,
+                       status: str = "Available", cooling: str = "unknown", number_of_nodes: int | None = None,
+                       interconnect: str | None = None) -> dict:
+    """A system description written from a record's environment fingerprint.
+
+    What a fingerprint cannot know (cooling, availability, the interconnect when no
+    topology was recorded) takes the arguments; "unknown" is said as such.
+    """
+    env = record["environment"]
+    gpus = env["gpus"]
+    runtime = env.get("runtime") or {}
+    packages = env.get("packages") or {}
+    software = {k: str(v) for k, v in {**packages, **{f"runtime.{k}": v for k, v in runtime.items()}}.items() if v}
+    torch_version = runtime.get("torch") or packages.get("torch")
+    if interconnect is None:
+        topology = record["launch"].get("topology") or ""
+        if len(gpus) <= 1:
+            interconnect = "none"
+        elif "NV" in topology:
+            links = sorted({tok for tok in topology.split() if tok.startswith("NV") and tok[2:].isdigit()})
+            interconnect = f"NVLink ({', '.join(links)})" if links else "NVLink"
+        else:
+            interconnect = "unknown"
+    out = {
+        "schema_version": SYSTEM_SCHEMA_VERSION,
+        "submitter": submitter,
+        "division": division or record["workload"]["division"],
+        "status": status,
+        "system_name": system_name,
+        "host": env["host"],
+        "number_of_nodes": number_of_nodes or record["launch"]["nnodes"],
+        "host_processor_model_name": env["cpu"]["model"],
+        "host_processors_per_node": 1,
+        "host_processor_core_count": env["cpu"]["logical_cores"],
+        "host_memory_capacity": _capacity(env["memory_bytes"]),
+        "accelerator_model_name": gpus[0]["name"] if gpus else "none",
+        "accelerators_per_node": len(gpus),
+        "accelerator_memory_capacity": _capacity(gpus[0]["memory_bytes"]) if gpus else "none",
+        "accelerator_interconnect": interconnect,
+        "framework": f"PyTorch {torch_version}" if torch_version else "none",
+        "software": software,
+        "operating_system": env["os"],
+        "cooling": cooling,
+    }
+    if gpus:
+        out["accelerator_driver"] = gpus[0]["driver"]
+    return out
+
+
+# -- reading a tree ------------------------------------------------------------------------------
+def _org_dirs(root: Path) -> list[Path]:
+    """``root`` is a submissions root (``<org>/...`` below) or one org's folder."""
+    if (root / SYSTEMS_DIR).is_dir() or (root / RESULTS_DIR).is_dir():
+        return [root]
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+
+
+def _rel(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _escapes(root: Path) -> Iterator[Problem]:
+    """Every symlink whose target lies outside ``root`` (or is dangling), as a problem."""
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                continue
+            target = os.readlink(path)
+            resolved = path.resolve()
+            if not resolved.is_relative_to(real_root):
+                yield Problem(_rel(root, path), f"path escapes the tree: symlink to {target!r} "
+                                                f"(resolves to {resolved}, outside {real_root})")
+            elif not resolved.exists():
+                yield Problem(_rel(root, path), f"dangling symlink to {target!r}")
+
+
+def _read_json(path: Path, problems: list[Problem], root: Path) -> object | None:
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            problems.append(Problem(_rel(root, path), f"larger than {MAX_RECORD_BYTES} bytes"))
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(Problem(_rel(root, path), one_line(f"not readable JSON: {exc}")))
+        return None
+
+
+def _mllog_keys(path: Path) -> set[str]:
+    keys = set()
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if ":::MLLOG" not in line:
+            continue
+        try:
+            keys.add(json.loads(line.split(":::MLLOG", 1)[1])["key"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a malformed line names no key; the missing keys are reported
+    return keys
+
+
+def required_runs(category: str) -> int:
+    return REQUIRED_RUNS.get(category, DEFAULT_REQUIRED_RUNS)
+
+
+def check_tree(root: Path) -> TreeReport:
+    """Check a submissions tree; every problem is reported with its file."""
+    root = Path(root)
+    report = TreeReport(root=root)
+    problems = report.problems
+    if not root.is_dir():
+        problems.append(Problem(str(root), "not a directory"))
+        return report
+    problems.extend(_escapes(root))
+    escaped = {p.path for p in problems}
+    real_root = root.resolve()
+
+    for org_dir in _org_dirs(root):
+        org = org_dir.name if org_dir != root else root.resolve().name
+        systems_dir, results_dir = org_dir / SYSTEMS_DIR, org_dir / RESULTS_DIR
+        if systems_dir.is_dir():
+            for path in sorted(systems_dir.iterdir()):
+                rel = _rel(root, path)
+                if rel in escaped or not path.resolve().is_relative_to(real_root):
+                    continue
+                if path.suffix != ".json" or not path.is_file():
+                    problems.append(Problem(rel, "only <system>.json files belong in systems/"))
+                    continue
+                description = _read_json(path, problems, root)
+                if description is None:
+                    continue
+                errors = validate_system(description)
+                problems.extend(Problem(rel, e) for e in errors)
+                if isinstance(description, dict) and description.get("system_name") != path.stem:
+                    problems.append(Problem(rel, f"system_name {description.get('system_name')!r} differs from "
+                                                 f"its file name {path.stem!r}"))
+                if not errors:
+                    report.systems[(org, path.stem)] = description
+        if not results_dir.is_dir():
+            continue
+        for path in sorted(results_dir.rglob("*")):
+            rel = _rel(root, path)
+            if rel in escaped or any(rel.startswith(e + os.sep) for e in escaped):
+                continue
+            if path.is_dir():
+                continue
+            parts = path.relative_to(results_dir).parts
+            if path.suffix == MLLOG_SUFFIX:
+                if not path.with_suffix(RECORD_SUFFIX).exists():
+                    problems.append(Problem(rel, "an MLLOG file without its record"))
+                continue
+            if path.suffix != RECORD_SUFFIX or len(parts) != 3:
+                problems.append(Problem(rel, "not at results/<system>/<workload>/<run_id>.json"))
+                continue
+            try:
+                record = load_record_file(path)  # size limit, UTF-8, JSON
+            except RecordInvalid as exc:
+                problems.append(Problem(rel, f"not a readable record: {exc}"))
+                continue
+            try:
+                validate_record(record)
+            except RecordInvalid as exc:
+                problems.append(Problem(rel, f"schema: {exc}"))
+                continue
+            try:
+                check_sha256(record)
+            except RecordInvalid as exc:
+                problems.append(Problem(rel, f"record hash: {exc} (the record was changed after it was written)"))
+                continue
+            system, workload, _ = parts
+            if record["workload"]["name"] != workload:
+                problems.append(Problem(rel, f"filed under workload {workload!r} but is a run of "
+                                             f"{record['workload']['name']!r}"))
+            if record["run_id"] != path.stem:
+                problems.append(Problem(rel, f"file name {path.stem!r} is not the record's run id {record['run_id']}"))
+            if record["status"] != "success":
+                problems.append(Problem(rel, f"status is {record['status']!r}, not 'success': "
+                                             f"only successful runs may be submitted"))
+            if record["verification"]["status"] != "passed":
+                problems.append(Problem(rel, f"verification {record['verification']['status']}: only runs whose "
+                                             f"verification passed may be submitted"))
+            if record["workload"]["category"] == "training":
+                mllog = path.with_suffix(MLLOG_SUFFIX)
+                if not mllog.is_file():
+                    problems.append(Problem(rel, "a training run needs its .mllog beside it"))
+                else:
+                    missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k not in _mllog_keys(mllog)]
+                    if missing:
+                        problems.append(Problem(_rel(root, mllog), f"MLLOG lacks required keys: {', '.join(missing)}"))
+            report.records.append(FiledRecord(org, system, path, rel, record))
+
+    _check_across_records(report)
+    if not report.records and not report.problems:
+        problems.append(Problem(str(root), f"no records found: expected <org>/{RESULTS_DIR}/<system>/<workload>/"
+                                           f"<run_id>.json below it (or {RESULTS_DIR}/... below an org folder)"))
+    report.problems.sort(key=lambda p: (p.path, p.message))
+    return report
+
+
+def _check_across_records(report: TreeReport) -> None:
+    problems = report.problems
+    by_run_id: dict[str, list[FiledRecord]] = defaultdict(list)
+    seeds: dict[tuple, dict[int, FiledRecord]] = defaultdict(dict)
+    counts: dict[tuple, list[FiledRecord]] = defaultdict(list)
+    for filed in report.records:
+        r = filed.record
+        by_run_id[r["run_id"]].append(filed)
+        group = (filed.org, filed.system, r["workload"]["name"])
+        seed = r["controls"]["seed"]
+        first = seeds[group].get(seed)
+        if first is not None:
+            problems.append(Problem(filed.relpath, f"seed {seed} is already used by {first.relpath}: "
+                                                   f"seeds must be unique per workload and system"))
+        else:
+            seeds[group][seed] = filed
+        counts[(filed.org, filed.system, r["workload"]["name"], r["comparability_key"])].append(filed)
+        description = report.systems.get((filed.org, filed.system))
+        if description is None:
+            problems.append(Problem(filed.relpath, f"no valid system file {filed.org}/{SYSTEMS_DIR}/{filed.system}.json "
+                                                   f"for system {filed.system!r}"))
+            continue
+        gpus = r["environment"]["gpus"]
+        names = sorted({g["name"] for g in gpus}) or ["none"]
+        if names != [description["accelerator_model_name"]]:
+            problems.append(Problem(filed.relpath, f"accelerator {', '.join(names)} differs from the system file's "
+                                                   f"{description['accelerator_model_name']!r} ({filed.system}.json)"))
+        if len(gpus) != description["accelerators_per_node"]:
+            problems.append(Problem(filed.relpath, f"{len(gpus)} accelerators in the record, "
+                                                   f"{description['accelerators_per_node']} per node in "
+                                                   f"{filed.system}.json"))
+    for run_id, filed_list in by_run_id.items():
+        for dup in filed_list[1:]:
+            problems.append(Problem(dup.relpath, f"duplicate run id {run_id}: also {filed_list[0].relpath}"))
+    for (org, system, workload, _key), filed_list in counts.items():
+        needed = required_runs(filed_list[0].record["workload"]["category"])
+        if len(filed_list) < needed:
+            problems.append(Problem(filed_list[0].relpath, f"{len(filed_list)} run(s) of {workload} with these "
+                                                           f"parameters on {system}; "
+                                                           f"{filed_list[0].record['workload']['category']} "
+                                                           f"workloads need {needed}"))
+
+
+# -- loading a tree ------------------------------------------------------------------------------
+def _system_row(session, org: str, name: str, description: dict) -> int:
+    sha = hashlib.sha256(canonical_json(description).encode("utf-8")).hexdigest()
+    row = session.execute(select(SubmittedSystem).where(SubmittedSystem.org == org,
+                                                        SubmittedSystem.name == name)).scalar_one_or_none()
+    if row is None:
+        row = SubmittedSystem(org=org, name=name, sha256=sha, description=description)
+        session.add(row)
+        session.flush()
+    elif row.sha256 != sha:
+        row.sha256, row.description = sha, description  # the submitter corrected the description
+    return row.id
+
+
+def import_tree(registry, root: Path) -> dict[str, int]:
+    """Check ``root``, then store its records and their systems; idempotent.
+
+    Raises :class:`RegistryError` listing the problems when the tree does not check clean
+    (nothing is stored then). Returns counts: stored, duplicate, systems.
+    """
+    report = check_tree(root)
+    if not report.ok:
+        shown = "; ".join(str(p) for p in report.problems[:5])
+        more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
+        raise RegistryError(f"{root} does not check clean, nothing imported: {shown}{more}")
+    outcomes = {"stored": 0, "duplicate": 0, "systems": len(report.systems)}
+    for outcome in registry.store_all([filed.record for filed in report.records]):  # all or none
+        outcomes[outcome] += 1
+    with registry._write_sessions() as session:
+        with session.begin():
+            system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
+            run_pks = dict(session.execute(select(Run.run_id, Run.id).where(
+                Run.run_id.in_([f.record["run_id"] for f in report.records]))).all())
+            existing = set(session.execute(select(Submission.run_id).where(
+                Submission.run_id.in_(list(run_pks.values())))).scalars())
+            for filed in report.records:
+                pk = run_pks[filed.record["run_id"]]
+                if pk in existing:
+                    continue
+                session.add(Submission(run_id=pk, system_id=system_ids[(filed.org, filed.system)],
+                                       path=filed.relpath))
+    return outcomes
+
+
+# -- filing runs into a tree -------------------------------------------------------------------
+def record_text(record: dict) -> str:
+    """A record file's text as the runner writes it (the sha256 covers content, not layout)."""
+    return json.dumps(record, indent=1, sort_keys=True)
+
+
+def submit_runs(records: list[dict], root: Path, org: str, system: str, records_dir: Path | None,
+                write_mllog: Callable[[dict, Path], None], **description_options) -> list[Path]:
+    """File ``records`` under ``root/org/results/system/...``; write the system file from the
+    first record's fingerprint when there is none. A record file the runner wrote (found in
+    ``records_dir`` with the same hash) is copied byte for byte, with its MLLOG twin."""
+    if not records:
+        raise RegistryError("no runs to submit")
+    for record in records:
+        if record["status"] != "success" or record["verification"]["status"] != "passed":
+            raise RegistryError(f"run {record['run_id']} is {record['status']} with verification "
+                                f"{record['verification']['status']}: only successful, verified runs are submitted")
+    org_dir = Path(root) / org
+    system_file = org_dir / SYSTEMS_DIR / f"{system}.json"
+    if not system_file.exists():
+        description = system_description(records[0], org, system, **description_options)
+        errors = validate_system(description)
+        if errors:
+            raise RegistryError(f"the system description made from run {records[0]['run_id']} is invalid: "
+                                + "; ".join(errors))
+        system_file.parent.mkdir(parents=True, exist_ok=True)
+        system_file.write_text(json.dumps(description, indent=2) + "\n")
+    written = [system_file]
+    for record in records:
+        dest = org_dir / RESULTS_DIR / system / record["workload"]["name"] / f"{record['run_id']}{RECORD_SUFFIX}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        source = records_dir / f"{record['run_id']}{RECORD_SUFFIX}" if records_dir else None
+        if source is not None and source.is_file() and _same_record(source, record):
+            shutil.copyfile(source, dest)
+            if source.with_suffix(MLLOG_SUFFIX).is_file():
+                shutil.copyfile(source.with_suffix(MLLOG_SUFFIX), dest.with_suffix(MLLOG_SUFFIX))
+            else:
+                write_mllog(record, dest.with_suffix(MLLOG_SUFFIX))
+        else:
+            dest.write_text(record_text(record))
+            write_mllog(record, dest.with_suffix(MLLOG_SUFFIX))
+        written.append(dest)
+    return written
+
+
+def _same_record(path: Path, record: dict) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("sha256") == record["sha256"]
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,1 @@
+"""The host's commands that are more than a few lines, one module each; suite.cli attaches them."""
