@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from suite import Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 MB = 1e6
 

@@ -20,7 +20,7 @@ from suite import Case, Check, Requirements, Work, param
 from workloads.data._common import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
 MEMORY = ("pinned", "pageable")

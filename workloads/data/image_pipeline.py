@@ -22,7 +22,7 @@ from suite import Check, Requirements, datasets, input_pipelines, param
 from workloads.data._common import MB, DataWorkload, record_passes, time_passes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 PATHS = input_pipelines.PATHS
 

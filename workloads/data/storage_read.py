@@ -32,7 +32,7 @@ from workloads.data._common import (PAGE_CACHE_METHOD, DataWorkload, drop_page_c
                                     resident_fraction, time_passes)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 PATHS = ("numpy", "dali_cpu", "dali_gpu", "kvikio")
 MIB = 1024 ** 2
