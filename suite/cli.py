@@ -435,5 +435,9 @@ for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_c
     cli.add_command(_command)
 
 
+from suite.cli_crosscheck import attach as _attach_crosscheck  # noqa: E402 (takes run's options)
+_attach_crosscheck(cli)
+
+
 def main() -> None:
     cli(prog_name="perfsuite")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from suite import nvml, stats, timing
+from suite import crosscheck, nvml, nvml_sampler, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
 from suite.speedup import BaselineSpeedups
@@ -37,6 +37,7 @@ class Measurement:
     wall_s: float
     energy_j: float | None  # over the whole timed loop, all calls
     iterations: int
+    throttle: dict | None = None  # nvml_sampler.summarize of the timed loop (None without NVML)
 
 
 @dataclass
@@ -123,14 +124,45 @@ class RunContext:
             n = min(max(n, MIN_SAMPLES), c.max_iterations)
         gpu = self.nvml_index()
         e0 = nvml.energy_mj(gpu) if gpu is not None else None
-        if self.device == "cuda":
-            flush = c.l2_flush if l2_flush is None else l2_flush
-            t = timing.CudaTimer(flush).time(fn, n)
-        else:
-            t = timing.time_cpu(fn, n)
+        with nvml_sampler.sample(gpu) as sampler:
+            if self.device == "cuda":
+                flush = c.l2_flush if l2_flush is None else l2_flush
+                t = timing.CudaTimer(flush).time(fn, n)
+            else:
+                t = timing.time_cpu(fn, n)
         e1 = nvml.energy_mj(gpu) if gpu is not None else None
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
-        return Measurement(label, t.samples_s, t.wall_s, energy, n)
+        return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
+
+    def time_loop(self, fn: Callable[[], Any], iters: int) -> float:
+        """Seconds for ``iters`` back-to-back calls timed as one interval (nccl-tests' way),
+        for drivers that time their own loops (``suite.timing.time_loop``)."""
+        return timing.time_loop(fn, iters, self.device)
+
+    def time_each(self, fn: Callable[[], Any], n: int) -> list[float]:
+        """Seconds of each of ``n`` calls (events around each call on the GPU), no warm-up."""
+        if self.device == "cuda":
+            return timing.CudaTimer(l2_flush=False).time(fn, n).samples_s
+        return timing.time_cpu(fn, n).samples_s
+
+    @property
+    def crosscheck_requested(self) -> bool:
+        """Whether this run times its callables with the reference tools too (suite.crosscheck)."""
+        return crosscheck.requested()
+
+    def crosscheck_collective(self, collective: str, rows: list[dict], **sweep: Any) -> dict:
+        """nccl-tests beside a collective sweep, same call: see suite.crosscheck.versus_nccl_tests."""
+        return crosscheck.versus_nccl_tests(self, collective, rows, **sweep)
+
+    def gpu_sampler(self) -> nvml_sampler.Sampler:
+        """A background NVML sampler of this process's GPU (a no-op without one), for drivers
+        that time their own loops: ``with ctx.gpu_sampler() as s: ...; s.summary()``."""
+        return nvml_sampler.sample(self.nvml_index())
+
+    def wait_until_cool(self, max_s: float) -> dict:
+        """Wait until NVML shows no power or thermal clock event (at most ``max_s``), so that a
+        burst figure starts from a cool GPU; returns what was seen."""
+        return nvml_sampler.wait_until_cool(self.nvml_index(), max_s)
 
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared
@@ -142,9 +174,14 @@ class RunContext:
             self.details["baseline_case"] = case.label
         for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
+        if crosscheck.requested():  # the same callable timed by the reference tool, same process
+            self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
+                case.fn, self.device, m.samples_s, m.wall_s)
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
+            self.details.setdefault("throttle", {})[label] = m.throttle
         self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False,
                         aggregate="max")
         for name, unit, scale, per_call in throughput_metrics(work):
