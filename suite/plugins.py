@@ -31,6 +31,7 @@ DEFAULT_PLUGINS = (
     "workloads.kernels",
     "workloads.collectives",
     "workloads.data",
+    "workloads.training",
     "workloads.inference",
 )
 
