@@ -227,6 +227,12 @@ class RunContext:
         self.add_check(check)
         return check
 
+    def skip_case(self, label: str, reason: str) -> None:
+        """Record that case ``label`` did not run and why (``details["skipped_cases"]``), so
+        that a requested case never disappears silently."""
+        self.details.setdefault("skipped_cases", {})[label] = reason
+        self.log(f"skipping case {label}: {reason}")
+
     def add_check(self, check: Check) -> None:
         if not isinstance(check, Check):
             raise TypeError(f"verification must return suite.Check, got {type(check).__name__}")
