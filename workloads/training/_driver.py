@@ -71,6 +71,7 @@ class TimeToTarget(Workload):
     """Base of the training workloads; subclasses provide the data, the model and the loss."""
 
     category = "training"
+    controls_honoured: ClassVar[tuple[str, ...]] = ()  # time to target runs on its own clock, not the timing loop
     sample_unit: ClassVar[str] = "samples"
     channels_last: ClassVar[bool] = False
 
