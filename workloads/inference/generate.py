@@ -129,3 +129,9 @@ class Generate(Workload):
 
     def teardown(self, ctx: "RunContext") -> None:
         self.backend = self.reference = None
+
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        from workloads.inference.report import render_table
+
+        return render_table(record)
