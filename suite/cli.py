@@ -340,6 +340,8 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
         from suite.report import results_table
 
         out.print(results_table(records))
+        from suite.scoring import print_scores
+        print_scores(out, records)  # the olympic mean of a --repeat of time-to-target runs
     bad = [r for r in records if r["status"] in ("failed", "timeout") or r["verification"]["status"] == "failed"]
     sys.exit(1 if bad else 0)
 

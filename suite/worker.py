@@ -64,6 +64,8 @@ def run(spec_path: Path) -> int:
             workload.execute(ctx)
         finally:
             workload.teardown(ctx)
+        if ctx.aborted is not None:
+            result["status"], result["error"] = "aborted", ctx.aborted
         if gpu is not None:
             result["gpu_state"] = {"before": before, "after": nvml.observe([gpu])}
         merged = distributed.gather_metrics(ctx.metrics, world)
@@ -81,9 +83,9 @@ def run(spec_path: Path) -> int:
     result["finished_at"] = now()
     if rank == 0:
         write_atomic(result_path, json.dumps(result))
-    if world > 1 and result["status"] == "success":
+    if world > 1 and result["status"] in ("success", "aborted"):
         distributed.shutdown()
-    return 0 if result["status"] in ("success", "skipped") else 1
+    return 0 if result["status"] in ("success", "skipped", "aborted") else 1
 
 
 class _Skip(Exception):
