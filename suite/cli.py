@@ -72,7 +72,8 @@ def default_device() -> str:
 class PerfsuiteGroup(click.Group):
     """Adds the commands plugins register before any command runs; a plugin whose hook
     raises is reported (``plugins``, one warning on stderr) and cannot stop the others.
-    A :class:`registry.RegistryError` escaping any command is one line and exit 1."""
+    A :class:`registry.RegistryError` or a database error escaping any command is one line
+    and exit 1."""
 
     def _plugin_commands(self) -> None:
         if getattr(self, "_loaded", False):
@@ -98,6 +99,8 @@ class PerfsuiteGroup(click.Group):
             registry = sys.modules.get("registry")  # only loaded by commands that open it
             if registry is not None and isinstance(exc, registry.RegistryError):
                 fail(str(exc), 1)
+            if registry is not None and type(exc).__module__.startswith("sqlalchemy."):
+                fail(f"registry: {registry.errors.first_line(exc)}", 1)  # a query through Registry.session()
             raise
 
 
