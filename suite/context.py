@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from suite import nvml, stats, timing
+from suite import crosscheck, nvml, nvml_sampler, stats, timing
 from suite.controls import Controls
 from suite.roofline import roofline_metric_name
 from suite.speedup import BaselineSpeedups
@@ -36,6 +37,7 @@ class Measurement:
     wall_s: float
     energy_j: float | None  # over the whole timed loop, all calls
     iterations: int
+    throttle: dict | None = None  # nvml_sampler.summarize of the timed loop (None without NVML)
 
 
 @dataclass
@@ -51,6 +53,8 @@ class RunContext:
     details: dict = field(default_factory=dict)
     dist_backend: str | None = None
     speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
+    artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
+    aborted: str | None = None  # set by :meth:`abort`: the run stopped short of its goal, and why
 
     @property
     def device(self) -> str:
@@ -77,7 +81,25 @@ class RunContext:
 
             dist.barrier()
 
+    def artifact_dir(self) -> Path:
+        """A folder kept beside the record, named after the run id, for a workload's own files
+        (LoadGen's logs); created on first use. Outside a runner, a fresh temporary folder."""
+        if self.artifact_root is None:
+            import tempfile
+
+            self.artifact_root = tempfile.mkdtemp(prefix="perfsuite-artifacts-")
+        path = Path(self.artifact_root)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     # -- measuring -------------------------------------------------------------------
+    def energy_j(self) -> float | None:
+        """The measured GPU's total-energy counter in joules; None without a GPU, NVML or the counter.
+        A driver reads it before and after what it measures."""
+        gpu = self.nvml_index()
+        mj = nvml.energy_mj(gpu) if gpu is not None else None
+        return None if mj is None else mj / 1000.0
+
     def nvml_index(self) -> int | None:
         """NVML's index of the GPU this process measures on (matched by UUID)."""
         if self.device != "cuda" or nvml.init()[0] is None:
@@ -86,6 +108,11 @@ class RunContext:
 
         _, gpu = nvml.current_cuda_gpu(nvml.describe_gpus())
         return gpu["index"] if gpu is not None else torch.cuda.current_device()
+
+    def abort(self, reason: str) -> None:
+        """End the run as ``aborted`` (MLPerf's status for a run that did not reach its quality
+        target within its budget): its metrics are recorded, and it is never ranked."""
+        self.aborted = reason
 
     def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
                 graph: bool | None = None, iterations: int | None = None) -> Measurement:
@@ -103,14 +130,45 @@ class RunContext:
             n = min(max(n, MIN_SAMPLES), c.max_iterations)
         gpu = self.nvml_index()
         e0 = nvml.energy_mj(gpu) if gpu is not None else None
-        if self.device == "cuda":
-            flush = c.l2_flush if l2_flush is None else l2_flush
-            t = timing.CudaTimer(flush).time(fn, n)
-        else:
-            t = timing.time_cpu(fn, n)
+        with nvml_sampler.sample(gpu) as sampler:
+            if self.device == "cuda":
+                flush = c.l2_flush if l2_flush is None else l2_flush
+                t = timing.CudaTimer(flush).time(fn, n)
+            else:
+                t = timing.time_cpu(fn, n)
         e1 = nvml.energy_mj(gpu) if gpu is not None else None
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
-        return Measurement(label, t.samples_s, t.wall_s, energy, n)
+        return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
+
+    def time_loop(self, fn: Callable[[], Any], iters: int) -> float:
+        """Seconds for ``iters`` back-to-back calls timed as one interval (nccl-tests' way),
+        for drivers that time their own loops (``suite.timing.time_loop``)."""
+        return timing.time_loop(fn, iters, self.device)
+
+    def time_each(self, fn: Callable[[], Any], n: int) -> list[float]:
+        """Seconds of each of ``n`` calls (events around each call on the GPU), no warm-up."""
+        if self.device == "cuda":
+            return timing.CudaTimer(l2_flush=False).time(fn, n).samples_s
+        return timing.time_cpu(fn, n).samples_s
+
+    @property
+    def crosscheck_requested(self) -> bool:
+        """Whether this run times its callables with the reference tools too (suite.crosscheck)."""
+        return crosscheck.requested()
+
+    def crosscheck_collective(self, collective: str, rows: list[dict], **sweep: Any) -> dict:
+        """nccl-tests beside a collective sweep, same call: see suite.crosscheck.versus_nccl_tests."""
+        return crosscheck.versus_nccl_tests(self, collective, rows, **sweep)
+
+    def gpu_sampler(self) -> nvml_sampler.Sampler:
+        """A background NVML sampler of this process's GPU (a no-op without one), for drivers
+        that time their own loops: ``with ctx.gpu_sampler() as s: ...; s.summary()``."""
+        return nvml_sampler.sample(self.nvml_index())
+
+    def wait_until_cool(self, max_s: float) -> dict:
+        """Wait until NVML shows no power or thermal clock event (at most ``max_s``), so that a
+        burst figure starts from a cool GPU; returns what was seen."""
+        return nvml_sampler.wait_until_cool(self.nvml_index(), max_s)
 
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared
@@ -122,9 +180,14 @@ class RunContext:
             self.details["baseline_case"] = case.label
         for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
+        if crosscheck.requested():  # the same callable timed by the reference tool, same process
+            self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
+                case.fn, self.device, m.samples_s, m.wall_s)
         return m
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
+            self.details.setdefault("throttle", {})[label] = m.throttle
         self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False,
                         aggregate="max")
         for name, unit, scale, per_call in throughput_metrics(work):
@@ -163,6 +226,12 @@ class RunContext:
         check = case.verify()
         self.add_check(check)
         return check
+
+    def skip_case(self, label: str, reason: str) -> None:
+        """Record that case ``label`` did not run and why (``details["skipped_cases"]``), so
+        that a requested case never disappears silently."""
+        self.details.setdefault("skipped_cases", {})[label] = reason
+        self.log(f"skipping case {label}: {reason}")
 
     def add_check(self, check: Check) -> None:
         if not isinstance(check, Check):

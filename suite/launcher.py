@@ -84,8 +84,33 @@ def build(spec_path: str, opts: LaunchOptions, device: str) -> Launch:
     return launch
 
 
+def validate(opts: LaunchOptions) -> None:
+    """Raise :class:`LaunchError` for options that cannot work together, before any run
+    starts (the same checks :func:`build` makes when it launches)."""
+    if opts.nnodes > 1 and opts.rdzv_endpoint is None:
+        raise LaunchError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+    if opts.rdzv_endpoint is not None:
+        endpoint_for_launch(opts.rdzv_endpoint, 0)
+        if "SLURM_NODEID" not in os.environ and not 0 <= opts.node_rank < opts.nnodes:
+            raise LaunchError(f"--node-rank {opts.node_rank} is outside 0..{opts.nnodes - 1}")
+
+
+def stores_records(opts: LaunchOptions) -> bool:
+    """Whether this process stores the records of runs launched with ``opts``: rank 0's
+    side only (the same decision :func:`build` makes in ``Launch.records``)."""
+    if opts.nnodes == 1 and opts.rdzv_endpoint is None and slurm_world() > 1:
+        return int(os.environ["SLURM_PROCID"]) == 0
+    if opts.nnodes > 1 or opts.rdzv_endpoint is not None:
+        node_rank = opts.node_rank
+        if node_rank == 0 and "SLURM_NODEID" in os.environ:
+            node_rank = int(os.environ["SLURM_NODEID"])
+        return node_rank == 0
+    return True
+
+
 def _torchrun(worker: list[str], env: dict[str, str], opts: LaunchOptions, index: int) -> Launch:
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={opts.nproc_per_node}",
+    # torchrun runs under suite.lifeline: it and its ranks end when the runner dies.
+    argv = [sys.executable, "-m", "suite.lifeline", "torch.distributed.run", f"--nproc-per-node={opts.nproc_per_node}",
             f"--nnodes={opts.nnodes}", "--max-restarts=0"]
     node_rank = opts.node_rank
     if opts.nnodes == 1 and opts.rdzv_endpoint is None:

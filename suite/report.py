@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schemas.headline import case_headline
+from suite import figures
 from suite.text import plain
 
 
@@ -58,13 +59,14 @@ def results_table(records: list[dict]) -> Table:
     t = Table(title="results")
     for col, just in (("workload", "left"), ("case", "left"), ("value", "right"), ("unit", "left"),
                       ("95% CI", "right"), ("time ms", "right"), ("% of ceiling", "right"),
+                      ("% of spec", "right"), ("throttled", "left"),
                       ("vs baseline", "right"), ("verified", "left"), ("status", "left"), ("run", "left")):
         # names and ids are never cut short; long errors fold instead
         t.add_column(col, justify=just, no_wrap=col in ("workload", "case", "run"), overflow="fold")
     for r in records:
         name = r["workload"]["name"]
         if r["status"] != "success" or not r["metrics"]:
-            add_row(t, name, "", "", "", "", "", "", "", r["verification"]["status"],
+            add_row(t, name, "", "", "", "", "", "", "", "", "", r["verification"]["status"],
                       f"{r['status']}: {r['error']}" if r["error"] else r["status"], r["run_id"][:8])
             continue
         for case in _cases(r["metrics"]):
@@ -72,10 +74,9 @@ def results_table(records: list[dict]) -> Table:
             time_m = next((x for x in r["metrics"] if x["case"] == case and x["name"] == "time_ms"), None)
             s = m["statistics"]
             ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s else ""
-            roof = m.get("roofline")
-            pct = f"{roof['fraction'] * 100:.1f}% {roof['resource']}" if roof and roof["fraction"] is not None else ""
-            add_row(t, name, case, fmt(m["value"]), m["unit"], ci, fmt(time_m["value"]) if time_m else "", pct,
-                      _vs_baseline(r, case), _check_for(r, case), r["status"], r["run_id"][:8])
+            add_row(t, name, case, fmt(m["value"]), m["unit"], ci, fmt(time_m["value"]) if time_m else "",
+                    figures.ceiling_cell(m), figures.spec_cell(r, m), figures.throttle_cell(r, case),
+                    _vs_baseline(r, case), _check_for(r, case), r["status"], r["run_id"][:8])
     return t
 
 
@@ -84,8 +85,8 @@ def runs_table(rows: list[dict]) -> Table:
     for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
         t.add_column(col)
     for r in rows:
-        if r["status"] != "success" and r.get("error"):
-            head = f"{r['status']}: {r['error']}"  # a run that did not succeed has no headline figure
+        if r["status"] != "success":  # a run that did not succeed (or did not verify) has no headline figure
+            head = f"{r['status']}: {r['error']}" if r.get("error") else ""
         else:
             head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")
@@ -107,21 +108,21 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
     if record["metrics"]:
         t = Table(title="metrics")
         for col in ("case", "metric", "median", "unit", "mean", "stdev", "min", "max", "p95", "95% CI", "n",
-                    "% of ceiling"):
+                    "% of ceiling", "% of spec"):
             t.add_column(col)
         for m in record["metrics"]:
             s = m["statistics"] or {}
-            roof = m.get("roofline")
-            if roof and roof["fraction"] is not None:
-                pct = f"{roof['fraction'] * 100:.1f}% of {fmt(roof['ceiling'])} {roof['ceiling_unit']}"
-            elif roof:
-                pct = roof["reason"] or ""
-            else:
-                pct = ""
             add_row(t, m["case"], m["name"], fmt(m["value"]), m["unit"], fmt(s.get("mean")), fmt(s.get("stdev")),
-                      fmt(s.get("min")), fmt(s.get("max")), fmt(s.get("p95")),
-                      f"{fmt(s.get('ci95_low'))}–{fmt(s.get('ci95_high'))}" if s else "", str(s.get("n", "")), pct)
+                    fmt(s.get("min")), fmt(s.get("max")), fmt(s.get("p95")),
+                    f"{fmt(s.get('ci95_low'))}–{fmt(s.get('ci95_high'))}" if s else "", str(s.get("n", "")),
+                    figures.ceiling_cell(m, long=True), figures.spec_cell(record, m))
         console.print(t)
+    for case, summary in ((record.get("details") or {}).get("throttle") or {}).items():
+        flag = figures.throttle_cell(record, case)
+        console.print(plain(f"NVML during {case}: {summary['samples']} samples, SM {summary['sm_clock_mhz_min']}"
+                            f"-{summary['sm_clock_mhz_max']} MHz (median {summary['sm_clock_mhz_median']}), "
+                            f"max power {summary['power_w_max']} W, clock events: "
+                            f"{', '.join(summary['clock_events']) or 'none'}" + (f"  FLAG: {flag}" if flag else "")))
     checks = record["verification"]["checks"]
     if checks:
         t = Table(title=plain(f"verification: {record['verification']['status']}"))

@@ -87,3 +87,24 @@ def _sync(device: str) -> Callable[[], None]:
 
         return torch.cuda.synchronize
     return lambda: None
+
+
+def time_loop(fn: Callable[[], Any], iters: int, device: str) -> float:
+    """Seconds for ``iters`` back-to-back calls of ``fn`` timed as one interval, as nccl-tests
+    times its loop: one pair of CUDA events around the whole loop on the GPU, the host clock
+    around the loop on the CPU (a gloo call returns when it is done). Per-call events would
+    add each call's launch skew between ranks to every sample; one interval does not."""
+    if device == "cuda":
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+    t0 = time.perf_counter_ns()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter_ns() - t0) * 1e-9

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from suite import params as params_mod  # noqa: E402
 from suite.context import RunContext  # noqa: E402
 from suite.controls import Controls, apply_seeds  # noqa: E402
+from suite.inprocess import run_workload  # noqa: E402
 from suite.roofline import ceiling_table  # noqa: E402
 from workloads.kernels import WORKLOADS, attention, gemm  # noqa: E402
 from workloads.kernels.attention import Attention, attention_flops  # noqa: E402
@@ -36,17 +37,10 @@ def make_ctx(cls, overrides: dict | None = None, quick: bool = True, device: str
 
 
 def run(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
-    """unmet / setup / execute / teardown, as the worker calls them."""
-    ctx = make_ctx(cls, overrides, quick, device)
-    workload = cls(ctx.params)
-    reason = workload.unmet(ctx)
-    assert reason is None, reason
-    workload.setup(ctx)
-    try:
-        workload.execute(ctx)
-    finally:
-        workload.teardown(ctx)
-    return ctx
+    """The workload as the worker runs it: suite.inprocess.run_workload."""
+    p = params_mod.resolve(cls, overrides or {}, quick=quick)
+    controls = Controls(device=device, iterations=3, warmup=1, min_time_s=None)
+    return run_workload(cls, p, controls, quick=quick)
 
 
 def metric(ctx: RunContext, case: str, name: str) -> dict:
@@ -332,8 +326,16 @@ def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
     assert {r: m["unit"] for r, m in table.items()} == {"matmul.fp32": "TFLOP/s", "matmul.bf16": "TFLOP/s",
                                                        "memory": "GB/s"}
     assert all(m["roofline"] is None for m in ctx.metrics), "a ceiling is not judged against a ceiling"
-    quick_bytes = 16 * 1024 ** 2
-    assert ctx.details["work"]["memory"]["bytes"] == 2 * quick_bytes
+    # Best over shapes and regimes: the ceiling is the best burst or sustained median, and
+    # the work recorded is the winning shape's.
+    for resource, c in ctx.details["ceilings"].items():
+        best = max(c["burst"]["value"], c["sustained"]["value"])
+        assert table[resource]["value"] == pytest.approx(best) == pytest.approx(c["value"])
+        assert c["burst"]["value"] == max(c["burst"]["by_shape"].values())
+        assert set(c["burst"]["by_shape"]) == ({"128x128x128", "256x256x256", "512x512x512"} if resource != "memory"
+                                               else {f"{n} B" for n in (64 * 1024, 1024 ** 2, 16 * 1024 ** 2)})
+    shape = ctx.details["ceilings"]["memory"]["shape"]
+    assert ctx.details["work"]["memory"]["bytes"] == 2 * int(shape.split()[0])
 
 
 # -- parameters and import cost --------------------------------------------------------------------

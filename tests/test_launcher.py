@@ -56,7 +56,7 @@ def test_single_process_is_a_plain_worker(tmp_path):
 def test_one_node_torchrun_is_standalone_and_gpu_runs_keep_nvlink_multicast_off(tmp_path):
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=4), "cuda")
     assert la.launcher == "torchrun" and la.world_size == 4 and la.records
-    assert la.argv[1:3] == ["-m", "torch.distributed.run"]
+    assert la.argv[1:4] == ["-m", "suite.lifeline", "torch.distributed.run"]  # dies with the runner
     assert "--standalone" in la.argv and "--nproc-per-node=4" in la.argv
     assert la.argv[-3:] == ["-m", "suite.worker", str(tmp_path / "s.json")]
     for k, v in launcher.NVLS_OFF.items():

@@ -13,13 +13,19 @@ What is nccl-tests' and kept so that figures compare with it:
 - the correctness count is taken after the timed loop, from fresh rank-dependent inputs
   and one call; #wrong is summed over ranks.
 
-Each call is timed on its own (CUDA events between calls on the GPU, the host clock on
-the CPU, where a gloo call returns when it is done), which gives per-call samples at no
-cost to the loop: the calls still run back to back. With the run's ``--cuda-graph`` the
-loop of calls is captured once and its replay timed (one sample per size).
+Timing, as nccl-tests times it (``timing=loop``, the default): one interval around the
+``iters`` back-to-back calls (a pair of CUDA events on the GPU, the host clock on the CPU,
+where a gloo call returns when it is done), time per call = interval / iters; the loop is
+run ``repeats`` times (each after a barrier) to give several samples for the statistics.
+``timing=per_call`` times each call with its own pair of events instead: every sample
+then also holds the launch skew between the ranks (65 us against nccl-tests' 12-18 us for
+an 8-byte all_reduce on 2xH200), which is why it is an option, named as such in the record
+and the table. With the run's ``--cuda-graph`` the loop of calls is captured once and each
+replay timed the same way.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -47,6 +53,9 @@ FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
 # slowest rank's time <-> lowest bandwidth, fastest <-> highest).
 RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
 INJECTIONS = ("none", "wrong_element", "raise", "hang")
+# timing parameter -> what the record and the table say about it
+TIMINGS = {"loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests)",
+           "per_call": "each call timed with its own pair of events (includes launch skew between ranks)"}
 
 
 def is_float(dtype: str) -> bool:
@@ -97,41 +106,42 @@ def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> 
 
 
 # -- timing -----------------------------------------------------------------------------
-def _time_calls(calls: list[Callable[[], None]], device: str, graph: bool) -> list[float]:
-    """Seconds per call: each call timed on its own, or one replay of a graph of all calls
-    divided by their number (a single sample)."""
-    if device != "cuda":
-        samples = []
-        for call in calls:
-            t0 = time.perf_counter_ns()
-            call()
-            samples.append((time.perf_counter_ns() - t0) * 1e-9)
-        return samples
+def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, how: str,
+               repeats: int) -> list[float]:
+    """Seconds per call, through the run's timers (suite.timing). ``loop``: one sample per repeat, the interval
+    around all calls (or one replay of a CUDA graph of them) divided by their number, each
+    repeat after a barrier. ``per_call``: one sample per call (events around each call)."""
+    n = len(calls)
+    cycle = itertools.cycle(calls)
+
+    def next_call() -> None:
+        next(cycle)()
+
+    if how == "per_call":
+        return ctx.time_each(next_call, n)
+    fn, per_fn = (_capture(calls), n) if graph else (next_call, 1)
+    samples = []
+    for r in range(repeats):
+        if r:
+            ctx.synchronize()
+            _barrier()
+        samples.append(ctx.time_loop(fn, n // per_fn) / n)
+    return samples
+
+
+def _capture(calls: list[Callable[[], None]]) -> Callable[[], None]:
+    """A CUDA graph of all calls, back to back; returns its replay."""
     import torch
 
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        # thread-local capture, as nccl-tests: NCCL's and torch's helper threads keep
-        # working (watchdog queries, proxy allocations) while this thread captures.
-        with torch.cuda.graph(g, capture_error_mode="thread_local"):
-            for call in calls:
-                call()
-        torch.cuda.synchronize()
-        _barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e-3 / len(calls)]
-    starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
-    for s, call, e in zip(starts, calls, ends):
-        s.record()
-        call()
-        e.record()
+    g = torch.cuda.CUDAGraph()
+    # thread-local capture, as nccl-tests: NCCL's and torch's helper threads keep
+    # working (watchdog queries, proxy allocations) while this thread captures.
+    with torch.cuda.graph(g, capture_error_mode="thread_local"):
+        for call in calls:
+            call()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+    _barrier()
+    return g.replay
 
 
 def _barrier() -> None:
@@ -226,6 +236,14 @@ class Sweep:
             for call in self.calls(first, c, self.ctx.controls.warmup):
                 call()
         self.sync()
+        with self.ctx.gpu_sampler() as sampler:
+            rows = self._sizes()
+        self.throttle = sampler.summary()
+        distributed.note_progress(f"{pl.op.name} sweep done")
+        return rows
+
+    def _sizes(self) -> list[dict]:
+        pl, p = self.plan, self.p
         rows = []
         for i, (size, c) in enumerate(pl.sizes):
             row: dict[str, Any] = {"size_bytes": size, "modes": {}}
@@ -237,11 +255,10 @@ class Sweep:
                 calls[0]()  # untimed call, as nccl-tests' "sync" call before the loop
                 self.sync()
                 _barrier()
-                samples = _time_calls(calls, self.ctx.device, self.graph)
+                samples = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats)
                 wrong = self.check(mode, c) if p.check else None
                 row["modes"][mode] = {"samples_s": samples, "wrong": wrong}
             rows.append(row)
-        distributed.note_progress(f"{pl.op.name} sweep done")
         return rows
 
     def inject_failure(self) -> None:
@@ -355,6 +372,13 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
+    if ctx.crosscheck_requested:  # nccl-tests' binary, same sweep, same call (suite.crosscheck)
+        details["crosscheck"] = ctx.crosscheck_collective(
+            pl.op.name, rows, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
+            iters=p.iters, dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
+            check=p.check)
+    if sweep.throttle is not None:
+        details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
     bus_all = []
     for mode in pl.modes:
         label = MODE_LABELS[mode]
@@ -401,15 +425,19 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
                   for m in MODES},
         "warmup_iters": ctx.controls.warmup,
         "iters": p.iters,
+        "timing": p.timing,
+        "timing_method": TIMINGS[p.timing],
+        "repeats": p.repeats if p.timing == "loop" else 1,
         "cuda_graph": ctx.controls.cuda_graph,
         "rank_time": p.rank_time,
         "skipped_sizes": pl.skipped_sizes,
         "check": p.check,
         "inject": p.inject if p.inject == "none" else f"{p.inject} on rank {p.inject_rank}",
         "peak": {},
-        "metrics_note": ("busbw_gbps: per-call samples at the size of peak table busbw, per rank, aggregated "
-                         "across ranks as declared; the table's time is the per-rank mean time aggregated by "
-                         "rank_time, as nccl-tests reports it"),
+        "metrics_note": ("busbw_gbps: samples (one per timed loop with timing=loop, one per call with "
+                         "timing=per_call) at the size of peak table busbw, per rank, aggregated across ranks as "
+                         "declared; the table's time is each rank's mean time per call aggregated by rank_time "
+                         "(mean: nccl-tests' -a 1)"),
     }
 
 
@@ -432,7 +460,8 @@ def render_table(record: dict) -> Any:
     from rich.table import Table
 
     title = (f"{d.get('collective')}  world {d.get('world_size')}  backend {d.get('backend')}"
-             + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else ""))
+             + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else "")
+             + f"  timing: {timing_label(d)}")
     t = Table(title=title, caption=_caption(d))
     for name in ("size (B)", "count (elements)", "type", "redop", "root"):
         t.add_column(name, justify="right")
@@ -450,6 +479,15 @@ def render_table(record: dict) -> Any:
                           "N/A" if m["wrong"] is None else str(m["wrong"])]
         t.add_row(*cells)
     return t
+
+
+def timing_label(d: dict) -> str:
+    """How the table's times were taken (records before ``timing`` existed: per call)."""
+    how = d.get("timing", "per_call")
+    if how == "per_call":
+        return "per-call events"
+    graph = " (CUDA graph)" if d.get("cuda_graph") else ""
+    return f"loop of {d.get('iters')} calls{graph}, {d.get('repeats')} repeats"
 
 
 def _caption(d: dict) -> str:

@@ -4,7 +4,9 @@ collectives, NCCL on GPUs and gloo on CPUs. One class per collective, all driven
 
 Parameters mirror nccl-tests' flags: ``min_bytes`` (-b), ``max_bytes`` (-e),
 ``step_factor`` (-f), ``dtype`` (-d), ``redop`` (-o), ``root`` (-r), ``iters`` (-n),
-``check`` (-c), ``rank_time`` (-a); the warm-up count (-w) is the run's ``--warmup`` and
+``check`` (-c), ``rank_time`` (-a); ``timing`` says how the loop is timed (``loop``: one
+interval around the ``iters`` calls, as nccl-tests; ``per_call``: events around each call)
+and ``repeats`` how many timed loops give the samples; the warm-up count (-w) is the run's ``--warmup`` and
 CUDA-graph capture (-G) the run's ``--cuda-graph``. ``inject`` is a self-test of the
 harness, off by default: a wrong input element (the correctness count must catch it), a
 rank that raises, or one that hangs.
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from suite import Requirements, Workload, param
+from suite import Requirements, Workload, dtypes, param
 from workloads.collectives import _sweep
 from workloads.collectives._ops import OPS, REDOPS, OpSpec
 
@@ -32,6 +34,9 @@ class SweepParams:
     step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
     dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_sweep.DTYPES)
     iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
+    timing: str = param("loop", "loop: one interval around the iters calls / iters (nccl-tests); "
+                        "per_call: events around each call", choices=tuple(_sweep.TIMINGS))
+    repeats: int = param(5, "timed loops per size and mode (timing=loop): the samples of the statistics")
     in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
     check: bool = param(True, "count wrong elements after each size's timed loop (nccl-tests -c)")
     rank_time: str = param("mean", "time reported across ranks, as nccl-tests -a (mean is its default)",
@@ -47,6 +52,8 @@ class SweepParams:
             raise ValueError("step_factor must be at least 2")
         if self.iters < 1:
             raise ValueError("iters must be at least 1")
+        if self.repeats < 1:
+            raise ValueError("repeats must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -64,24 +71,36 @@ class RootedReducingParams(ReducingParams):
     root: int = param(0, "root rank (nccl-tests -r)")
 
 
-QUICK = {"max_bytes": 1 * MIB, "iters": 10}
+QUICK = {"max_bytes": 1 * MIB, "iters": 10, "repeats": 3}
 
 
 class Collective(Workload):
     """One collective's sweep; subclasses name the op."""
 
     category = "collectives"
-    version = 1
+    version = 2  # 2: timed as nccl-tests (one interval around the loop), repeats
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
     requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2, packages=("torch",))
     primary_metric = "busbw_gbps"
+    # The sweep times its own loops (iters per size, as nccl-tests): only these apply.
+    controls_honoured = ("warmup", "cuda_graph")
+
+    def footprint_bytes(self, world_size: int) -> int | None:
+        """The send buffer (out of place) and the receive buffer, sized for the largest size."""
+        pl = _sweep.plan(self.op, self.params, world_size)
+        if not pl.sizes:
+            return None  # unmet says why
+        span = max(c.span for _, c in pl.sizes) * dtypes.element_size(pl.dtype)
+        return span * (2 if "oop" in pl.modes else 1)
 
     def unmet(self, ctx: "RunContext") -> str | None:
         p, op, n = self.params, self.op, ctx.world_size
         if ctx.controls.cuda_graph and ctx.device != "cuda":
             return "CUDA-graph capture (--cuda-graph) needs device cuda"
+        if ctx.controls.cuda_graph and p.timing == "per_call":
+            return "timing=per_call times each call; a CUDA graph replays the whole loop (use timing=loop)"
         pl = _sweep.plan(op, p, n)
         if not pl.modes:
             return "; ".join(f"{_sweep.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())

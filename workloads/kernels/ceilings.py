@@ -1,20 +1,39 @@
 """``kernels.ceilings``: this device's own ceilings, the roof every other figure is judged by.
 
-One case per ceiling resource, labelled with the resource's name; the runner matches
-case label == resource in the latest passed run of this workload on the same device
-(metric ``tflops`` for ``matmul.*``, ``gbps`` for the rest):
+A ceiling is an upper bound: a workload that beats it shows the ceiling was measured wrong.
+So each resource is measured over a few shapes and the best kept, in two regimes:
 
-- ``matmul.fp32|tf32|bf16|fp16|fp8``: an n^3 matmul (``kernels.gemm``'s own case) in each
-  precision the device has (on the CPU: fp32 and bf16 only);
-- ``memory``: a large device-to-device copy, bytes read + written (``kernels.memory``'s copy);
+- *burst*: ``burst_iterations`` calls (after the warm-up) from a cool GPU, once NVML shows
+  no power or thermal clock event (at most ``cool_wait_s`` of waiting), at every shape;
+- *sustained*: back-to-back calls for ``sustained_s`` at the best burst shape, long enough
+  to reach the power limit (an H200's bf16 GEMM: 790 TFLOP/s burst at 1980 MHz, 670
+  sustained at 1455 MHz under "software power cap").
+
+The ceiling metric of a resource (metric ``tflops`` for ``matmul.*``, ``gbps`` for the
+rest, case label == resource, which the runner matches) holds the samples of the best of
+all these measurements; ``burst_<metric>`` and ``sustained_<metric>`` hold each regime's.
+``details["ceilings"][resource]`` says which shape and regime won, each regime's figure,
+iterations and the clocks, power and clock events NVML saw during it.
+
+Resources:
+
+- ``matmul.fp32|tf32|bf16|fp16|fp8``: ``kernels.gemm``'s own matmul at each of
+  ``matmul_shapes`` (``MxNxK``) in each precision the device has (CPU: fp32 and bf16);
+- ``memory``: a device-to-device copy at each of ``copy_sizes``, bytes read + written
+  (``kernels.memory``'s copy). The best over sizes bounds every workload judged against
+  ``memory`` only if the sizes include theirs: the defaults (256 MiB and up, far beyond an
+  H100/H200 L2) give HBM's bandwidth for the full-size runs; the quick preset goes down to
+  64 KiB because the quick workloads are cache-resident, and then the ceiling is a cache's;
 - ``h2d.pinned|h2d.pageable|d2h.pinned|d2h.pageable``: host<->device copies of
-  ``transfer_bytes`` from/to pinned or ordinary host memory, bytes = bytes transferred.
+  ``transfer_bytes`` from/to pinned or ordinary host memory, timed as the run's controls say.
 
 A resource the device lacks is skipped with its reason in ``details["skipped_cases"]``.
 Every case is verified like its workload (sampled float64 blocks; copies bit-exact).
 """
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,18 +49,40 @@ TRANSFERS = ("h2d.pinned", "h2d.pageable", "d2h.pinned", "d2h.pageable")
 # The CPU's ceilings (see DESIGN.md): fp16 matmul on a CPU is not a hardware peak worth
 # a roofline, and tf32 / fp8 are GPU tensor-core modes.
 CPU_MATMUL = ("fp32", "bf16")
+REGIMES = ("burst", "sustained")
+MIN_SUSTAINED_CALLS = 10
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``"8192x8192x16384"`` -> (m, n, k)."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"matmul shape {text!r} is not MxNxK with positive integers (e.g. 8192x8192x8192)")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
 
 
 @dataclass(frozen=True)
 class CeilingsParams:
-    matmul_size: int = param(8192, "m = n = k of the matmul ceilings")
+    matmul_shapes: tuple[str, ...] = param(("4096x4096x4096", "8192x8192x8192", "8192x8192x16384"),
+                                           "matmul shapes MxNxK measured for each precision; the best is kept")
     matmul_dtypes: tuple[str, ...] = param(MATMUL_DTYPES, "matmul precisions to measure", choices=MATMUL_DTYPES)
-    copy_bytes: int = param(2 * GIB, "bytes of each buffer of the device-memory copy")
+    copy_sizes: tuple[int, ...] = param((256 * MIB, 1 * GIB, 2 * GIB),
+                                        "bytes of each buffer of the device-memory copies; the best is kept")
     transfer_bytes: int = param(1 * GIB, "bytes of each host<->device transfer")
+    burst_iterations: int = param(20, "timed calls of a burst figure (after the warm-up, from a cool GPU)")
+    sustained_s: float = param(2.0, "seconds of back-to-back calls of a sustained figure (reaches the power limit)")
+    cool_wait_s: float = param(10.0, "longest wait for NVML to show no power/thermal event before a burst")
 
     def __post_init__(self) -> None:
-        if self.matmul_size < 1 or self.copy_bytes < 4 or self.transfer_bytes < 4:
-            raise ValueError("matmul_size must be positive; copy_bytes and transfer_bytes at least 4")
+        if not self.matmul_shapes or not self.copy_sizes:
+            raise ValueError("matmul_shapes and copy_sizes need at least one entry each")
+        for s in self.matmul_shapes:
+            parse_shape(s)
+        if min(self.copy_sizes) < 4 or self.transfer_bytes < 4:
+            raise ValueError("copy_sizes and transfer_bytes must be at least 4 bytes")
+        if self.burst_iterations < 1 or self.sustained_s < 0 or self.cool_wait_s < 0:
+            raise ValueError("burst_iterations must be positive; sustained_s and cool_wait_s not negative")
 
 
 def matmul_ceiling_unsupported(dtype: str, device: str) -> str | None:
@@ -50,19 +91,36 @@ def matmul_ceiling_unsupported(dtype: str, device: str) -> str | None:
     return matmul_unsupported(dtype, device)
 
 
+def metric_name(resource: str) -> str:
+    """The throughput metric a resource's ceiling is (as suite.roofline reads it)."""
+    return "tflops" if resource.startswith("matmul.") else "gbps"
+
+
+@dataclass
+class Candidate:
+    """One shape (or size) of one resource."""
+
+    resource: str
+    shape: str
+    case: Case
+
+
 class Ceilings(KernelWorkload):
     name = "kernels.ceilings"
-    version = 1
+    version = 2  # 2: best over shapes and over burst / sustained (was: one shape, one regime)
     description = "This device's ceilings: matmul per precision, memory copy, host<->device links"
     Params = CeilingsParams
-    quick = {"matmul_size": 256, "copy_bytes": 16 * MIB, "transfer_bytes": 16 * MIB}
+    quick = {"matmul_shapes": ("128x128x128", "256x256x256", "512x512x512"),
+             "copy_sizes": (64 * 1024, 1 * MIB, 16 * MIB), "transfer_bytes": 16 * MIB,
+             "burst_iterations": 10, "sustained_s": 0.2, "cool_wait_s": 2.0}
 
     def setup(self, ctx: "RunContext") -> None:
         import torch
 
         p = self.params
         dev = ctx.torch_device
-        self._cases: list[Case] = []
+        self._groups: dict[str, list[Candidate]] = {}
+        self._transfers: list[Case] = []
         self._skipped: dict[str, str] = {}
         for dtype in dict.fromkeys(p.matmul_dtypes):
             label = f"matmul.{dtype}"
@@ -70,13 +128,16 @@ class Ceilings(KernelWorkload):
             if reason:
                 self._skipped[label] = reason
                 continue
-            ops = MatmulOperands.random(dtype, p.matmul_size, p.matmul_size, p.matmul_size, dev)
-            self._cases.append(matmul_case(ops, label=label, roofline=None, device=ctx.device,
-                                           seed=ctx.controls.seed))
+            for shape in dict.fromkeys(p.matmul_shapes):
+                ops = MatmulOperands.random(dtype, *parse_shape(shape), dev)
+                case = matmul_case(ops, label=label, roofline=None, device=ctx.device, seed=ctx.controls.seed)
+                self._groups.setdefault(label, []).append(Candidate(label, shape, case))
 
-        n = p.copy_bytes // 4
-        src, dst = torch.randn(n, device=dev), torch.empty(n, device=dev)
-        self._cases.append(copy_case(dst, src, label="memory", work_bytes=2.0 * n * 4, roofline=None))
+        for size in dict.fromkeys(p.copy_sizes):
+            n = size // 4
+            src, dst = torch.randn(n, device=dev), torch.empty(n, device=dev)
+            case = copy_case(dst, src, label="memory", work_bytes=2.0 * n * 4, roofline=None)
+            self._groups.setdefault("memory", []).append(Candidate("memory", f"{n * 4} B", case))
 
         if ctx.device != "cuda":
             for label in TRANSFERS:
@@ -95,15 +156,75 @@ class Ceilings(KernelWorkload):
             # Asynchronous only from/to pinned memory, as an application would copy; the CUDA
             # events around the call time the copy on the stream either way. Pageable copies
             # cannot be captured in a CUDA graph, so no transfer case is (graph_safe=False).
-            self._cases.append(copy_case(dst, src, label=label, work_bytes=n * 4.0, roofline=None,
-                                         fn=_transfer(dst, src, non_blocking=kind == "pinned"), graph_safe=False))
+            self._transfers.append(copy_case(dst, src, label=label, work_bytes=n * 4.0, roofline=None,
+                                             fn=_transfer(dst, src, non_blocking=kind == "pinned"),
+                                             graph_safe=False))
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         # A ceiling is the roof itself: no case names a roofline to be judged against.
-        return declare(ctx, self._cases, self._skipped)
+        return declare(ctx, [c.case for group in self._groups.values() for c in group] + self._transfers,
+                       self._skipped)
 
-    def teardown(self, ctx: "RunContext") -> None:
-        self._cases = []
+    def execute(self, ctx: "RunContext") -> None:
+        self.cases(ctx)
+        ctx.details["ceilings"] = {}
+        for resource, group in self._groups.items():
+            self._measure_resource(ctx, resource, group)
+            for c in group:
+                ctx.verify(c.case)
+        for case in self._transfers:
+            ctx.measure(case)
+            ctx.verify(case)
+
+    def _measure_resource(self, ctx: "RunContext", resource: str, group: list[Candidate]) -> None:
+        """Burst at every shape, sustained at the best burst shape; the best of all is the ceiling."""
+        p = self.params
+        name = metric_name(resource)
+        runs: list[tuple[str, Candidate, Any, dict | None]] = []
+        for cand in group:
+            cool = ctx.wait_until_cool(p.cool_wait_s)
+            m = ctx.time_fn(cand.case.fn, label=f"{resource} {cand.shape} burst", l2_flush=cand.case.l2_flush,
+                            graph=None if cand.case.graph_safe else False, iterations=p.burst_iterations)
+            runs.append(("burst", cand, m, cool))
+        burst_best = max(runs, key=lambda r: _median_rate(r[1], r[2], name))
+        best_cand, best_burst = burst_best[1], burst_best[2]
+        calls = max(MIN_SUSTAINED_CALLS, math.ceil(p.sustained_s / max(statistics.median(best_burst.samples_s), 1e-9)))
+        calls = min(calls, ctx.controls.max_iterations)
+        m = ctx.time_fn(best_cand.case.fn, label=f"{resource} {best_cand.shape} sustained",
+                        l2_flush=best_cand.case.l2_flush, graph=None if best_cand.case.graph_safe else False,
+                        iterations=calls)
+        sustained = ("sustained", best_cand, m, None)
+        winner = max(runs + [sustained], key=lambda r: _median_rate(r[1], r[2], name))
+
+        unit = "TFLOP/s" if name == "tflops" else "GB/s"
+        for label, (regime, cand, meas, _) in ((name, winner), (f"burst_{name}", burst_best),
+                                               (f"sustained_{name}", sustained)):
+            ctx.add_metric(resource, label, unit, _rates(cand, meas, name), higher_is_better=True)
+        ctx.add_metric(resource, "time_ms", "ms", [s * 1e3 for s in winner[2].samples_s], higher_is_better=False)
+        work = winner[1].case.work
+        ctx.details["work"][resource] = {"flops": float(work.flops), "bytes": float(work.bytes),
+                                         "items": float(work.items), "item_unit": work.item_unit}
+        if winner[2].throttle is not None:
+            ctx.details.setdefault("throttle", {})[resource] = winner[2].throttle
+        ctx.details["ceilings"][resource] = {
+            "metric": name, "unit": unit, "regime": winner[0], "shape": winner[1].shape,
+            "value": _median_rate(winner[1], winner[2], name),
+            "burst": {"shape": best_cand.shape, "value": _median_rate(best_cand, best_burst, name),
+                      "iterations": best_burst.iterations, "cool_before": burst_best[3], "nvml": best_burst.throttle,
+                      "by_shape": {c.shape: _median_rate(c, mm, name) for _, c, mm, _ in runs}},
+            "sustained": {"shape": best_cand.shape, "value": _median_rate(best_cand, m, name),
+                          "iterations": m.iterations, "seconds": m.wall_s, "nvml": m.throttle},
+        }
+
+
+def _rates(cand: Candidate, m: Any, name: str) -> list[float]:
+    work = cand.case.work.flops * 1e-12 if name == "tflops" else cand.case.work.bytes * 1e-9
+    return [work / s for s in m.samples_s if s > 0]
+
+
+def _median_rate(cand: Candidate, m: Any, name: str) -> float:
+    rates = _rates(cand, m, name)
+    return statistics.median(rates) if rates else 0.0
 
 
 def _transfer(dst: Any, src: Any, non_blocking: bool) -> Callable[[], None]:

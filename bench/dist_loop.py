@@ -1,0 +1,63 @@
+"""A plain torch.distributed all_reduce loop, timed as nccl-tests and perfsuite time theirs
+(one pair of CUDA events around ``iters`` back-to-back calls, ``repeats`` times, mean over
+repeats and ranks): the floor perfsuite's eager collectives are compared with for small
+messages. One tensor, in place, float32 sum; no buffer rotation, no checks.
+
+    torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 64K --out FILE.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--min-bytes", type=int, default=8)
+    ap.add_argument("--max-bytes", type=int, default=64 * 1024)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    import torch
+    import torch.distributed as dist
+
+    from suite.timing import time_loop
+
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rows = []
+    size = args.min_bytes
+    while size <= args.max_bytes:
+        t = torch.zeros(max(1, size // 4), device="cuda")
+        for _ in range(args.warmup):
+            dist.all_reduce(t)
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(args.repeats):
+            dist.barrier()
+            torch.cuda.synchronize()
+            samples.append(time_loop(lambda: dist.all_reduce(t), args.iters, "cuda") / args.iters)
+        mine = torch.tensor([sum(samples) / len(samples)], device="cuda", dtype=torch.float64)
+        dist.all_reduce(mine)
+        rows.append({"size_bytes": size, "time_us": float(mine.item()) / world * 1e6})
+        size *= 2
+    if rank == 0:
+        args.out.write_text(json.dumps({"collective": "all_reduce", "world_size": world, "iters": args.iters,
+                                        "repeats": args.repeats, "rows": rows}, indent=1))
+        for r in rows:
+            print(f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

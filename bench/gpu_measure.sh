@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# GPU evidence for issue 9 (figures that agree with the reference tools), through the suite's
+# own CLI, in one call per machine. Carry .parts (core wheels, see bench/gpu_env.sh) and, for
+# x2, .ref/nccl-tests (a copy of ../shared/reference/nccl-tests), then:
+#
+#   bash bench/gpu_measure.sh x2   # on nvidia-h200-x2
+#   bash bench/gpu_measure.sh x1   # on nvidia-h200
+#
+# x2: 1. build nccl-tests (make MPI=0 NCCL_HOME=<the nvidia-nccl wheel torch uses> src.build,
+#        sm_90 only) into /tmp/nccl-tests-build;
+#     2. perfsuite crosscheck collectives.{all_reduce,all_gather,reduce_scatter,all_to_all}
+#        --nproc-per-node 2, 8 B .. 512 MiB x2, float sum, -n 20 -w 5 (default timing: one
+#        interval around the loop, 5 repeats): rank 0 runs the nccl-tests binary (-g 2) with the
+#        same sweep after perfsuite's, both tables in the record;
+#     3. all_reduce with --cuda-graph up to 64 MiB against nccl-tests -G 1;
+#     4. a plain torch.distributed all_reduce loop (bench/dist_loop.py) timed the same way, 8 B .. 64 KiB;
+#     5. summary: side-by-side busbw per size with ratios, small messages against the plain
+#        loop, graph mode against nccl-tests; the issue's targets met / NOT met.
+# x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
+#     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
+#        sustained (--min-time 2), each beside triton.testing.do_bench run the same way;
+#     3. perfsuite results, perfsuite show of the sustained GEMM (power-capped flag), summary.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+# NVSHMEM_DISABLE_NVLS=1, from bench/gpu_env.sh). Under 8 minutes per machine.
+# $OUT gets: gpu_measure-<kind>.log, records-measure-<kind>.tar.gz (x2: also nccl-tests-*.txt).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+KIND=${1:-}
+case "$KIND" in x1|x2) ;; *) echo "usage: bash bench/gpu_measure.sh x1|x2" >&2; exit 2 ;; esac
+shift
+: "${OUT:=$PWD/.device-out/gpu_measure}"
+mkdir -p "$OUT"
+export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/measure-$KIND.db}
+export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/measure-$KIND-records}
+source bench/gpu_env.sh
+unset TRITON_INTERPRET PERFSUITE_CROSSCHECK
+SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
+status=0
+step() {  # step NAME CMD...: run, report its exit status and time, remember any failure
+  local name=$1; shift
+  echo; echo "== $name =="
+  local t0=$SECONDS
+  "$@"; local rc=$?
+  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
+  [ "$rc" = 0 ] || status=1
+}
+pcheck() { python3 -m suite crosscheck "$@" --device cuda; }
+
+build_nccl_tests() {
+  local src=.ref/nccl-tests
+  [ -d "$src" ] || { echo "no $src: copy ../shared/reference/nccl-tests there and carry it"; return 1; }
+  local wheel
+  wheel=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])') || return 1
+  # The wheel ships libnccl.so.2 only: a shim NCCL_HOME with the libnccl.so the linker asks for.
+  NCCL_SHIM=/tmp/nccl-home
+  mkdir -p "$NCCL_SHIM/lib"
+  ln -sfn "$wheel/include" "$NCCL_SHIM/include"
+  ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so"
+  ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so.2"
+  rm -rf /tmp/nccl-tests-src && cp -r "$src" /tmp/nccl-tests-src
+  make -C /tmp/nccl-tests-src MPI=0 NCCL_HOME="$NCCL_SHIM" CUDA_HOME=/usr/local/cuda \
+       NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/nccl-tests-build src.build -j 16 \
+       > "$OUT/nccl-tests-build.txt" 2>&1 || { tail -20 "$OUT/nccl-tests-build.txt"; return 1; }
+  export LD_LIBRARY_PATH=$NCCL_SHIM/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  ls /tmp/nccl-tests-build/*_perf | head -20
+  /tmp/nccl-tests-build/all_reduce_perf -b 8 -e 8 -g 2 -n 1 -w 1 | tail -4
+}
+
+run_x2() {
+  python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
+"|", torch.cuda.device_count(), "x", torch.cuda.get_device_name())'
+  nvidia-smi topo -m
+  env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
+  step build-nccl-tests build_nccl_tests
+  [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
+  export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
+  local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32 -p iters=20
+               --warmup 5 --timeout 300)
+  for op in all_reduce all_gather reduce_scatter all_to_all; do
+    step "$op eager vs nccl-tests" pcheck "collectives.$op" "${sweep[@]}" "$@"
+  done
+  step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
+       --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
+  step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
+       bench/dist_loop.py --max-bytes 64K --out "$OUT/dist_loop.json"
+  python3 - "$OUT" <<'EOF'
+import json, os, sys
+from registry import open_registry
+with open_registry() as reg:  # the raw nccl-tests output of each cross-check, for the note
+    for r in reg.results(limit=20):
+        cc = (reg.get(r["run_id"])["details"].get("crosscheck") or {})
+        if cc.get("raw"):
+            tag = "graph" if reg.get(r["run_id"])["controls"]["cuda_graph"] else "eager"
+            open(os.path.join(sys.argv[1], f"nccl-tests-{r['workload'].split('.')[1]}-{tag}.txt"), "w").write(cc["raw"])
+EOF
+  echo; echo "== summary =="
+  python3 bench/measure_summary.py x2 --since "$SINCE" --dist-loop "$OUT/dist_loop.json" || status=1
+}
+
+run_x1() {
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "|", torch.cuda.get_device_name())'
+  nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv
+  step ceilings python3 -m suite run kernels.ceilings --device cuda "$@"
+  step "gemm burst vs do_bench" pcheck kernels.gemm -p dtypes=bf16,fp8 --iterations 20 "$@"
+  step "gemm sustained vs do_bench" pcheck kernels.gemm -p dtypes=bf16,fp8 --min-time 2 "$@"
+  echo; echo "== perfsuite results =="
+  python3 -m suite results --limit 5
+  local sustained
+  sustained=$(python3 -m suite results --workload kernels.gemm --limit 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["run_id"])')
+  echo; echo "== perfsuite show $sustained (sustained GEMM: expect the power-capped flag) =="
+  python3 -m suite show "$sustained"
+  echo; echo "== summary =="
+  python3 bench/measure_summary.py x1 --since "$SINCE" || status=1
+}
+
+main() {
+  echo "gpu_measure $KIND  started $SINCE"
+  "run_$KIND" "$@"
+  pack_records "measure-$KIND"
+  echo "exit status: $status (any failed step, failed verification or target NOT met: 1)"
+  return $status
+}
+
+main "$@" 2>&1 | tee "$OUT/gpu_measure-$KIND.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,165 @@
+"""The summary of bench/gpu_measure.sh, read from the records it stored (nothing measured
+here): collectives side by side with nccl-tests from the same call, small messages
+against a plain torch.distributed loop, graph mode against nccl-tests; ceilings burst and
+sustained with the clocks and % of spec; GEMM burst and sustained against the ceilings and
+do_bench, with the throttle flag. Prints the issue's targets as met / NOT met; exit 1 if a
+target is not met or a run failed.
+
+    python3 bench/measure_summary.py x2 --since ISO --dist-loop FILE.json
+    python3 bench/measure_summary.py x1 --since ISO
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BUSBW_TOLERANCE = 0.03  # eager busbw within 3% of nccl-tests from 1 MiB up
+SMALL_RATIO = 1.2  # small-message eager time within 1.2x of a plain torch.distributed loop
+SMALL_BYTES = 64 * 1024
+MIB = 1 << 20
+
+
+def load(since: str) -> list[dict]:
+    from registry import open_registry
+
+    with open_registry() as reg:
+        rows = reg.results(since=dt.datetime.fromisoformat(since), limit=None)
+        return [reg.get(r["run_id"]) for r in reversed(rows)]
+
+
+def collectives(records: list[dict], dist_loop: dict | None) -> bool:
+    ok = True
+    eager_ref: dict[int, dict] = {}
+    for rec in records:
+        name = rec["workload"]["name"]
+        if not name.startswith("collectives.") or name == "collectives.copy_bandwidth":
+            continue
+        graph = rec["controls"]["cuda_graph"]
+        label = f"{name} {'graph' if graph else 'eager'}"
+        if rec["status"] != "success":
+            print(f"{label}: {rec['status']}: {rec['error']}")
+            ok = False
+            continue
+        d = rec["details"]
+        cc = d.get("crosscheck") or {}
+        print(f"\n{label}  timing: {d.get('timing')} ({d.get('iters')} calls x {d.get('repeats')} repeats)  "
+              f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')}")
+        if cc.get("status") != "measured":
+            print(f"  nccl-tests: {cc.get('status')}: {cc.get('reason')}")
+            ok = False
+            continue
+        ref = {r["size_bytes"]: r for r in cc["table"]["rows"]}
+        if name == "collectives.all_reduce" and not graph:
+            eager_ref = ref
+        print(f"  {'size B':>10} {'mode':>4} {'suite us':>9} {'nccl us':>9} {'suite busbw':>11} {'nccl busbw':>10} "
+              f"{'ratio':>6}")
+        worst = None
+        for c in cc["compare"]:
+            ratio = c["busbw_ratio"]
+            mark = ""
+            if c["size_bytes"] >= MIB and not graph and ratio is not None:
+                within = abs(ratio - 1) <= BUSBW_TOLERANCE or ratio > 1
+                mark = "" if within else "  <-- beyond 3%"
+                worst = ratio if worst is None else min(worst, ratio)
+                ok &= within
+            print(f"  {c['size_bytes']:>10} {c['mode']:>4} {c['suite_time_us']:9.2f} {c['nccl_tests_time_us']:9.2f} "
+                  f"{c['suite_busbw_gbps']:11.2f} {c['nccl_tests_busbw_gbps']:10.2f} "
+                  f"{'' if ratio is None else f'{ratio:6.3f}'}{mark}")
+        if not graph:
+            print(f"  TARGET busbw within 3% of nccl-tests from 1 MiB up: lowest ratio {worst}: "
+                  f"{'met' if worst is not None and worst >= 1 - BUSBW_TOLERANCE else 'NOT met'}")
+        else:
+            small = [r for r in d["rows"] if r["size_bytes"] < SMALL_BYTES and r.get("ip")]
+            slower = [(r["size_bytes"], r["ip"]["time_us"], eager_ref[r["size_bytes"]]["ip"]["time_us"])
+                      for r in small if r["size_bytes"] in eager_ref
+                      and r["ip"]["time_us"] > eager_ref[r["size_bytes"]]["ip"]["time_us"]]
+            met = bool(small) and bool(eager_ref) and not slower
+            ok &= met
+            print(f"  TARGET graph mode no slower than nccl-tests (eager, same call as the eager run) below 64 KiB: "
+                  f"{'met' if met else 'NOT met'}" + (f" (slower at {slower})" if slower else ""))
+        if name == "collectives.all_reduce" and not graph and dist_loop:
+            plain = {r["size_bytes"]: r["time_us"] for r in dist_loop["rows"]}
+            print(f"  {'size B':>10} {'suite eager us':>14} {'plain loop us':>13} {'ratio':>6}")
+            worst_small = 0.0
+            for r in d["rows"]:
+                if r["size_bytes"] in plain and r.get("ip"):
+                    ratio = r["ip"]["time_us"] / plain[r["size_bytes"]]
+                    worst_small = max(worst_small, ratio)
+                    print(f"  {r['size_bytes']:>10} {r['ip']['time_us']:14.2f} {plain[r['size_bytes']]:13.2f} {ratio:6.3f}")
+            met = 0 < worst_small <= SMALL_RATIO
+            ok &= met
+            print(f"  TARGET small messages within {SMALL_RATIO}x of a plain torch.distributed loop: worst "
+                  f"{worst_small:.3f}: {'met' if met else 'NOT met'}")
+    return ok
+
+
+def kernels(records: list[dict]) -> bool:
+    from suite import figures
+
+    ok = True
+    for rec in records:
+        name = rec["workload"]["name"]
+        if not name.startswith("kernels."):
+            continue
+        c = rec["controls"]
+        regime = (f"{c['iterations']} calls" if c["iterations"] else f"min {c['min_time_s']} s")
+        if rec["status"] != "success":
+            print(f"{name} ({regime}): {rec['status']}: {rec['error']}")
+            ok = False
+            continue
+        if name == "kernels.ceilings":
+            print(f"\nkernels.ceilings run {rec['run_id'][:8]} on {rec['environment']['measured_device']['name']}")
+            print(f"  {'resource':12} {'ceiling':>9} {'won by':>22} {'burst':>9} {'sustained':>9} "
+                  f"{'burst SM MHz':>13} {'sust. SM MHz':>13} {'sust. events':>24} {'% of spec':>18}")
+            metrics = {(m["case"], m["name"]): m for m in rec["metrics"]}
+            for res, cd in rec["details"]["ceilings"].items():
+                b, s = cd["burst"], cd["sustained"]
+                bn, sn = b.get("nvml") or {}, s.get("nvml") or {}
+                spec = figures.spec_cell(rec, metrics[(res, cd["metric"])])
+                print(f"  {res:12} {cd['value']:9.1f} {cd['regime'] + ' ' + cd['shape']:>22} {b['value']:9.1f} "
+                      f"{s['value']:9.1f} {str(bn.get('sm_clock_mhz_median')):>13} "
+                      f"{str(sn.get('sm_clock_mhz_min')) + '-' + str(sn.get('sm_clock_mhz_max')):>13} "
+                      f"{', '.join(sn.get('clock_events') or []) or 'none':>24} {spec:>18}")
+            continue
+        print(f"\n{name} run {rec['run_id'][:8]} ({regime})")
+        cross = rec["details"].get("crosscheck") or {}
+        for m in rec["metrics"]:
+            if m["name"] not in ("tflops", "gbps") or not m.get("roofline"):
+                continue
+            cc = cross.get(m["case"]) or {}
+            ratio = cc.get("time_ratio")
+            frac = (m.get("roofline") or {}).get("fraction")
+            over = frac is not None and frac > 1
+            ok &= not over
+            agrees = cc.get("agrees")
+            ok &= agrees is not False
+            print(f"  {m['case']:6} {m['value']:9.1f} {m['unit']:8} {figures.ceiling_cell(m) or '-':>30} "
+                  f"{figures.spec_cell(rec, m) or '-':>20} throttled: {figures.throttle_cell(rec, m['case']) or 'no':34} "
+                  f"do_bench {cc.get('reference_median_ms', float('nan')):.4f} ms vs {cc.get('suite_median_ms', float('nan')):.4f} "
+                  f"ratio {'' if ratio is None else f'{ratio:.3f}'} {'agrees' if agrees else cc.get('reason', 'differs')}")
+    return ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=("x1", "x2"))
+    ap.add_argument("--since", required=True)
+    ap.add_argument("--dist-loop", type=Path, default=None)
+    args = ap.parse_args()
+    records = load(args.since)
+    if args.kind == "x2":
+        loop = json.loads(args.dist_loop.read_text()) if args.dist_loop and args.dist_loop.exists() else None
+        ok = collectives(records, loop)
+    else:
+        ok = kernels(records)
+    print(f"\nsummary: {'all targets met' if ok else 'some target NOT met or a run failed'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

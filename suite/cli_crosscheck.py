@@ -1,0 +1,94 @@
+"""``perfsuite crosscheck WORKLOAD [-p ...]``: ``perfsuite run`` with the reference tool timing
+the same callables in the same call (``suite.crosscheck``), then a table of both figures
+and their ratio per case (kernels: triton's do_bench) or per size (collectives: nccl-tests).
+
+It takes every option of ``perfsuite run`` (same controls, same parameters) plus
+``--nccl-tests DIR``, a directory of nccl-tests binaries (default: ``PERFSUITE_NCCL_TESTS``).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from suite import crosscheck
+from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
+
+
+def crosscheck_rows(record: dict) -> list[list[str]]:
+    """Rows of the cross-check table for one record (plain text cells)."""
+    name = record["workload"]["name"]
+    found = (record.get("details") or {}).get("crosscheck")
+    if not found:
+        return [[name, "", "", "", "", "", f"no cross-check in this record ({record['status']})"]]
+    if found.get("tool") == "nccl-tests":
+        if found.get("status") != "measured":
+            return [[name, "", "nccl-tests", "", "", "", f"{found.get('status')}: {found.get('reason', '')}"]]
+        mode = {"oop": "out-of-place", "ip": "in-place"}
+        return [[name, f"{c['size_bytes']} B {mode[c['mode']]}", "nccl-tests busbw GB/s",
+                 f"{c['suite_busbw_gbps']:.2f}", f"{c['nccl_tests_busbw_gbps']:.2f}",
+                 f"{c['busbw_ratio']:.3f}" if c["busbw_ratio"] is not None else "", ""]
+                for c in found["compare"]]
+    rows = []
+    for case, c in found.items():
+        if c.get("status") != "measured":
+            rows.append([name, case, c.get("tool", ""), "", "", "", f"{c.get('status')}: {c.get('reason', '')}"])
+            continue
+        rows.append([name, case, "do_bench median ms", f"{c['suite_median_ms']:.4g}", f"{c['reference_median_ms']:.4g}",
+                     f"{c['time_ratio']:.3f}", "agrees" if c["agrees"] else f"differs by more than {c['tolerance']:.0%}"])
+    return rows
+
+
+def attach(cli: click.Group) -> None:
+    """Add ``crosscheck`` to the CLI, with the options of its ``run`` command."""
+    run_cmd = cli.commands["run"]
+
+    @click.pass_context
+    def callback(ctx: click.Context, nccl_tests: str | None, **kwargs) -> None:
+        if not kwargs.get("names"):
+            raise click.UsageError("name the workload(s) to cross-check")
+        os.environ[crosscheck.ENV_REQUEST] = "1"
+        if nccl_tests:
+            os.environ[NCCL_TESTS_ENV] = nccl_tests
+        code = 0
+        try:
+            ctx.invoke(run_cmd, **kwargs)
+        except SystemExit as exc:  # run exits with its status: print the table first, then exit with it
+            code = exc.code if isinstance(exc.code, int) else 1
+        if not kwargs.get("as_json"):
+            print_table(ctx, len(kwargs["names"]) * kwargs.get("repeat", 1))
+        sys.exit(code)
+
+    params = [click.Option(["--nccl-tests", "nccl_tests"], default=None, metavar="DIR",
+                           help=f"Directory of nccl-tests binaries (default: ${NCCL_TESTS_ENV}).")]
+    params += list(run_cmd.params)
+    cli.add_command(click.Command(
+        "crosscheck", callback=callback, params=params,
+        help="Run workloads with their reference tool timing the same callables in the same call "
+             "(kernels: triton.testing.do_bench; collectives: nccl-tests) and store both figures and "
+             "their ratio in the record. Takes every option of 'run'.",
+        short_help="Run beside the reference tool and store both figures and their ratio."))
+
+
+def print_table(ctx: click.Context, runs: int) -> None:
+    """The cross-check table of the newest ``runs`` records (those this command just ran)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from registry import RegistryError, open_registry
+
+    try:
+        with open_registry(ctx.find_root().obj.get("db_url")) as reg:
+            records = [reg.get(r["run_id"]) for r in reg.results(limit=runs)]
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    t = Table(title="cross-check against the reference tools (ratio: perfsuite / reference)")
+    for col in ("workload", "case", "compared with", "perfsuite", "reference", "ratio", "note"):
+        t.add_column(col)
+    for rec in reversed(records):
+        for row in crosscheck_rows(rec):
+            t.add_row(*(Text(cell) for cell in row))  # text from a run is data, never markup
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
+    Console(soft_wrap=False, width=width).print(t)

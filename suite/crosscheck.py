@@ -1,0 +1,126 @@
+"""Built-in cross-checks: the same callable timed by the reference tool in the same process
+and the same call, both figures and their ratio stored in the record
+(``details["crosscheck"]``).
+
+- kernels (any case measured through ``RunContext.measure``): ``triton.testing.do_bench``
+  (median, its own L2 flush) with ``rep`` = the wall time of the suite's timed loop, so that
+  it makes about as many calls: a burst (``--iterations 20``) is compared with a burst and
+  a sustained run (``--min-time 2``) with a sustained one (do_bench's default 100 ms is
+  neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670);
+- collectives: the nccl-tests binary of the collective, from the directory in
+  ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
+  reduction, warm-up and iterations (``workloads.collectives._sweep``).
+
+Asked for with ``perfsuite crosscheck`` (or ``PERFSUITE_CROSSCHECK=1`` in the environment of
+``perfsuite run``). A reference that cannot run here is recorded as skipped with the reason.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any, Callable
+
+from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
+
+ENV_REQUEST = "PERFSUITE_CROSSCHECK"
+DO_BENCH_MIN_REP_MS = 1.0  # do_bench runs at least one call whatever rep says
+DO_BENCH_WARMUP_MS = 25.0  # do_bench's default
+AGREEMENT = 0.02  # the issue's bar: within 2% of do_bench run the same way
+
+
+def requested() -> bool:
+    return os.environ.get(ENV_REQUEST, "") not in ("", "0")
+
+
+def nccl_tests_dir() -> str | None:
+    return os.environ.get(NCCL_TESTS_ENV) or None
+
+
+def do_bench_unavailable(device: str) -> str | None:
+    """Why triton's do_bench cannot time a call here, or None."""
+    if device != "cuda":
+        return "triton.testing.do_bench times with CUDA events: it needs a CUDA device (this run is on the CPU)"
+    try:
+        import triton.testing  # noqa: F401
+    except ImportError as exc:
+        return f"triton is not installed ({exc})"
+    return None
+
+
+def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float) -> dict:
+    """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their ratio."""
+    suite_ms = statistics.median(suite_samples_s) * 1e3
+    out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms}
+    why = do_bench_unavailable(device)
+    if why:
+        return {**out, "status": "skipped", "reason": why}
+    import triton
+    import triton.testing
+
+    rep_ms = max(DO_BENCH_MIN_REP_MS, suite_wall_s * 1e3)
+    ref_ms = float(triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=rep_ms, return_mode="median"))
+    ratio = suite_ms / ref_ms if ref_ms > 0 else None
+    return {**out, "status": "measured", "tool_version": triton.__version__, "reference_median_ms": ref_ms,
+            "rep_ms": rep_ms, "time_ratio": ratio,
+            "agrees": ratio is not None and abs(ratio - 1.0) <= AGREEMENT, "tolerance": AGREEMENT}
+
+
+def collective_vs_nccl_tests(rows: list[dict], reference: dict) -> list[dict]:
+    """Per size and mode: perfsuite's and nccl-tests' busbw and their ratio (suite / nccl-tests)."""
+    from suite.nccl_tests import MODE_KEYS
+
+    ref_rows = {r["size_bytes"]: r for r in reference["rows"]}
+    out = []
+    for r in rows:
+        ref = ref_rows.get(r["size_bytes"])
+        for mode in MODE_KEYS:
+            mine, theirs = r.get(mode), (ref or {}).get(mode)
+            if mine is None or theirs is None:
+                continue
+            out.append({"size_bytes": r["size_bytes"], "mode": mode,
+                        "suite_time_us": mine["time_us"], "nccl_tests_time_us": theirs["time_us"],
+                        "suite_busbw_gbps": mine["busbw_gbps"], "nccl_tests_busbw_gbps": theirs["busbw_gbps"],
+                        "busbw_ratio": mine["busbw_gbps"] / theirs["busbw_gbps"] if theirs["busbw_gbps"] else None})
+    return out
+
+
+def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes: int, max_bytes: int,
+                      step_factor: int, iters: int, dtype: str, redop: str | None, root: int | None,
+                      check: bool) -> dict:
+    """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
+    run by rank 0 after perfsuite's while the other ranks wait on the host (a gloo barrier:
+    an NCCL barrier would keep a kernel spinning on their GPUs). One process drives all
+    local GPUs (``-g world``), so it needs every rank on this node. Called on every rank;
+    rank 0's answer is the one recorded."""
+    import subprocess
+
+    import torch.distributed as dist
+
+    from suite import distributed, nccl_tests
+
+    out: dict = {"tool": "nccl-tests"}
+    directory = nccl_tests_dir()
+    if directory is None:
+        return {**out, "status": "skipped", "reason": f"no directory of nccl-tests binaries given "
+                                                      f"(set {NCCL_TESTS_ENV} or perfsuite crosscheck --nccl-tests)"}
+    if ctx.device != "cuda" or distributed.local_world_size() != ctx.world_size:
+        return {**out, "status": "skipped",
+                "reason": "nccl-tests runs here as one process over this node's GPUs: needs device cuda and "
+                          "every rank on one node"}
+    host_group = dist.new_group(backend="gloo")
+    result = None
+    if ctx.rank == 0:
+        try:
+            binary = nccl_tests.find_binary(directory, collective)
+            args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
+                                   iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
+                                   redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check)
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
+            ref = parsed.to_dict()
+            result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),
+                      "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
+                      "compare": collective_vs_nccl_tests(rows, ref), "raw": text}
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+    dist.barrier(group=host_group)
+    return result if result is not None else {**out, "status": "rank 0 only"}

@@ -1,0 +1,253 @@
+"""Figures that agree with the reference tools (issue 9): nccl-tests' loop timing for the
+collectives, ceilings that are upper bounds, vendor peaks, throttling made visible, and
+the cross-checks (nccl-tests' output parser, do_bench's skip on the CPU)."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite import figures, nccl_tests, specs
+from suite.nvml_sampler import Reading, Sampler, summarize, throttle_flag, wait_until_cool
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+# -- the NVML sampler and the throttle flag, on synthetic readings ---------------------------------
+def fake_reader(readings):
+    """A reader that replays ``readings`` (sm MHz, W, reasons) and then repeats the last."""
+    it = iter(readings)
+    last = [None]
+
+    def read(t):
+        try:
+            clock, power, reasons = next(it)
+            last[0] = Reading(t, clock, power, tuple(reasons))
+        except StopIteration:
+            pass
+        return last[0] and Reading(t, last[0].sm_clock_mhz, last[0].power_w, last[0].reasons)
+
+    return read
+
+
+def test_a_power_capped_loop_is_flagged_with_the_clocks_seen():
+    s = summarize([Reading(0.0, 1980, 420.0, ()), Reading(0.02, 1755, 690.0, ("software power cap",)),
+                   Reading(0.04, 1455, 700.0, ("software power cap",))])
+    assert s["samples"] == 3 and s["sm_clock_mhz_min"] == 1455 and s["sm_clock_mhz_median"] == 1755
+    assert s["power_w_max"] == 700.0 and s["power_capped"] and not s["thermal_slowdown"]
+    assert throttle_flag(s) == "power-capped"
+    hot = summarize([Reading(0.0, 1600, 500.0, ("hardware thermal slowdown", "software power cap"))])
+    assert throttle_flag(hot) == "power-capped + thermal slowdown"
+
+
+def test_a_cool_loop_and_a_gpu_without_nvml_are_not_flagged():
+    cool = summarize([Reading(0.0, 1980, 300.0, ()), Reading(0.02, 1980, 310.0, ("gpu idle",))])
+    assert throttle_flag(cool) is None and cool["clock_events"] == ["gpu idle"]
+    assert summarize([]) is None and throttle_flag(None) is None
+
+
+def test_the_sampler_reads_in_the_background_at_its_period():
+    import time
+
+    with Sampler(fake_reader([(1980, 400.0, ())] * 3 + [(1455, 700.0, ["software power cap"])]),
+                 period_s=0.005) as sampler:
+        time.sleep(0.1)
+    s = sampler.summary()
+    assert s["samples"] >= 5  # one at each end and several in between
+    assert s["power_capped"] and s["sm_clock_mhz_min"] == 1455 and s["sm_clock_mhz_max"] == 1980
+
+
+def test_waiting_for_a_cool_gpu_stops_when_the_power_cap_clears():
+    state = wait_until_cool(None, max_s=5.0, poll_s=0.001, read=fake_reader(
+        [(1455, 700.0, ["software power cap"])] * 3 + [(1980, 200.0, ["gpu idle"])]))
+    assert state["cool"] is True and state["events"] == []
+    stuck = wait_until_cool(None, max_s=0.01, poll_s=0.001, read=fake_reader([(1455, 700.0, ["software power cap"])]))
+    assert stuck["cool"] is False and stuck["events"] == ["software power cap"]
+
+
+def record_with(metrics, throttle=None, workload="kernels.gemm", device="NVIDIA H200"):
+    return {"workload": {"name": workload}, "environment": {"measured_device": {"name": device}},
+            "details": {"throttle": throttle or {}}, "metrics": metrics}
+
+
+def test_results_table_flags_a_power_capped_result_and_names_the_ceiling_regime():
+    from rich.console import Console
+
+    from factories import make_record
+    from suite.report import results_table
+
+    rec = make_record(workload_name="kernels.gemm", device="cuda")
+    rec["environment"]["measured_device"]["name"] = "NVIDIA H200"
+    case = rec["metrics"][0]["case"]
+    rec["details"]["throttle"] = {case: summarize([Reading(0.0, 1455, 700.0, ("software power cap",))])}
+    console = Console(record=True, width=300)
+    console.print(results_table([rec]))
+    text = console.export_text()
+    assert "power-capped (SM 1,455-1,455 MHz)" in text
+
+
+# -- ceilings that are upper bounds --------------------------------------------------------------
+def roofed(fraction, resource="matmul.bf16", value=700.0):
+    return {"case": "bf16", "name": "tflops", "value": value, "unit": "TFLOP/s",
+            "roofline": {"resource": resource, "fraction": fraction, "ceiling": value / fraction if fraction else None,
+                         "ceiling_unit": "TFLOP/s", "ceiling_run_id": "abcdef0123456789", "reason": None}}
+
+
+def test_a_result_above_its_ceiling_is_never_shown_above_100_percent():
+    over = roofed(1.085)
+    cell = figures.ceiling_cell(over)
+    assert "108" not in cell and "understated" in cell and "abcdef01" in cell and "kernels.ceilings" in cell
+    assert figures.ceiling_cell(roofed(0.873)) == "87.3% matmul.bf16"
+    assert "87.3% of matmul.bf16" in figures.ceiling_cell(roofed(0.873), long=True)
+
+
+def test_percent_of_spec_beside_the_measured_ceiling_for_known_devices():
+    m = roofed(0.9, value=773.0)
+    assert figures.spec_cell(record_with([m]), m) == f"{773.0 / 989.5 * 100:.1f}% of H200 SXM"
+    assert figures.spec_cell(record_with([m], device="Intel Xeon"), m) == ""
+    ceiling = {"case": "memory", "name": "gbps", "value": 4240.0, "unit": "GB/s", "roofline": None}
+    assert figures.spec_cell(record_with([ceiling], workload="kernels.ceilings"), ceiling) == "88.3% of H200 SXM"
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200 SXM"),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"), ("NVIDIA B200", "B200"), ("NVIDIA H100 NVL", None),
+    ("NVIDIA A100-SXM4-40GB", None), ("NVIDIA GeForce RTX 4090", None), (None, None)])
+def test_datasheets_are_matched_by_device_name_and_never_guessed(name, expected):
+    spec = specs.lookup(name)
+    assert (spec.name if spec else None) == expected
+
+
+def test_datasheet_peaks_are_dense():
+    # dense = half of the "with sparsity" figures NVIDIA prints for tensor cores
+    assert specs.H100_SXM.bf16 == 1979 / 2 and specs.H200_SXM.fp8 == 3958 / 2 and specs.A100_SXM_80GB.tf32 == 156
+    for s in specs.SPECS:
+        # each precision doubles the rate of the one above it (the datasheets round)
+        assert s.fp8 is None or s.fp8 == pytest.approx(2 * s.bf16, rel=1e-2)
+        assert s.bf16 == pytest.approx(2 * s.tf32, rel=1e-2)
+
+
+def test_the_quick_kernels_never_exceed_their_ceilings_as_shown():
+    """kernels.ceilings then the quick kernels it judges, in process, as the runner resolves
+    them: every fraction is at most 100% or shown as an understated ceiling. The ceiling is
+    the best over shapes (sizes) and over burst and sustained."""
+    from test_kernels import run
+
+    from suite.roofline import resolve
+    from workloads.kernels.ceilings import Ceilings
+    from workloads.kernels.gemm import Gemm
+    from workloads.kernels.memory import Memory
+
+    ceil = run(Ceilings)
+    ceilings_record = {"run_id": "c" * 32, "metrics": ceil.metrics}
+    for resource, c in ceil.details["ceilings"].items():
+        assert c["value"] >= max(c["burst"]["by_shape"].values())
+        assert c["value"] >= c["sustained"]["value"]
+    shown = []
+    for cls, overrides in ((Gemm, {"dtypes": "fp32,bf16"}), (Memory, {})):
+        ctx = run(cls, overrides)
+        resolve(ctx.metrics, [ceilings_record], cls.name)
+        for m in ctx.metrics:
+            if m["roofline"] and m["roofline"]["fraction"] is not None:
+                cell = figures.ceiling_cell(m)
+                shown.append((cls.name, m["case"], m["roofline"]["fraction"], cell))
+                if m["roofline"]["fraction"] > 1:
+                    assert "understated" in cell
+    assert len(shown) == 4, shown
+    for *_, cell in shown:
+        pct = re.match(r"([\d.]+)%", cell)
+        assert pct is None or float(pct.group(1)) <= 100.0, shown
+    print("\n".join(f"{n} {c}: {f:.1%}" for n, c, f, _ in shown))
+
+
+# -- nccl-tests' output ------------------------------------------------------------------------
+def test_parser_reads_an_all_reduce_capture():
+    """The fixture is written in nccl-tests 2.19.6's print format (src/util.cu), with the
+    2xH200 in-place figures of DESIGN.md at 1, 4, 8, 16, 32, 64 and 512 MiB."""
+    out = nccl_tests.parse((FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text())
+    assert out.version == "2.19.6" and out.nccl_library == 22809 and out.collective == "all_reduce_perf"
+    assert out.config["gpus"] == 2 and out.config["iters"] == 20 and out.config["warmup_iters"] == 5
+    assert [d["name"] for d in out.devices] == ["NVIDIA H200", "NVIDIA H200"]
+    assert len(out.rows) == 27 and out.rows[0]["size_bytes"] == 8 and out.rows[-1]["size_bytes"] == 512 << 20
+    first = out.rows[0]
+    assert first["count"] == 2 and first["dtype"] == "float" and first["redop"] == "sum" and first["root"] == -1
+    assert first["ip"]["time_us"] == 17.62 and first["ip"]["wrong"] == 0
+    mib = out.row(1 << 20)
+    assert mib["ip"]["busbw_gbps"] == pytest.approx(70.09, abs=0.01)
+    assert out.row(512 << 20)["ip"]["busbw_gbps"] == pytest.approx(315.25)
+    assert out.row(512 << 20)["oop"]["time_us"] == pytest.approx(1709.81)
+    assert out.wrong_total == 0 and out.avg_busbw_gbps == pytest.approx(79.5515)
+    for r in out.rows:  # the columns mean what nccl-tests means: algbw = size / time, busbw = x 2(n-1)/n
+        for mode in ("oop", "ip"):
+            assert r[mode]["algbw_gbps"] == pytest.approx(r["size_bytes"] / r[mode]["time_us"] / 1e3, rel=2e-3, abs=0.006)
+            assert r[mode]["busbw_gbps"] == pytest.approx(r[mode]["algbw_gbps"], abs=0.006)
+
+
+def test_parser_reads_unchecked_in_place_all_to_all_as_none():
+    out = nccl_tests.parse((FIXTURES / "nccl_tests_alltoall_perf_2xh200.txt").read_text())
+    assert all(r["ip"]["wrong"] is None and r["oop"]["wrong"] == 0 for r in out.rows)
+    assert out.rows[0]["redop"] == "none"
+
+
+def test_parser_skips_log_lines_and_refuses_text_without_a_table():
+    text = (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()
+    noisy = text.replace("#  Rank  1", "gpu-node-07:48213:48213 [1] NCCL INFO Bootstrap : Using eth0\n#  Rank  1")
+    assert len(nccl_tests.parse(noisy).rows) == 27
+    with pytest.raises(nccl_tests.ParseError):
+        nccl_tests.parse("NCCL WARN something [1] went wrong\n# nothing else\n")
+
+
+def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
+    binary = tmp_path / "build" / "all_reduce_perf"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert nccl_tests.find_binary(tmp_path, "all_reduce") == binary
+    with pytest.raises(FileNotFoundError, match="alltoall_perf"):
+        nccl_tests.find_binary(tmp_path, "all_to_all")
+    args = nccl_tests.argv(binary, min_bytes=8, max_bytes=512 << 20, step_factor=2, iters=20, warmup=5, gpus=2,
+                           dtype="float", redop="sum", root=None, graph=False, check=True)
+    assert args[1:] == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5", "-g", "2", "-d", "float",
+                        "-c", "1", "-o", "sum"]
+
+
+def test_suite_rows_are_compared_with_nccl_tests_rows_per_size_and_mode():
+    from suite.crosscheck import collective_vs_nccl_tests
+
+    ref = nccl_tests.parse((FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()).to_dict()
+    mine = [{"size_bytes": 1 << 20, "oop": None,
+             "ip": {"time_us": 15.0, "algbw_gbps": 69.9, "busbw_gbps": 69.9, "wrong": 0}}]
+    (c,) = collective_vs_nccl_tests(mine, ref)
+    assert c["mode"] == "ip" and c["busbw_ratio"] == pytest.approx(69.9 / 70.09, abs=1e-3)
+
+
+# -- collectives timed as nccl-tests, through the CLI on gloo --------------------------------------
+def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request(cli):
+    proc = cli("crosscheck", "collectives.all_reduce", "collectives.all_gather", "--device", "cpu", "--quick",
+               "--nproc-per-node", "2", "-p", "max_bytes=1K", "-p", "iters=4", "-p", "repeats=3",
+               "-p", "collectives.all_gather:timing=per_call", "--warmup", "1", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
+    loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
+    assert loop["workload"]["version"] == 2
+    d = loop["details"]
+    assert d["timing"] == "loop" and d["repeats"] == 3 and "nccl-tests" in d["timing_method"]
+    busbw = [m for m in loop["metrics"] if m["name"] == "busbw_gbps"]
+    assert busbw and all(len(m["samples"]) == 3 for m in busbw)  # one sample per timed loop
+    assert per_call["details"]["timing"] == "per_call" and per_call["details"]["repeats"] == 1
+    assert all(len(m["samples"]) == 4 for m in per_call["metrics"] if m["name"] == "busbw_gbps")
+    # the cross-check ran and said why nccl-tests could not (CPU, no binaries)
+    assert loop["details"]["crosscheck"]["status"] == "skipped"
+    assert "PERFSUITE_NCCL_TESTS" in loop["details"]["crosscheck"]["reason"]
+
+
+def test_time_loop_times_the_whole_loop_once():
+    from suite.timing import time_loop
+
+    calls = []
+    seconds = time_loop(lambda: calls.append(1), 7, "cpu")
+    assert len(calls) == 7 and seconds >= 0
