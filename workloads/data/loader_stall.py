@@ -56,6 +56,7 @@ class LoaderStallParams:
 
 class LoaderStall(DataWorkload):
     name = "data.loader_stall"
+    controls_honoured = ()  # timed in passes of its own (its params), not by the harness's timing loop
     version = 1
     description = "Share of a training-shaped step spent waiting for data, per input pipeline"
     Params = LoaderStallParams

@@ -57,6 +57,7 @@ QUICK: Mapping[str, Any] = {
 class Classifier(Workload):
     name = "inference.classifier"
     category = "inference"
+    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
     version = 1
     description = "BERT-style encoder classification under MLPerf LoadGen (SingleStream/MultiStream/Server/Offline)"
     Params = ClassifierParams

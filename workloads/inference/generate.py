@@ -89,6 +89,7 @@ def build_config(p: GenerateParams) -> Any:
 class Generate(Workload):
     name = "inference.generate"
     category = "inference"
+    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
     version = 1
     description = "greedy decoder generation under MLPerf LoadGen with TTFT/TPOT; dynamic vs static KV cache"
     Params = GenerateParams
