@@ -40,7 +40,7 @@ GPT=(training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=60 --time
 
 main() {
 python3 -c 'import torch, torchvision, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "transformers", transformers.__version__, "|", torch.cuda.get_device_name(), "x", torch.cuda.device_count())'
-step ceilings prun kernels.ceilings -p matmul_dtypes=bf16,fp32 -p copy_bytes=256M -p transfer_bytes=256M
+step ceilings prun kernels.ceilings -p matmul_dtypes=bf16,fp32 -p matmul_shapes=8192x8192x8192 -p copy_sizes=256M -p transfer_bytes=256M
 if [ "$mode" = x2 ]; then
   step gpt-1gpu prun "${GPT[@]}" -p time_budget_s=50
   step gpt-ddp2 prun "${GPT[@]}" -p time_budget_s=50 --nproc-per-node 2

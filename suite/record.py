@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from schemas import RESULT_SCHEMA_VERSION
-from suite import mllog, roofline
+from suite import launcher, mllog, roofline
 from suite import params as params_mod
 from suite.controls import as_applied
 from suite.files import write_atomic
@@ -93,6 +93,7 @@ def build_record(req: "RunRequest", run_id: str, result: WorkerResult, launch: "
             "backend": result.backend,
             "rdzv_endpoint": launch.rdzv_endpoint if launch else None,
             "topology": result.details.get("topology") if world > 1 else None,
+            "env": launcher.suite_env(req.controls.device),
         },
         "environment": environment,
         "gpu_state": result.gpu_state,

@@ -34,7 +34,7 @@ from workloads.training._phases import PhaseClock
 from workloads.training._pipelines import PIPELINES, RankBatches, batches
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from suite import RunContext
 
 PRECISIONS = ("fp32", "bf16")
 MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
