@@ -251,3 +251,36 @@ def test_time_loop_times_the_whole_loop_once():
     calls = []
     seconds = time_loop(lambda: calls.append(1), 7, "cpu")
     assert len(calls) == 7 and seconds >= 0
+
+
+def test_the_roofline_table_never_shows_a_point_above_its_roof():
+    from rich.console import Console
+
+    from suite.roofline_report import render_table
+
+    point = {"workload": "kernels.gemm", "case": "bf16", "intensity": 1365.0, "tflops": 800.0, "gbps": 586.0,
+             "bound": "compute", "roof": 700.0, "roof_unit": "TFLOP/s", "fraction": 800 / 700,
+             "run_id": "a" * 32, "note": ""}
+    console = Console(record=True, width=300)
+    console.print(render_table({"device": "NVIDIA H200", "ceilings_run_id": "c" * 32, "points": [point]}))
+    text = console.export_text()
+    assert "114" not in text and "ceiling understated: redo kernels.ceilings (run cccccccc)" in text
+
+
+def test_the_nvml_reader_reads_clock_power_and_reasons(monkeypatch):
+    """The default reader against a fake pynvml: SM clock, power in W and the reason labels."""
+    import types
+
+    from suite import nvml, nvml_sampler
+
+    class NVMLError(Exception):
+        pass
+
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError, NVML_CLOCK_SM=1, nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
+        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}", nvmlDeviceGetClockInfo=lambda h, kind: 1455,
+        nvmlDeviceGetPowerUsage=lambda h: 699_500, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 4)
+    monkeypatch.setattr(nvml, "init", lambda: (fake, None))
+    r = nvml_sampler.nvml_reader(0)(0.5)
+    assert r == Reading(0.5, 1455.0, 699.5, ("software power cap",))
+    assert wait_until_cool(0, max_s=0.0)["events"] == ["software power cap"]
