@@ -32,29 +32,19 @@ SEED = 0
 
 
 def run_in_process(cls, overrides: dict, min_time_s: float):
-    """The workload exactly as the worker runs it (seeds, unmet, setup, execute, teardown).
-
-    A third copy of the worker's life cycle (issue 8): replace it with the host's one
-    in-process run function (``run_workload``, from the spine-run branch) once that is on
-    main, so the cross-check times exactly what ``perfsuite run`` times."""
+    """The workload through the host's one in-process run (``suite.inprocess.run_workload``:
+    seeds, unmet, setup, execute, teardown), exactly as the measuring process runs it."""
     import torch
 
     from suite import params as params_mod
-    from suite.context import RunContext
-    from suite.controls import Controls, apply_seeds
+    from suite.controls import Controls
+    from suite.inprocess import Unmet, run_workload
 
-    apply_seeds(SEED, deterministic=False)
     params = params_mod.resolve(cls, overrides, quick=False)
-    ctx = RunContext(params=params, controls=Controls(device="cuda", seed=SEED, min_time_s=min_time_s))
-    workload = cls(params)
-    reason = workload.unmet(ctx)
-    if reason:
-        raise SystemExit(f"{cls.name} cannot run here: {reason}")
-    workload.setup(ctx)
     try:
-        workload.execute(ctx)
-    finally:
-        workload.teardown(ctx)
+        ctx = run_workload(cls, params, Controls(device="cuda", seed=SEED, min_time_s=min_time_s))
+    except Unmet as exc:
+        raise SystemExit(f"{cls.name} cannot run here: {exc}") from None
     torch.cuda.empty_cache()
     return ctx
 

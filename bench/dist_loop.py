@@ -3,7 +3,7 @@
 repeats and ranks): the floor perfsuite's eager collectives are compared with for small
 messages. One tensor, in place, float32 sum; no buffer rotation, no checks.
 
-    torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 65536 --out FILE.json
+    TORCH_NCCL_TRACE_BUFFER_SIZE=0 torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 65536 --out FILE.json
 """
 from __future__ import annotations
 

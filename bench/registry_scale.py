@@ -78,6 +78,8 @@ def records(n: int):
                              for m in record["metrics"]]
         record.pop("sha256", None)
         record["sha256"] = record_sha256(record)
+        if i and i % 10_000 == 0:
+            print(f"  {i} records made and imported so far ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
         yield record
 
 

@@ -21,7 +21,7 @@ def one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The useful line of a driver error: SQLAlchemy adds SQL and a help link below it."""
     from sqlalchemy.exc import DBAPIError
 
@@ -43,7 +43,7 @@ def translated_errors(what: str) -> Iterator[None]:
     except RegistryError:
         raise
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise RegistryError(one_line(f"{what}: {_first_line(exc)}")) from exc
+        raise RegistryError(one_line(f"{what}: {first_line(exc)}")) from exc
     except Exception as exc:
         from alembic.util import CommandError  # a database at a revision this version does not know
 

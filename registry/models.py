@@ -116,7 +116,8 @@ class Run(Base):
         Index("ix_runs_device_key_started", "device_key", "started_at"),
         # 0002: the leaderboard (ranked runs of a workload), history (one workload on one
         # system or device, in time order) and compare (runs of one key, in time order).
-        Index("ix_runs_workload_status_verification", "workload_id", "status", "verification_status"),
+        # 0003: covering the leaderboard's aggregation (no row lookups for key and system)
+        Index("ix_runs_ranked", "workload_id", "status", "verification_status", "comparability_key", "system_id"),
         Index("ix_runs_workload_system_started", "workload_id", "system_id", "started_at"),
         Index("ix_runs_workload_device_key_started", "workload_id", "device_key", "started_at"),
         Index("ix_runs_comparability_key_started", "comparability_key", "started_at"),
@@ -155,7 +156,8 @@ class Metric(Base):
     """One metric of a run (per case), with its raw samples and statistics."""
 
     __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_run_id_case_name", "run_id", "case", "name"),)
+    # 0003: covering one named metric's values of given runs (leaderboard, history, compare)
+    __table_args__ = (Index("ix_metrics_run_id_name_case_value", "run_id", "name", "case", "value"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)

@@ -13,8 +13,6 @@ from sqlalchemy.orm import Session, defer
 
 from schemas import CEILINGS_WORKLOAD
 from schemas.headline import headline
-# The one rule, by the name compare, history and the leaderboard import it under.
-from schemas.headline import is_candidate as is_primary_candidate  # noqa: F401
 
 from .errors import RegistryError
 from .models import Metric, Run, System, Workload

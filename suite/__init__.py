@@ -10,12 +10,14 @@ Plugins import only what this module exports (``__all__``)::
     from suite import dtypes             # "bf16" -> torch.bfloat16, sizes, nccl-tests names
     from suite import fused_chain        # the bias+GELU+residual+LayerNorm chain: inputs, reference, tolerance
     from suite import distributed        # for multi-rank drivers: ranks, progress notes, NCCL version, topology
+    from suite import datasets           # deterministic JPEG and .npy data sets, cached
+    from suite import input_pipelines    # image batches through DataLoader, torchvision GPU decode, DALI
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from suite import distributed, dtypes, fused_chain
+from suite import datasets, distributed, dtypes, fused_chain, input_pipelines
 from suite.cases import copy_case
 from suite.hookspecs import hookimpl
 from suite.timing import capture_graph
@@ -27,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __version__ = "0.1.0"
 
 __all__ = ["hookimpl", "Workload", "Case", "Work", "Check", "Requirements", "param", "capture_graph",
-           "copy_case", "RunContext", "dtypes", "fused_chain", "distributed", "__version__"]
+           "copy_case", "RunContext", "dtypes", "fused_chain", "distributed", "datasets", "input_pipelines",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:

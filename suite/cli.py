@@ -72,7 +72,8 @@ def default_device() -> str:
 class PerfsuiteGroup(click.Group):
     """Adds the commands plugins register before any command runs; a plugin whose hook
     raises is reported (``plugins``, one warning on stderr) and cannot stop the others.
-    A :class:`registry.RegistryError` escaping any command is one line and exit 1."""
+    A :class:`registry.RegistryError` or a database error escaping any command is one line
+    and exit 1."""
 
     def _plugin_commands(self) -> None:
         if getattr(self, "_loaded", False):
@@ -98,6 +99,8 @@ class PerfsuiteGroup(click.Group):
             registry = sys.modules.get("registry")  # only loaded by commands that open it
             if registry is not None and isinstance(exc, registry.RegistryError):
                 fail(str(exc), 1)
+            if registry is not None and type(exc).__module__.startswith("sqlalchemy."):
+                fail(f"registry: {registry.errors.first_line(exc)}", 1)  # a query through Registry.session()
             raise
 
 
@@ -310,35 +313,44 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
             requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division,
                                        reproduces=reproduces))
 
-    from registry import records_dir
+    from registry import open_registry, records_dir
+    from suite.session import PreflightError, preflight, run_all
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_db(ctx), records_dir(), echo=lambda s: err.print(plain(s)))
-    records = []
+    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(),
+                    echo=lambda s: err.print(plain(s)))
+    try:
+        preflight(runner, requests)
+    except PreflightError as exc:
+        fail(str(exc))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err,
                   disable=as_json or not sys.stderr.isatty(), transient=True) as bar:
         task = bar.add_task("running", total=len(requests))
-        for req in requests:
+
+        def on_start(req) -> None:
+            if req is not requests[0]:
+                bar.advance(task)
             bar.update(task, description=f"{req.entry.name} (repeat {req.controls.repeat_index + 1}/{repeat})")
             if not as_json and not sys.stderr.isatty():
                 click.echo(f"running {req.entry.name} on {device}" +
                            (f" (repeat {req.controls.repeat_index + 1}/{repeat})" if repeat > 1 else ""), err=True)
-            rec = runner.run(req)
-            if rec is not None:
-                records.append(rec)
-            bar.advance(task)
+
+        outcome = run_all(runner, requests, on_start)
     if as_json:
-        emit_json(records)
+        emit_json(outcome.records)
     else:
         from suite.report import results_table
 
-        out.print(results_table(records))
-    bad = [r for r in records if r["status"] in ("failed", "timeout") or r["verification"]["status"] == "failed"]
-    sys.exit(1 if bad else 0)
+        out.print(results_table(outcome.records))
+        from suite.scoring import print_scores
+        print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
+    for line in outcome.messages:
+        click.echo(clean(line), err=True)
+    sys.exit(outcome.exit_code)
 
 
 # -- results / show / import ---------------------------------------------------------------

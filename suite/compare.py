@@ -21,6 +21,7 @@ from suite import stats
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.05
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
+NOT_TESTED = "not tested (one sample)"  # a single value on a side (power, energy): no test possible
 MIXED = "mixed"
 
 
@@ -135,7 +136,9 @@ def environment_differences(a: dict, b: dict) -> list[dict]:
 def metric_verdict(ratio: float, low: float, high: float, p_value: float | None, higher_is_better: bool,
                    threshold: float, alpha: float) -> str:
     """faster / slower only when significant, outside the CI's 1.0 and beyond the threshold."""
-    if p_value is None or p_value >= alpha or abs(ratio - 1.0) <= threshold or low <= 1.0 <= high:
+    if p_value is None:
+        return NOT_TESTED
+    if p_value >= alpha or abs(ratio - 1.0) <= threshold or low <= 1.0 <= high:
         return NO_CHANGE
     better = ratio > 1.0 if higher_is_better else ratio < 1.0
     return FASTER if better else SLOWER

@@ -54,6 +54,7 @@ class RunContext:
     dist_backend: str | None = None
     speedups: BaselineSpeedups = field(default_factory=BaselineSpeedups)
     artifact_root: str | None = None  # where this run's files beside its record go (runner-chosen)
+    aborted: str | None = None  # set by :meth:`abort`: the run stopped short of its goal, and why
 
     @property
     def device(self) -> str:
@@ -107,6 +108,11 @@ class RunContext:
 
         _, gpu = nvml.current_cuda_gpu(nvml.describe_gpus())
         return gpu["index"] if gpu is not None else torch.cuda.current_device()
+
+    def abort(self, reason: str) -> None:
+        """End the run as ``aborted`` (MLPerf's status for a run that did not reach its quality
+        target within its budget): its metrics are recorded, and it is never ranked."""
+        self.aborted = reason
 
     def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
                 graph: bool | None = None, iterations: int | None = None) -> Measurement:
@@ -220,6 +226,12 @@ class RunContext:
         check = case.verify()
         self.add_check(check)
         return check
+
+    def skip_case(self, label: str, reason: str) -> None:
+        """Record that case ``label`` did not run and why (``details["skipped_cases"]``), so
+        that a requested case never disappears silently."""
+        self.details.setdefault("skipped_cases", {})[label] = reason
+        self.log(f"skipping case {label}: {reason}")
 
     def add_check(self, check: Check) -> None:
         if not isinstance(check, Check):

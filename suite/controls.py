@@ -35,13 +35,35 @@ class Controls:
 
 QUICK_MIN_TIME_S = 0.2
 
+# The controls the harness's own timing loop (RunContext.time_fn) applies. A workload that
+# times its own way (a driver) declares the ones it honours in Workload.controls_honoured;
+# its records state the others as not applied (None) instead of as if they had been.
+TIMING_CONTROLS = ("warmup", "iterations", "min_time_s", "max_iterations", "l2_flush", "cuda_graph")
 
-def prepare_process_env(controls: Controls) -> None:
-    """Environment that must be set before torch initialises CUDA."""
+
+def as_applied(controls: Controls, honoured: tuple[str, ...]) -> dict:
+    """The record's ``controls``: every control, with the timing controls the workload does
+    not honour set to None and named in ``not_applied``."""
+    unknown = set(honoured) - set(TIMING_CONTROLS)
+    if unknown:
+        raise ValueError(f"controls_honoured names unknown timing controls {sorted(unknown)}")
+    out = controls.to_dict()
+    not_applied = [name for name in TIMING_CONTROLS if name not in honoured]
+    for name in not_applied:
+        out[name] = None
+    out["not_applied"] = not_applied
+    return out
+
+
+def process_env(controls: Controls) -> dict[str, str]:
+    """Environment of the measuring process, set when it is spawned: PYTHONHASHSEED only
+    works from an interpreter's start, and cuBLAS reads its workspace setting when CUDA
+    initialises."""
+    env = {"PYTHONHASHSEED": str(controls.seed % 2**32)}  # its range is 0..4294967295
     if controls.deterministic:
         # cuBLAS needs a fixed workspace configuration for reproducible results.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    os.environ.setdefault("PYTHONHASHSEED", str(controls.seed))
+        env["CUBLAS_WORKSPACE_CONFIG"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    return env
 
 
 def apply_seeds(seed: int, deterministic: bool) -> None:

@@ -26,6 +26,21 @@ import zlib
 from dataclasses import dataclass, field
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
+# Python-launched collective: measured on 2xH200 with torch 2.11, an 8 B all_reduce loop took
+# 47 us per call with it and 21 us without, which made eager collectives up to 32 MiB
+# launch-bound against nccl-tests. Off for measuring processes unless the user set it.
+FLIGHT_RECORDER_OFF = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+
+
+def suite_env(device: str) -> dict[str, str]:
+    """The variables the suite sets for measuring processes on ``device`` (recorded in each
+    record's ``launch.env``): what they are is part of what was measured."""
+    if device != "cuda":
+        return {}
+    env = dict(NVLS_OFF)  # NVLink multicast stays off on shared hosts
+    env.update({k: v for k, v in FLIGHT_RECORDER_OFF.items() if k not in os.environ})
+    return env
 TAG_ENV = "PERFSUITE_LAUNCH_TAG"
 SPEC_ENV = "PERFSUITE_SPEC"  # read by suite.distributed.note_progress
 # Rendezvous ports of SLURM steps: below Linux's ephemeral range (32768-60999), where other
@@ -69,8 +84,7 @@ _launch_counter = itertools.count()
 def build(spec_path: str, opts: LaunchOptions, device: str) -> Launch:
     """The command that runs ``python -m suite.worker SPEC`` as the options ask."""
     env = dict(os.environ)
-    if device == "cuda":
-        env.update(NVLS_OFF)  # NVLink multicast stays off on shared hosts
+    env.update(suite_env(device))
     env[SPEC_ENV] = str(spec_path)
     index = next(_launch_counter)
     worker = [sys.executable, "-m", "suite.worker", str(spec_path)]
@@ -84,8 +98,33 @@ def build(spec_path: str, opts: LaunchOptions, device: str) -> Launch:
     return launch
 
 
+def validate(opts: LaunchOptions) -> None:
+    """Raise :class:`LaunchError` for options that cannot work together, before any run
+    starts (the same checks :func:`build` makes when it launches)."""
+    if opts.nnodes > 1 and opts.rdzv_endpoint is None:
+        raise LaunchError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+    if opts.rdzv_endpoint is not None:
+        endpoint_for_launch(opts.rdzv_endpoint, 0)
+        if "SLURM_NODEID" not in os.environ and not 0 <= opts.node_rank < opts.nnodes:
+            raise LaunchError(f"--node-rank {opts.node_rank} is outside 0..{opts.nnodes - 1}")
+
+
+def stores_records(opts: LaunchOptions) -> bool:
+    """Whether this process stores the records of runs launched with ``opts``: rank 0's
+    side only (the same decision :func:`build` makes in ``Launch.records``)."""
+    if opts.nnodes == 1 and opts.rdzv_endpoint is None and slurm_world() > 1:
+        return int(os.environ["SLURM_PROCID"]) == 0
+    if opts.nnodes > 1 or opts.rdzv_endpoint is not None:
+        node_rank = opts.node_rank
+        if node_rank == 0 and "SLURM_NODEID" in os.environ:
+            node_rank = int(os.environ["SLURM_NODEID"])
+        return node_rank == 0
+    return True
+
+
 def _torchrun(worker: list[str], env: dict[str, str], opts: LaunchOptions, index: int) -> Launch:
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={opts.nproc_per_node}",
+    # torchrun runs under suite.lifeline: it and its ranks end when the runner dies.
+    argv = [sys.executable, "-m", "suite.lifeline", "torch.distributed.run", f"--nproc-per-node={opts.nproc_per_node}",
             f"--nnodes={opts.nnodes}", "--max-restarts=0"]
     node_rank = opts.node_rank
     if opts.nnodes == 1 and opts.rdzv_endpoint is None:

@@ -30,6 +30,8 @@ ENV_PLUGINS = "PERFSUITE_PLUGINS"
 DEFAULT_PLUGINS = (
     "workloads.kernels",
     "workloads.collectives",
+    "workloads.data",
+    "workloads.training",
     "workloads.inference",
 )
 

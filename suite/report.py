@@ -85,8 +85,8 @@ def runs_table(rows: list[dict]) -> Table:
     for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
         t.add_column(col)
     for r in rows:
-        if r["status"] != "success" and r.get("error"):
-            head = f"{r['status']}: {r['error']}"  # a run that did not succeed has no headline figure
+        if r["status"] != "success":  # a run that did not succeed (or did not verify) has no headline figure
+            head = f"{r['status']}: {r['error']}" if r.get("error") else ""
         else:
             head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")

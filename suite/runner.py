@@ -1,14 +1,24 @@
 """Runs workloads: one measuring subprocess per run, in its own process group, with a
-timeout that kills the whole tree; assembles, validates, writes and stores the record.
+timeout that kills the whole tree; then the record, on disk first, in the registry second.
 
-Order of writing: the JSON record file (and its MLLOG twin) first, atomically, then the
-registry commit, so that a crash between the two leaves a file ``perfsuite import`` can load.
+A run, from the runner's side:
+
+1. static requirements (no process for a run that cannot happen here);
+2. the launch (one process, torchrun or a SLURM rank) and, on the side that stores the
+   record, the roofline ceilings read from the registry: the last time the registry is
+   touched before the measurement ends;
+3. the typed :class:`~suite.runspec.RunSpec` to the worker, its
+   :class:`~suite.runspec.WorkerResult` back (or the runner's own "timeout" / "failed");
+4. the record built, hashed and validated once, written atomically with its MLLOG twin;
+5. only then the registry commit: if that fails, :class:`RecordNotStored` says where the
+   file is, for ``perfsuite import``.
+
+Every process of a launch dies with this one (suite.lifeline) and the temporary folder
+goes with them.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
 import signal
@@ -20,15 +30,16 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
-from schemas import RESULT_SCHEMA_VERSION
-from suite import distributed, launcher, mllog, roofline
+from suite import distributed, launcher, lifeline
 from suite import params as params_mod
-from suite.controls import Controls
-from suite.files import write_atomic
-from suite.worker import now
+from suite.controls import Controls, process_env
 from suite.plugins import WorkloadEntry
+from suite.record import build_record, finalize, write_files
+from suite.roofline import CEILING_SOURCES
+from suite.runspec import RunSpec, WorkerResult, now
 
 LOG_TAIL_LINES = 15
+WORKDIR_PREFIX = "perfsuite-"
 
 
 @dataclass
@@ -43,11 +54,39 @@ class RunRequest:
     reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
 
 
-def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
-    """Apples to apples: runs compare only when this key is equal."""
-    basis = json.dumps({"name": name, "version": version, "params": params, "scenario": scenario,
-                        "division": division}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(basis.encode()).hexdigest()
+class RegistryUnavailable(Exception):
+    """The registry failed before a measurement started: nothing measured is lost (one line)."""
+
+
+class RecordNotStored(Exception):
+    """The record is on disk but the registry refused or could not be reached (one line)."""
+
+    def __init__(self, record: dict, path: Path, reason: str) -> None:
+        self.record, self.path, self.reason = record, path, reason
+        super().__init__(f"run {record['run_id']} ({record['workload']['name']}, {record['status']}) was not "
+                         f"stored in the registry: {reason}; its record is at {path}: "
+                         f"'perfsuite import {path}' will load it")
+
+
+def registry_failures() -> tuple[type[BaseException], ...]:
+    """What opening or using the registry raises when it is unusable: its own RegistryError,
+    and whatever SQLAlchemy or the file system raise beneath it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from registry import RegistryError
+
+    return (RegistryError, SQLAlchemyError, OSError)
+
+
+def failure_line(exc: BaseException) -> str:
+    """An exception as one line: SQLAlchemy's messages carry SQL and a link on further lines.
+    The registry's own errors are written for the user and keep their text as is."""
+    from registry import RegistryError
+
+    text = " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
+    if isinstance(exc, RegistryError) or text.startswith(type(exc).__name__):
+        return text
+    return f"{type(exc).__name__}: {text}"
 
 
 def static_unmet(req: RunRequest) -> str | None:
@@ -97,8 +136,22 @@ def _exit_reason(code: int) -> str:
     return f"exited with code {code}"
 
 
+def device_keys(device: str) -> list[str]:
+    """The keys a run on ``device`` may be measured on here (the CPU, or each GPU NVML sees),
+    without torch: the ceilings of each are read before the run."""
+    import socket
+
+    from suite import nvml
+    from suite.environment import cpu_model, device_key
+
+    host = socket.gethostname()
+    if device == "cuda":
+        return [device_key("cuda", g["name"], g["uuid"], host) for g in nvml.describe_gpus()]
+    return [device_key("cpu", cpu_model(), None, host)]
+
+
 class Runner:
-    """Runs requests one after another and stores each record as soon as it is complete."""
+    """Runs requests one after another and stores each record as soon as it is on disk."""
 
     def __init__(self, open_registry: Callable[[], Any], records_dir: Path,
                  echo: Callable[[str], None] = lambda s: None) -> None:
@@ -107,37 +160,67 @@ class Runner:
         self.records_dir = records_dir
         self.echo = echo
 
-    @property
-    def registry(self) -> Any:
-        """Opened on first use: SLURM tasks other than rank 0 never touch the registry."""
+    def _with_registry(self, use: Callable[[Any], Any]) -> Any:
+        """Use the registry, then release its connections: a run may last many minutes, and a
+        registry that went away meanwhile must fail the next use, not a stale connection."""
         if self._registry is None:
             self._registry = self._open_registry()
-        return self._registry
+        try:
+            return use(self._registry)
+        finally:
+            self._registry.close()
+
+    def check_registry(self) -> None:
+        """Open the registry (creating and migrating it) and read from it; RegistryUnavailable if that fails."""
+        try:
+            self._with_registry(lambda reg: reg.results(limit=1))
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be used: {failure_line(exc)}") from exc
+
+    def ceilings(self, device: str) -> dict[str, list[dict]]:
+        """device key -> the latest passed record of each ceiling workload measured on it."""
+        def read(reg: Any) -> dict[str, list[dict]]:
+            out = {}
+            for key in device_keys(device):
+                out[key] = [r for r in (reg.latest_passed(w, key) for w in CEILING_SOURCES) if r]
+            return out
+
+        try:
+            return self._with_registry(read)
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
 
     def run(self, req: RunRequest) -> dict | None:
+        """The stored record, or None where another node's rank 0 stores it. Raises
+        RegistryUnavailable (nothing measured yet) or RecordNotStored (the file is on disk)."""
         run_id = uuid.uuid4().hex
         started = now()
         unmet = static_unmet(req)
         if unmet:
-            return self._finish(req, run_id, started, {"status": "skipped", "error": unmet}, None)
-        workdir = Path(tempfile.mkdtemp(prefix=f"perfsuite-{run_id[:8]}-"))
+            result = WorkerResult(status="skipped", error=unmet, started_at=started, finished_at=now())
+            return self._finish(req, run_id, result, None, {})
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{run_id[:8]}-"))
         try:
-            result, launch = self._launch(req, run_id, workdir)
+            spec = RunSpec(run_id=run_id, workload=req.entry.name, params=params_mod.to_dict(req.params),
+                           quick=req.quick, controls=req.controls, workdir=str(workdir),
+                           result_path=str(workdir / "result.json"),
+                           artifact_dir=str(self.records_dir / "artifacts" / run_id))
+            spec_path = workdir / "spec.json"
+            launch = launcher.build(str(spec_path), req.launch, req.controls.device)
+            ceilings = self.ceilings(req.controls.device) if launch.records else {}
+            spec_path.write_text(spec.to_json())
+            launch.env.update(process_env(req.controls))
+            launch.env.update({lifeline.ANCESTOR_ENV: lifeline.ancestor_token(), lifeline.WORKDIR_ENV: str(workdir)})
+            result = self._launch(req, spec, spec_path, launch, started)
             if not launch.records:
                 return None  # another node's rank 0 writes the record
-            return self._finish(req, run_id, started, result, launch)
+            return self._finish(req, run_id, result, launch, ceilings)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _launch(self, req: RunRequest, run_id: str, workdir: Path) -> tuple[dict, launcher.Launch]:
-        spec_path = workdir / "spec.json"
-        result_path = workdir / "result.json"
-        spec = {"run_id": run_id, "workload": req.entry.name, "params": params_mod.to_dict(req.params),
-                "quick": req.quick, "controls": req.controls.to_dict(), "result_path": str(result_path),
-                "artifact_dir": str(self.records_dir / "artifacts" / run_id)}
-        spec_path.write_text(json.dumps(spec))
-        launch = launcher.build(str(spec_path), req.launch, req.controls.device)
-        log_path = workdir / "worker.log"
+    def _launch(self, req: RunRequest, spec: RunSpec, spec_path: Path, launch: launcher.Launch,
+                started: str) -> WorkerResult:
+        log_path = Path(spec.workdir) / "worker.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(launch.argv, env=launch.env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
@@ -148,97 +231,43 @@ class Runner:
                 kill_tree(proc, launch.tag)
                 timed_out = True
             finally:
-                if proc.poll() is None:  # interrupted (Ctrl-C): leave no orphan ranks behind
+                if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no orphan ranks behind
                     kill_tree(proc, launch.tag)
         # Anything the launch started and left behind (a rank that outlived torchrun) goes too.
         launcher.kill_tree(proc.pid, launch.tag)
         if not launch.records:
-            return {}, launch  # a rank of another node's record: nothing to report here
+            return WorkerResult(status="skipped", started_at=started, finished_at=now())  # not reported here
         rank_errors = distributed.read_rank_errors(spec_path)
         if timed_out:
             msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
             where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])
             if where:
                 msg += "; " + "; ".join(where)
-            return {"status": "timeout", "error": msg}, launch
+            return WorkerResult(status="timeout", error=msg, started_at=started, finished_at=now())
+        result_path = Path(spec.result_path)
         if result_path.exists():
-            result = json.loads(result_path.read_text())
-            if result["status"] == "failed" and rank_errors:
-                result["error"] = "; ".join(rank_errors)
-            return result, launch
+            result = WorkerResult.from_json(result_path.read_text())
+            if result.status == "failed" and rank_errors:
+                result.error = "; ".join(rank_errors)
+            return result
         why = "; ".join(rank_errors) if rank_errors else f"measuring process {_exit_reason(proc.returncode)}"
         tail = _tail(log_path)
         self.echo(f"{req.entry.name}: {why}" + (f"\n{tail}" if tail else ""))
-        return {"status": "failed", "error": why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")}, launch
+        error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
+        return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
 
-    def _finish(self, req: RunRequest, run_id: str, started: str, result: dict,
-                launch: launcher.Launch | None) -> dict:
+    def _finish(self, req: RunRequest, run_id: str, result: WorkerResult, launch: launcher.Launch | None,
+                ceilings: dict[str, list[dict]]) -> dict:
         from suite.environment import collect
 
-        cls = req.entry.cls
-        params = params_mod.to_dict(req.params)
         # A run that never reached its measuring process still gets a fingerprint (light: no torch).
-        environment = result.get("environment") or collect(req.controls.device, deep=False)
-        checks = result.get("checks", [])
-        status = result["status"]
-        if checks and not all(c["passed"] for c in checks):
-            verification = "failed"
-        elif checks and status == "success":
-            verification = "passed"
-        else:
-            verification = "skipped"
-        metrics = result.get("metrics", [])
-        if status == "success":
-            key = environment["measured_device"]["key"]
-            ceilings = [r for r in (self.registry.latest_passed(w, key) for w in roofline.CEILING_SOURCES) if r]
-            roofline.resolve(metrics, ceilings, cls.name)
-        world = launch.world_size if launch else 1
-        record = {
-            "schema_version": RESULT_SCHEMA_VERSION,
-            "run_id": run_id,
-            "started_at": result.get("started_at", started),
-            "finished_at": result.get("finished_at", now()),
-            "status": status,
-            "error": result.get("error"),
-            "workload": {
-                "name": cls.name, "version": cls.version, "category": cls.category,
-                "plugin": {"name": req.entry.plugin.name, "distribution": req.entry.plugin.distribution,
-                           "version": req.entry.plugin.version},
-                "params": params, "quick": req.quick, "scenario": req.scenario, "division": req.division,
-                "primary_metric": cls.primary_metric,
-            },
-            "comparability_key": comparability_key(cls.name, cls.version, params, req.scenario, req.division),
-            "controls": req.controls.to_dict(),
-            "launch": {
-                "launcher": launch.launcher if launch else "local", "world_size": world,
-                "nnodes": launch.nnodes if launch else 1,
-                "nproc_per_node": launch.nproc_per_node if launch else 1,
-                "backend": result.get("backend"),
-                "rdzv_endpoint": launch.rdzv_endpoint if launch else None,
-                "topology": result.get("details", {}).get("topology") if world > 1 else None,
-            },
-            "environment": environment,
-            "gpu_state": result.get("gpu_state"),
-            "metrics": metrics,
-            "verification": {"status": verification, "checks": checks},
-            "details": result.get("details", {}),
-        }
-        if req.reproduces:
-            record["reproduces"] = req.reproduces
-        return self.store(record)
-
-    def store(self, record: dict) -> dict:
-        """Hash, validate, write the JSON file and MLLOG, then commit to the registry."""
-        from registry import record_sha256, validate_record
-
-        record.pop("sha256", None)
-        record["sha256"] = record_sha256(record)
-        validate_record(record)
-        self.records_dir.mkdir(parents=True, exist_ok=True)
-        path = self.records_dir / f"{record['run_id']}.json"
-        write_atomic(path, json.dumps(record, indent=1, sort_keys=True))
-        mllog.write(record, path.with_suffix(".mllog"))
-        self.registry.store(record)
+        environment = result.environment or collect(req.controls.device, deep=False)
+        record = finalize(build_record(req, run_id, result, launch, environment, ceilings))
+        path = write_files(record, self.records_dir)
+        try:
+            self._with_registry(lambda reg: reg.store(record))
+        except registry_failures() as exc:
+            raise RecordNotStored(record, path, failure_line(exc)) from exc
         return record
 
 
@@ -256,5 +285,3 @@ def repeat_seeds(seed: int | None, repeat: int) -> list[int]:
     else:
         base = seed
     return [base + i for i in range(repeat)]
-
-

@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
+from suite.controls import TIMING_CONTROLS
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite.context import RunContext
 
@@ -101,9 +103,20 @@ class Workload:
     # The headline metric of each case (e.g. "tflops"), stored in the record and used by every
     # table and summary (schemas.headline); None: the case's first throughput.
     primary_metric: ClassVar[str | None] = None
+    # The timing controls (suite.controls.TIMING_CONTROLS) this workload applies: all of them
+    # when its cases go through ctx.measure; a driver that times its own way names the ones
+    # it honours, and its records state the rest as not applied.
+    controls_honoured: ClassVar[tuple[str, ...]] = TIMING_CONTROLS
 
     def __init__(self, params: Any) -> None:
         self.params = params
+
+    # -- before any process starts, called by the runner -----------------------------
+    def footprint_bytes(self, world_size: int) -> int | None:
+        """Bytes this run allocates on its measuring device per rank (host memory on the CPU,
+        device memory on a GPU), or None when unknown. The runner refuses a run whose
+        footprint exceeds the memory available, before it starts. Cheap: no torch."""
+        return None
 
     # -- lifecycle, called by the harness in the measuring process -----------------
     def unmet(self, ctx: "RunContext") -> str | None:
@@ -151,6 +164,9 @@ def validate_workload_class(cls: Any) -> None:
     unknown = set(cls.quick) - names
     if unknown:
         raise TypeError(f"workload {cls.name}: quick preset names unknown parameters {sorted(unknown)}")
+    unknown = set(cls.controls_honoured) - set(TIMING_CONTROLS)
+    if unknown:
+        raise TypeError(f"workload {cls.name}: controls_honoured names unknown controls {sorted(unknown)}")
     if cls.primary_metric is not None and not (isinstance(cls.primary_metric, str) and cls.primary_metric):
         raise TypeError(f"workload {cls.name}: primary_metric must be a metric name or None")
     for d in cls.requirements.devices:

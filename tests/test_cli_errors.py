@@ -90,7 +90,9 @@ def test_every_registry_command_refuses_a_bad_db_in_one_line(cli_fast, tmp_path,
     url, expected = bad_urls(tmp_path)[name]
     good = tmp_path / "good.json"
     good.write_text(json.dumps(make_record()))
-    for args in (["results"], ["show", "abcd"], ["import", str(good)]):
+    for args in (["results"], ["show", "abcd"], ["import", str(good)], ["history", "--workload", "kernels.gemm"],
+                 ["compare", "abcd", "ef01"], ["leaderboard", "--out", str(tmp_path / "site")],
+                 ["reproduce", "abcd"]):
         line = one_error_line(cli_fast("--db", url, *args))
         assert expected in line, (args, line)
 
@@ -219,3 +221,20 @@ def test_plain_keeps_brackets_and_shows_control_characters():
     console = Console(record=True, width=200, color_system=None)
     console.print(plain("[/x] [red]not red[/red]"))
     assert console.export_text().strip() == "[/x] [red]not red[/red]"
+
+
+def test_a_database_error_escaping_a_command_is_one_line(cli_fast):
+    """A command that queries through ``Registry.session()`` and loses its server mid-way."""
+    from sqlalchemy.exc import OperationalError
+
+    from suite.cli import cli as group
+
+    @group.command("lose-the-server")
+    def lose_the_server():
+        raise OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n"
+                                                        "\tThis probably means the server terminated"))
+    try:
+        line = one_error_line(cli_fast("lose-the-server"))
+    finally:
+        group.commands.pop("lose-the-server")
+    assert line == "Error: registry: server closed the connection unexpectedly"

@@ -162,6 +162,10 @@ def test_every_collective_runs_with_gloo_through_torchrun(cli, perfsuite_env, wo
         assert r["status"] == "success" and r["verification"]["status"] == "passed", (op, r["error"])
         assert r["launch"]["launcher"] == "torchrun" and r["launch"]["world_size"] == world
         assert r["launch"]["backend"] == "gloo"
+        # the record states the controls the sweep applied; the others as not applied
+        assert r["controls"]["not_applied"] == ["iterations", "min_time_s", "max_iterations", "l2_flush"]
+        assert r["controls"]["warmup"] == 1 and r["controls"]["cuda_graph"] is False
+        assert r["controls"]["iterations"] is None and r["controls"]["l2_flush"] is None
         d = r["details"]
         assert d["world_size"] == world and d["backend"] == "gloo" and d["nccl_version"] is None
         assert d["busbw_factor"] == pytest.approx(HAND_FACTOR[world][op])
@@ -194,7 +198,7 @@ def test_the_correctness_count_catches_an_injected_wrong_element(cli, perfsuite_
     expected_per_row = {"all_reduce": 2, "reduce_scatter": 1, "send_recv": 1}
     for r in records:
         op = r["workload"]["name"].split(".", 1)[1]
-        assert r["status"] == "success" and r["verification"]["status"] == "failed", op
+        assert r["status"] == "invalid" and r["verification"]["status"] == "failed", op  # never ranked
         check = r["verification"]["checks"][0]
         rows = r["details"]["rows"]
         assert check["label"] == "correctness" and not check["passed"]

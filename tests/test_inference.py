@@ -64,6 +64,25 @@ def test_summary_multistream_and_offline_tokens():
     assert off.valid and off.rates == {"samples_per_s": 47.9981, "tokens_per_s": 383.985}
 
 
+def test_show_table_has_a_row_per_scenario_with_the_reasons_as_plain_text():
+    from rich.console import Console
+
+    server = _summary("generate-Server-performance.txt").to_dict()
+    offline = _summary("classifier-Offline-performance.txt").to_dict()
+    offline["invalid_reasons"].append("[bold]not markup[/bold]")
+    record = {"details": {"inference": {"loadgen_version": "6.0.17", "artifact_dir": "/x", "scenarios": {
+        "Server": {"performance": {"summary": server}, "accuracy": {"score": 0.95, "threshold": 0.9},
+                   "find_peak": {"peak_valid_qps": 24.0}},
+        "Offline": {"performance": {"summary": offline}}}}}}
+    console = Console(width=250, record=True)
+    console.print(Generate.render_details(record))
+    text = console.export_text()
+    assert text.index("Server") < text.index("Offline")  # LoadGen's scenario order
+    assert "INVALID: Early stopping not satisfied" in text and "[bold]not markup[/bold]" in text
+    assert "655.39" in text and "0.950 (>= 0.9)" in text and "24" in text
+    assert Classifier.render_details({"details": {}}) is None
+
+
 def test_summary_that_is_not_one_is_refused():
     with pytest.raises(SummaryParseError, match="Result is"):
         parse_summary("Scenario : Server\nMode : PerformanceOnly\n")

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from suite import params as params_mod  # noqa: E402
 from suite.context import RunContext  # noqa: E402
 from suite.controls import Controls, apply_seeds  # noqa: E402
+from suite.inprocess import run_workload  # noqa: E402
 from suite.roofline import ceiling_table  # noqa: E402
 from workloads.kernels import WORKLOADS, attention, gemm  # noqa: E402
 from workloads.kernels.attention import Attention, attention_flops  # noqa: E402
@@ -36,17 +37,10 @@ def make_ctx(cls, overrides: dict | None = None, quick: bool = True, device: str
 
 
 def run(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
-    """unmet / setup / execute / teardown, as the worker calls them."""
-    ctx = make_ctx(cls, overrides, quick, device)
-    workload = cls(ctx.params)
-    reason = workload.unmet(ctx)
-    assert reason is None, reason
-    workload.setup(ctx)
-    try:
-        workload.execute(ctx)
-    finally:
-        workload.teardown(ctx)
-    return ctx
+    """The workload as the worker runs it: suite.inprocess.run_workload."""
+    p = params_mod.resolve(cls, overrides or {}, quick=quick)
+    controls = Controls(device=device, iterations=3, warmup=1, min_time_s=None)
+    return run_workload(cls, p, controls, quick=quick)
 
 
 def metric(ctx: RunContext, case: str, name: str) -> dict:

@@ -56,7 +56,7 @@ def test_single_process_is_a_plain_worker(tmp_path):
 def test_one_node_torchrun_is_standalone_and_gpu_runs_keep_nvlink_multicast_off(tmp_path):
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=4), "cuda")
     assert la.launcher == "torchrun" and la.world_size == 4 and la.records
-    assert la.argv[1:3] == ["-m", "torch.distributed.run"]
+    assert la.argv[1:4] == ["-m", "suite.lifeline", "torch.distributed.run"]  # dies with the runner
     assert "--standalone" in la.argv and "--nproc-per-node=4" in la.argv
     assert la.argv[-3:] == ["-m", "suite.worker", str(tmp_path / "s.json")]
     for k, v in launcher.NVLS_OFF.items():
@@ -235,3 +235,15 @@ def test_rank_figures_aggregate_as_declared():
     assert [distributed.aggregate(values, how) for how in ("mean", "max", "min", "rank0")] == [2.0, 3.0, 1.0, 3.0]
     with pytest.raises(ValueError, match="unknown aggregation 'median'"):
         distributed.aggregate(values, "median")
+
+
+def test_gpu_runs_turn_the_nccl_flight_recorder_off_unless_the_user_set_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCH_NCCL_TRACE_BUFFER_SIZE", raising=False)
+    la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=2), "cuda")
+    assert la.env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "0"
+    assert launcher.suite_env("cuda")["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "0"
+    assert launcher.suite_env("cpu") == {}
+    monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+    la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=2), "cuda")
+    assert la.env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"  # the user's choice stands, and is not claimed
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in launcher.suite_env("cuda")

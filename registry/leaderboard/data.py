@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 
 from ..models import Metric, Run, Submission, SubmittedSystem, System, Workload
+from schemas import CEILINGS_WORKLOAD
 from schemas.headline import case_headline
 
 OLYMPIC_MIN_RUNS = 3
-CEILINGS_WORKLOAD = "kernels.ceilings"
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Helpers shared by the registry commands: plain-text cells and verdict colours."""
 from __future__ import annotations
 
-VERDICT_COLOURS = {"faster": "green", "slower": "red", "no significant change": "yellow", "mixed": "magenta",
+VERDICT_COLOURS = {"faster": "green", "slower": "red", "no significant change": "yellow", "mixed": "magenta", "not tested (one sample)": "dim",
                    "reproduced": "green", "did not reproduce": "red"}
 
 

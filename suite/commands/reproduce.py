@@ -31,9 +31,11 @@ def _cli_value(value) -> str:
 def run_arguments(record: dict) -> list[str]:
     """The ``perfsuite run`` arguments that repeat ``record``'s run."""
     w, c, launch = record["workload"], record["controls"], record["launch"]
-    args = ["run", w["name"], "--device", c["device"], "--seed", str(c["seed"]), "--warmup", str(c["warmup"]),
+    args = ["run", w["name"], "--device", c["device"], "--seed", str(c["seed"]),
             "--timeout", repr(float(c["timeout_s"])), "--division", w["division"], "--json",
             "--reproduces", record["run_id"]]
+    if c["warmup"] is not None:  # None: a control the workload does not honour (controls.not_applied)
+        args += ["--warmup", str(c["warmup"])]
     for name, value in w["params"].items():
         args += ["-p", f"{name}={_cli_value(value)}"]
     if c["iterations"] is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from suite import Requirements, Workload, param
+from suite import Requirements, Workload, dtypes, param
 from workloads.collectives import _sweep
 from workloads.collectives._ops import OPS, REDOPS, OpSpec
 
@@ -84,6 +84,16 @@ class Collective(Workload):
     quick: ClassVar[Mapping[str, Any]] = QUICK
     requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2, packages=("torch",))
     primary_metric = "busbw_gbps"
+    # The sweep times its own loops (iters per size, as nccl-tests): only these apply.
+    controls_honoured = ("warmup", "cuda_graph")
+
+    def footprint_bytes(self, world_size: int) -> int | None:
+        """The send buffer (out of place) and the receive buffer, sized for the largest size."""
+        pl = _sweep.plan(self.op, self.params, world_size)
+        if not pl.sizes:
+            return None  # unmet says why
+        span = max(c.span for _, c in pl.sizes) * dtypes.element_size(pl.dtype)
+        return span * (2 if "oop" in pl.modes else 1)
 
     def unmet(self, ctx: "RunContext") -> str | None:
         p, op, n = self.params, self.op, ctx.world_size

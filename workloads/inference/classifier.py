@@ -57,6 +57,7 @@ QUICK: Mapping[str, Any] = {
 class Classifier(Workload):
     name = "inference.classifier"
     category = "inference"
+    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
     version = 1
     description = "BERT-style encoder classification under MLPerf LoadGen (SingleStream/MultiStream/Server/Offline)"
     Params = ClassifierParams
@@ -94,3 +95,9 @@ class Classifier(Workload):
 
     def teardown(self, ctx: "RunContext") -> None:
         self.backend = self.reference = None
+
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        from workloads.inference.report import render_table
+
+        return render_table(record)

@@ -154,8 +154,11 @@ class Driver:
         bound = BOUND_FACTOR * expected_s(self.p, scenario, mode, self.measured, qps) + self.p.query_timeout_s + 30.0
         settings["bound_s"] = bound
         self.ctx.log(f"LoadGen {scenario} {mode}" + (f" at {target_qps:g} QPS" if target_qps else ""))
-        return run_test(self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound,
-                        self.ctx.energy_j)
+        with self.ctx.gpu_sampler() as sampler:
+            result = run_test(self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound,
+                              self.ctx.energy_j)
+        result.gpu = sampler.summary()
+        return result
 
     def _performance_test(self, scenario: str, out: dict) -> LoadGenResult:
         """A performance run; when LoadGen ran out of pre-generated queries before the minimum
@@ -258,7 +261,7 @@ class Driver:
                 "sut": {"batches": st.batches, "samples": st.samples, "tokens": st.tokens,
                         "mean_batch": st.samples / st.batches if st.batches else 0.0,
                         "max_batch_seen": max(st.batch_sizes, default=0)},
-                "wall_s": result.wall_s, "energy": energy or None}
+                "wall_s": result.wall_s, "energy": energy or None, "gpu": result.gpu}
 
     def _find_peak(self, out: dict) -> LoadGenResult:
         """The highest Server target QPS that stays VALID: double from ``target_qps`` while VALID

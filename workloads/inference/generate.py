@@ -89,6 +89,7 @@ def build_config(p: GenerateParams) -> Any:
 class Generate(Workload):
     name = "inference.generate"
     category = "inference"
+    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
     version = 1
     description = "greedy decoder generation under MLPerf LoadGen with TTFT/TPOT; dynamic vs static KV cache"
     Params = GenerateParams
@@ -129,3 +130,9 @@ class Generate(Workload):
 
     def teardown(self, ctx: "RunContext") -> None:
         self.backend = self.reference = None
+
+    @classmethod
+    def render_details(cls, record: Mapping[str, Any]) -> Any:
+        from workloads.inference.report import render_table
+
+        return render_table(record)

@@ -32,6 +32,7 @@ class LoadGenResult:
     energy_j: float | None
     stats: SUTStats
     summary: LoadGenSummary | None  # performance mode only
+    gpu: dict | None = None  # the GPU sampled during the run (clocks, power, throttle reasons); None without one
 
 
 def _no_op(samples: Any) -> None:

@@ -150,6 +150,18 @@ class Gemm(KernelWorkload):
     def unmet(self, ctx: "RunContext") -> str | None:
         return all_unsupported({d: matmul_unsupported(d, ctx.device) for d in self.params.dtypes})
 
+    def footprint_bytes(self, world_size: int) -> int | None:
+        """A, B and the output of every precision (all live at once), plus the float32
+        temporaries fp8 operands are drawn through."""
+        p = self.params
+        total = 0
+        for dtype in dict.fromkeys(p.dtypes):
+            out = 2 if dtype == "fp8" else element_size(dtype)  # fp8 writes bf16
+            total += element_size(dtype) * (p.m * p.k + p.k * p.n) + out * p.m * p.n
+        if "fp8" in p.dtypes:
+            total += 4 * max(p.m * p.k, p.k * p.n)
+        return total
+
     def kernel(self, ops: MatmulOperands) -> Callable[[], None]:
         """The timed call for one precision (a seam for tests that break it on purpose)."""
         return ops.run

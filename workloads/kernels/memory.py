@@ -56,6 +56,12 @@ class Memory(KernelWorkload):
     quick = {"size_bytes": 16 * MIB}
     primary_metric = "gbps"
 
+    def footprint_bytes(self, world_size: int) -> int | None:
+        """Three buffers, plus triad's float64 reference (b, c and their sum) while it verifies."""
+        p = self.params
+        numel = p.size_bytes // element_size(p.dtype)
+        return 3 * numel * element_size(p.dtype) + (3 * numel * 8 if "triad" in p.ops else 0)
+
     def setup(self, ctx: "RunContext") -> None:
         import torch
 

@@ -1,0 +1,73 @@
+"""A bare DALI loop, outside the suite: the reference that ``data.image_pipeline``'s DALI
+figures are checked against. It reads the suite's JPEG data set folder (its manifest.json),
+builds the pipeline the way DALI's own examples do (file reader, decoder, random resized
+crop, crop_mirror_normalize with a random flip), calls ``pipe.run()`` back to back and
+times whole epochs with the host clock. No suite code is imported.
+
+    python3 bench/dali_reference.py DATASET_DIR --decoder mixed --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", type=Path, help="a data set folder made by suite.datasets (holds manifest.json)")
+    ap.add_argument("--decoder", choices=("mixed", "cpu"), action="append", help="repeat for both")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    manifest = json.loads((args.root / "manifest.json").read_text())
+    files = [str(args.root / n) for n in manifest["files"]]
+    out = {}
+    for decoder in args.decoder or ["mixed"]:
+        out[decoder] = time_epochs(files, manifest["labels"], decoder, args)
+        print(f"bare DALI {decoder:5}: {out[decoder]['images_per_s']:,.0f} images/s "
+              f"(median of {args.epochs} epochs of {out[decoder]['images_per_epoch']} images)")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+def time_epochs(files: list[str], labels: list[int], decoder: str, args: argparse.Namespace) -> dict:
+    import torch
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=args.batch, num_threads=args.threads, device_id=0, seed=0)
+    def pipe_def():  # type: ignore[no-untyped-def]
+        jpegs, lab = fn.readers.file(files=files, labels=labels, name="reader")
+        images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB)
+        images = fn.random_resized_crop(images, size=(args.size, args.size))
+        if decoder == "cpu":
+            images = images.gpu()
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                          std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                                          mirror=fn.random.coin_flip())
+        return images, lab
+
+    pipe = pipe_def()
+    pipe.build()
+    per_epoch = len(files) // args.batch
+    seconds = []
+    for epoch in range(1 + args.epochs):  # the first epoch warms up
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(per_epoch):
+            images, _lab = pipe.run()
+        torch.cuda.synchronize()  # every stream of the device, DALI's included
+        if epoch:
+            seconds.append(time.perf_counter() - t0)
+    n = per_epoch * args.batch
+    return {"images_per_epoch": n, "epoch_s": seconds, "images_per_s": n / statistics.median(seconds)}
+
+
+if __name__ == "__main__":
+    main()

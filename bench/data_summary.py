@@ -1,0 +1,131 @@
+"""The summary of bench/gpu_data.sh: one table per data workload from the run's record files,
+the bare-DALI cross-check ratio, and the issue's targets. Exit 1 when a run failed or a
+verification did not pass.
+
+    python3 bench/data_summary.py RECORDS_DIR --since ISO_TIME [--reference dali_reference.json]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+H2D_TARGET = 0.90  # pinned host-to-device, largest size, one stream: share of the measured ceiling
+DALI_TOLERANCE = 0.05  # the suite's DALI images/s against a bare DALI loop
+
+
+def load(records: Path, since: dt.datetime) -> list[dict]:
+    out = []
+    for path in records.glob("*.json"):
+        rec = json.loads(path.read_text())
+        if rec["workload"]["name"].startswith("data.") and dt.datetime.fromisoformat(rec["started_at"]) >= since:
+            out.append(rec)
+    return sorted(out, key=lambda r: r["started_at"])
+
+
+def by_case(rec: dict) -> dict[str, dict[str, dict]]:
+    cases: dict[str, dict[str, dict]] = {}
+    for m in rec["metrics"]:
+        cases.setdefault(m["case"], {})[m["name"]] = m
+    return cases
+
+
+def check_text(rec: dict, case: str) -> tuple[str, bool]:
+    checks = {c["label"]: c for c in rec["verification"]["checks"]}
+    c = checks.get(case)
+    if c is None:
+        return "-", True
+    err = "" if c["error"] is None else f" {c['error']:.3g}/{c['tolerance']:.3g}"
+    return f"{'pass' if c['passed'] else 'FAIL'}{err}", c["passed"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("records", type=Path)
+    ap.add_argument("--since", required=True)
+    ap.add_argument("--reference", type=Path, help="bench/dali_reference.py's JSON")
+    args = ap.parse_args()
+    reference = json.loads(args.reference.read_text()) if args.reference and args.reference.exists() else {}
+    ok = True
+    for rec in load(args.records, dt.datetime.fromisoformat(args.since)):
+        name = rec["workload"]["name"]
+        print(f"\n{name} [{rec['run_id'][:8]}] status {rec['status']}"
+              + (f": {rec['error']}" if rec["error"] else ""))
+        ok &= rec["status"] in ("success", "skipped")
+        cases = by_case(rec)
+        if name == "data.image_pipeline":
+            ok &= image_table(rec, cases, reference)
+        elif name == "data.host_to_device":
+            ok &= h2d_table(rec, cases)
+        elif name == "data.storage_read":
+            ok &= simple_table(rec, cases, ("gbps",))
+            details = rec["details"]
+            print(f"  GDS: {json.dumps(details.get('gds'))}")
+            print(f"  page cache: {json.dumps(details.get('page_cache'))}")
+        elif name == "data.loader_stall":
+            ok &= simple_table(rec, cases, ("stall_share", "step_ms", "data_wait_ms", "items_per_s"))
+        for label, reason in rec["details"].get("skipped_cases", {}).items():
+            print(f"  {label:24} skipped: {reason[:220]}")
+    print(f"\nverification and runs: {'all passed' if ok else 'SOME FAILED'}")
+    return 0 if ok else 1
+
+
+def image_table(rec: dict, cases: dict, reference: dict) -> bool:
+    ok = True
+    print(f"  {'path':24} {'images/s':>10} {'MB/s':>9} {'check (MAE/tol)':>18} {'bare DALI':>10} {'ratio':>7}")
+    for case, ms in cases.items():
+        text, passed = check_text(rec, case)
+        ok &= passed
+        ips = ms["items_per_s"]["value"]
+        ref = reference.get({"dali_mixed": "mixed", "dali_cpu": "cpu"}.get(case, ""), {}).get("images_per_s")
+        ratio = ips / ref if ref else None
+        print(f"  {case:24} {ips:10,.0f} {ms['encoded_mbps']['value']:9,.1f} {text:>18} "
+              f"{'' if ref is None else f'{ref:,.0f}':>10} {'' if ratio is None else f'{ratio:.3f}':>7}")
+        if ratio is not None:
+            met = abs(ratio - 1) <= DALI_TOLERANCE
+            print(f"  TARGET {case}: suite within {DALI_TOLERANCE:.0%} of the bare DALI loop: "
+                  f"{'met' if met else 'NOT met'} (ratio {ratio:.3f})")
+    return ok
+
+
+def h2d_table(rec: dict, cases: dict) -> bool:
+    ok = True
+    if not cases:
+        return ok
+    print(f"  {'case':28} {'GB/s':>8} {'% of h2d.pinned':>16} {'check':>10}")
+    for case, ms in cases.items():
+        text, passed = check_text(rec, case)
+        ok &= passed
+        roof = ms["gbps"].get("roofline") or {}
+        frac = roof.get("fraction")
+        print(f"  {case:28} {ms['gbps']['value']:8.2f} {'' if frac is None else f'{frac:.1%}':>16} {text:>10}")
+    pinned_one = [c for c in cases if c.startswith("pinned.1stream.")]
+    if pinned_one:
+        largest = max(pinned_one, key=lambda c: rec["details"]["work"][c]["bytes"])
+        roof = cases[largest]["gbps"].get("roofline") or {}
+        frac = roof.get("fraction")
+        met = frac is not None and frac >= H2D_TARGET
+        print(f"  TARGET {largest}: >= {H2D_TARGET:.0%} of the measured h2d.pinned ceiling "
+              f"({roof.get('ceiling')} GB/s, run {str(roof.get('ceiling_run_id'))[:8]}): "
+              f"{'met' if met else 'NOT met'} ({'no ceiling: ' + str(roof.get('reason')) if frac is None else f'{frac:.1%}'})")
+    return ok
+
+
+def simple_table(rec: dict, cases: dict, names: tuple[str, ...]) -> bool:
+    ok = True
+    print(f"  {'case':24} " + " ".join(f"{n:>14}" for n in names) + f" {'check':>10}")
+    for case, ms in cases.items():
+        text, passed = check_text(rec, case)
+        ok &= passed
+        cells = []
+        for n in names:
+            m = ms.get(n)
+            shown = "" if m is None else "{:.4g} {}".format(m["value"], m["unit"])
+            cells.append(f"{shown:>14}")
+        print(f"  {case:24} " + " ".join(cells) + f" {text:>10}")
+    return ok
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

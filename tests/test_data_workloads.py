@@ -1,0 +1,120 @@
+"""The data workloads on the CPU, driven through a real RunContext as the worker drives them:
+every path that runs without a GPU runs and verifies at small sizes, the GPU-only paths are
+skipped cases with their reason, and a broken path is caught."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from suite import input_pipelines as ip  # noqa: E402
+from tests.test_kernels import REPO, check, metric, run  # noqa: E402
+from workloads.data import host_to_device, storage_read  # noqa: E402
+from workloads.data.host_to_device import HostToDevice, size_label  # noqa: E402
+from workloads.data.image_pipeline import ImagePipeline  # noqa: E402
+from workloads.data.loader_stall import LoaderStall  # noqa: E402
+from workloads.data.storage_read import StorageRead  # noqa: E402
+
+CPU_PATHS = [p for p in ip.PATHS if ip.unavailable(p, "cpu") is None]
+FAST_IMAGES = {"count": 16, "width": 96, "height": 72, "out_size": 32, "batch_size": 4, "workers": 1,
+               "epochs": 2, "warmup_epochs": 0, "verify_images": 8}
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFSUITE_CACHE", str(tmp_path / "cache"))
+
+
+def test_image_pipeline_runs_and_verifies_every_cpu_path():
+    ctx = run(ImagePipeline, FAST_IMAGES)
+    for path in CPU_PATHS:
+        assert metric(ctx, path, "items_per_s")["unit"] == "images/s"
+        mbps = metric(ctx, path, "encoded_mbps")
+        assert mbps["unit"] == "MB/s" and len(mbps["samples"]) == 2
+        # MB/s is images/s times the data set's mean file size
+        per_image = ctx.details["dataset"]["encoded_bytes"] / ctx.details["dataset"]["images"]
+        assert mbps["value"] == pytest.approx(metric(ctx, path, "items_per_s")["value"] * per_image / 1e6)
+        c = check(ctx, path)
+        assert c.passed and c.error <= c.tolerance == ip.PIXEL_TOLERANCE, c
+    skipped = ctx.details["skipped_cases"]
+    assert set(skipped) == set(ip.PATHS) - set(CPU_PATHS)
+    assert "CUDA" in skipped["torchvision_gpu_decode"] and "CUDA" in skipped["dali_mixed"]
+
+
+def test_a_pipeline_that_flips_every_image_fails_verification(monkeypatch):
+    honest = ip.TorchDataLoader.__iter__
+
+    def flipped(self):
+        for batch in honest(self):
+            yield ip.Batch(batch.images.flip(-1), batch.labels)
+
+    monkeypatch.setattr(ip.TorchDataLoader, "__iter__", flipped)
+    ctx = run(ImagePipeline, {**FAST_IMAGES, "paths": "torch_dataloader", "epochs": 1})
+    c = check(ctx, "torch_dataloader")
+    assert not c.passed and c.error > c.tolerance
+
+
+def test_storage_read_runs_the_cpu_paths_and_says_why_not_the_others():
+    ctx = run(StorageRead, {"count": 2, "shard_bytes": 4096, "passes": 2, "warmup_passes": 0})
+    assert check(ctx, "numpy").passed
+    assert metric(ctx, "numpy", "gbps")["value"] > 0
+    skipped = ctx.details["skipped_cases"]
+    assert "CUDA" in skipped["dali_gpu"] or "DALI" in skipped["dali_gpu"]
+    if storage_read.dali_unavailable() is None:
+        assert check(ctx, "dali_cpu").passed
+    for path in ("dali_cpu", "kvikio"):  # each either ran and verified, or says why not
+        assert path in skipped or check(ctx, path).passed
+    page = ctx.details["page_cache"]
+    assert page["mode"] == "drop" and "posix_fadvise" in page["method"]
+    assert page["resident_after_drop"] is None or 0.0 <= page["resident_after_drop"] <= 1.0
+
+
+def test_a_read_that_loses_a_shard_fails_verification(monkeypatch):
+    honest = StorageRead.read_numpy
+
+    def lossy(self, deliver):
+        def wrap(i, data):
+            deliver(i, torch.zeros_like(data) if i == 1 else data)
+        honest(self, wrap)
+
+    monkeypatch.setattr(StorageRead, "read_numpy", lossy)
+    ctx = run(StorageRead, {"count": 3, "shard_bytes": 4096, "passes": 1, "warmup_passes": 0, "paths": "numpy"})
+    c = check(ctx, "numpy")
+    assert not c.passed and c.error == 1 and "[1]" in c.detail
+
+
+def test_loader_stall_measures_the_share_of_step_time_waiting():
+    ctx = run(LoaderStall, {"count": 16, "width": 96, "height": 72, "out_size": 32, "batch_size": 4,
+                            "workers": 1, "steps": 4, "warmup_steps": 1, "matmul_size": 64})
+    for label in ["compute_only", *CPU_PATHS]:
+        share = metric(ctx, label, "stall_share")
+        assert 0.0 <= share["value"] <= 1.0 and share["higher_is_better"] is False
+        assert len(metric(ctx, label, "step_ms")["samples"]) == 4
+        assert check(ctx, label).passed, check(ctx, label)
+    assert ctx.details["consumer"]["flops_per_step"] == 2.0 * 64 ** 3 * 2
+
+
+def test_host_to_device_needs_cuda_and_labels_its_sizes():
+    assert HostToDevice.requirements.devices == ("cuda",)
+    assert [size_label(s) for s in (64 * 1024, 2 ** 20, 3 * 2 ** 30, 100)] == ["64KiB", "1MiB", "3GiB", "100B"]
+    assert host_to_device.CEILING == "h2d.pinned"  # kernels.ceilings' name for the link
+    with pytest.raises(ValueError, match="multiples of 4"):
+        host_to_device.HostToDeviceParams(sizes=(6,))
+
+
+def test_params_reject_bad_input():
+    with pytest.raises(ValueError, match="divide count"):
+        storage_read.StorageReadParams(count=5, dali_batch=2)
+    with pytest.raises(ValueError, match="fill at least one batch"):
+        ImagePipeline.Params(count=8, batch_size=64)
+
+
+def test_the_data_family_imports_no_torch_and_no_other_family():
+    code = ("import sys, workloads.data; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('workloads.kernels', "
+            "'workloads.collectives', 'workloads.training', 'registry', 'nvidia', 'kvikio'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -1,0 +1,101 @@
+"""``data.image_pipeline``: JPEG decode, random-resized-crop, flip and normalise into batches
+on the device, through every input pipeline of :mod:`suite.input_pipelines` side by side:
+torch ``DataLoader`` (PIL in worker processes, pinned memory), ``torchvision.io.decode_jpeg``
+on the GPU, DALI on the CPU, DALI ``mixed`` (nvJPEG).
+
+Work: one sample is one epoch over the suite's JPEG data set (``suite.datasets``; full
+batches only), timed with the host clock and the device synchronised at its end, after
+``warmup_epochs`` untimed epochs (DataLoader workers start, DALI allocates). Metrics per
+path: images/s and MB/s of encoded input (images/s x the data set's mean file size).
+
+Verified per path on a separate pass: the fixed centre square (no flip) resized to
+``out_size``, against PIL's decode and bilinear resize of the same box, mean absolute error
+in 0-255 units within ``suite.input_pipelines.PIXEL_TOLERANCE``. A path that cannot run
+here (no GPU, DALI not installed) is a skipped case with its reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from suite import Check, Requirements, datasets, input_pipelines, param
+from workloads.data._common import MB, DataWorkload, record_passes, time_passes
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite import RunContext
+
+PATHS = input_pipelines.PATHS
+
+
+@dataclass(frozen=True)
+class ImagePipelineParams:
+    count: int = param(2048, "JPEG images in the data set")
+    width: int = param(500, "width of each JPEG, pixels")
+    height: int = param(375, "height of each JPEG, pixels")
+    quality: int = param(90, "JPEG quality the data set is encoded at")
+    out_size: int = param(224, "side of the square crop each image is resized to")
+    batch_size: int = param(64, "images per batch")
+    workers: int = param(8, "DataLoader worker processes; DALI CPU threads")
+    paths: tuple[str, ...] = param(PATHS, "input pipelines to run, one case each", choices=PATHS)
+    epochs: int = param(5, "timed epochs per path (one sample each)")
+    warmup_epochs: int = param(1, "untimed epochs before the timed ones")
+    verify_images: int = param(64, "images compared with PIL on the centre-crop verification pass")
+
+    def __post_init__(self) -> None:
+        if self.count < self.batch_size:
+            raise ValueError(f"count ({self.count}) must fill at least one batch of {self.batch_size}")
+        if self.epochs < 1 or self.warmup_epochs < 0 or self.verify_images < 1:
+            raise ValueError("epochs and verify_images must be positive, warmup_epochs not negative")
+        if not self.paths:
+            raise ValueError("paths names no input pipeline")
+
+
+class ImagePipeline(DataWorkload):
+    name = "data.image_pipeline"
+    controls_honoured = ()  # timed in passes of its own (its params), not by the harness's timing loop
+    version = 1
+    description = "JPEG decode + random-resized-crop + flip + normalise: DataLoader, GPU decode, DALI cpu/mixed"
+    Params = ImagePipelineParams
+    quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
+             "epochs": 3, "verify_images": 16}
+    # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
+    requirements = Requirements(packages=("torch", "PIL", "skimage"))
+    primary_metric = "items_per_s"
+
+    def setup(self, ctx: "RunContext") -> None:
+        p = self.params
+        self.dataset = datasets.jpeg_images(datasets.JpegSpec(count=p.count, width=p.width, height=p.height,
+                                                              quality=p.quality, seed=0))
+        ctx.details["dataset"] = {
+            "root": str(self.dataset.root), "images": len(self.dataset), "width": p.width, "height": p.height,
+            "quality": p.quality, "encoded_bytes": self.dataset.encoded_bytes,
+            "mean_file_kb": round(self.dataset.encoded_bytes / len(self.dataset) / 1e3, 2),
+        }
+        ctx.details["pixel_tolerance"] = input_pipelines.PIXEL_TOLERANCE
+
+    def execute(self, ctx: "RunContext") -> None:
+        p = self.params
+        for path in dict.fromkeys(p.paths):
+            why = input_pipelines.unavailable(path, ctx.device)
+            if why:
+                ctx.skip_case(path, why)
+                continue
+            spec = input_pipelines.LoaderSpec(path, batch_size=p.batch_size, out_size=p.out_size,
+                                              workers=p.workers, seed=ctx.controls.seed, device=ctx.device)
+            with input_pipelines.build_loader(self.dataset, spec) as loader:
+                def epoch() -> None:
+                    for _batch in loader:
+                        pass
+
+                seconds = time_passes(ctx, epoch, p.epochs, p.warmup_epochs)
+                record_passes(ctx, path, seconds, items=loader.images_per_epoch, item_unit="images",
+                              data_bytes=loader.encoded_bytes_per_epoch, bytes_metric="encoded_mbps")
+            ctx.log(f"{path}: {loader.images_per_epoch / min(seconds):,.0f} images/s at best, "
+                    f"{loader.encoded_bytes_per_epoch / min(seconds) / MB:,.1f} MB/s")
+            error, compared = input_pipelines.centre_crop_error(self.dataset, spec, p.verify_images)
+            ctx.add_check(Check(
+                label=path, passed=error <= input_pipelines.PIXEL_TOLERANCE, error=error,
+                tolerance=input_pipelines.PIXEL_TOLERANCE,
+                method="mean absolute error, 0-255 units, of the centre square (no flip) resized to out_size, "
+                       "against PIL decode + bilinear resize of the same box",
+                detail=f"{compared} images"))

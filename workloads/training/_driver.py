@@ -1,0 +1,393 @@
+"""The time-to-target driver shared by the training workloads, MLPerf Training style.
+
+A run: build the model, the optimizer and the input pipeline (MLLOG ``init_start`` ..
+``init_stop``), then, from ``run_start``: train on global batches, evaluate every
+``eval_every`` steps on the held-out split, and stop when the evaluation accuracy reaches
+``target_accuracy`` (status ``success``), or when the step budget ``max_steps`` (or the
+time budget ``time_budget_s``, checked at evaluations) is spent (status ``aborted``, never
+ranked). ``run_stop`` ends the timed region; time-to-target is run_start -> run_stop as
+MLPerf times it, so the first step's compilation and every evaluation are inside it.
+
+Several ranks (``--nproc-per-node``) train one DistributedDataParallel model on a fixed
+global batch, each rank taking its share; evaluation is sharded and summed across ranks,
+so every rank takes the same stop decision.
+
+Recorded: time, steps and samples to the target; samples/s (tokens/s for language
+models) per evaluation interval; model TFLOP/s per device (FLOPs of one forward and
+backward counted by torch's FlopCounterMode, times samples/s), judged by the runner
+against the device's measured ``matmul.<precision>`` ceiling: that fraction is the MFU
+(the host's tables add the fraction of the vendor's datasheet peak for the same resource);
+energy to the target (NVML's energy counter, summed over ranks); the goodput split (see
+``_phases``); the evaluation curve; and the MLLOG events (see ``_events``).
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from suite import Check, Workload, param
+from workloads.training import _optim
+from workloads.training._events import Events
+from workloads.training._phases import PhaseClock
+from workloads.training._pipelines import PIPELINES, RankBatches, batches
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from suite import RunContext
+
+PRECISIONS = ("fp32", "bf16")
+MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
+FLOP_COUNT_BATCH = 2
+
+
+@dataclass(frozen=True)
+class TrainingParams:
+    """Parameters every training workload has (each workload sets its own defaults)."""
+
+    global_batch: int = param(64, "samples per optimizer step, over all ranks (fixed as ranks change)")
+    optimizer: str = param("adamw", "optimizer", choices=_optim.OPTIMIZERS)
+    lr: float = param(1e-3, "base learning rate (after warm-up)")
+    weight_decay: float = param(0.0, "weight decay")
+    warmup_steps: int = param(0, "steps of linear learning-rate warm-up")
+    schedule: str = param("constant", "learning-rate decay after warm-up, to 0 at max_steps",
+                          choices=_optim.SCHEDULES)
+    grad_clip: float = param(0.0, "clip the gradient norm to this (0: no clipping)")
+    precision: str = param("fp32", "fp32, or bf16 autocast", choices=PRECISIONS)
+    compile: bool = param(False, "torch.compile the training step's model")
+    eval_every: int = param(25, "steps between evaluations")
+    max_steps: int = param(2000, "step budget: a run still below the target then stops as aborted")
+    time_budget_s: float = param(0.0, "time budget from run_start, checked at evaluations (0: none): "
+                                      "a run still below the target then stops as aborted")
+    target_accuracy: float = param(0.9, "evaluation accuracy that ends the run")
+    train_samples: int = param(8192, "samples in the training split")
+    eval_samples: int = param(1024, "samples in the held-out evaluation split")
+    pipeline: str = param("tensor", "input pipeline", choices=PIPELINES)
+    loader_workers: int = param(0, "DataLoader worker processes / DALI threads")
+    data_seed: int = param(0, "seed of the synthetic data set (the run's seed orders it and initialises the model)")
+
+
+class TimeToTarget(Workload):
+    """Base of the training workloads; subclasses provide the data, the model and the loss."""
+
+    category = "training"
+    controls_honoured: ClassVar[tuple[str, ...]] = ()  # time to target runs on its own clock, not the timing loop
+    sample_unit: ClassVar[str] = "samples"
+    channels_last: ClassVar[bool] = False
+
+    # -- what a training workload provides ------------------------------------------
+    def make_data(self) -> tuple[Any, Any, Any, Any]:
+        """(train inputs, train labels, eval inputs, eval labels), on the host."""
+        raise NotImplementedError
+
+    def build_model(self) -> Any:
+        raise NotImplementedError
+
+    def random_batch(self, n: int, device: Any) -> tuple[Any, Any]:
+        """Inputs and labels shaped like the data but not from it (for counting FLOPs
+        before run_start, where MLPerf forbids touching the training data)."""
+        raise NotImplementedError
+
+    def loss(self, model: Any, x: Any, y: Any) -> Any:
+        raise NotImplementedError
+
+    def eval_sums(self, model: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
+        """(correct, counted, summed loss) over one evaluation batch, as tensors."""
+        raise NotImplementedError
+
+    def tokens_per_sample(self) -> int | None:
+        return None
+
+    def model_details(self, model: Any) -> dict:
+        return {"parameters": sum(t.numel() for t in model.parameters())}
+
+    # -- the harness side ------------------------------------------------------------
+    def unmet(self, ctx: "RunContext") -> str | None:
+        p = self.params
+        if p.global_batch % ctx.world_size:
+            return f"global_batch {p.global_batch} does not divide into {ctx.world_size} ranks"
+        if p.pipeline == "dali":
+            from importlib.util import find_spec
+
+            if find_spec("nvidia") is None or find_spec("nvidia.dali") is None:
+                return "pipeline=dali needs NVIDIA DALI (the Python package nvidia.dali), which is not installed"
+        if p.precision == "bf16" and ctx.device == "cuda":
+            import torch
+
+            if not torch.cuda.is_bf16_supported():
+                return "this GPU does not support bf16"
+        return None
+
+    def setup(self, ctx: "RunContext") -> None:
+        self.train_x, self.train_y, self.eval_x, self.eval_y = self.make_data()
+
+    def teardown(self, ctx: "RunContext") -> None:
+        self.train_x = self.train_y = self.eval_x = self.eval_y = None
+
+    def execute(self, ctx: "RunContext") -> None:
+        import torch
+
+        p = self.params
+        device = ctx.torch_device
+        cuda = device.type == "cuda"
+        world, rank = ctx.world_size, ctx.rank
+        ev = Events(enabled=rank == 0)
+        amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")  # noqa: E731
+
+        if cuda and p.precision == "fp32":
+            # fp32 means fp32: cuDNN would otherwise run convolutions in TF32, and the MFU
+            # would be judged against the wrong ceiling (matmul.fp32)
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        # -- init: nothing here touches the training data ----------------------------
+        ev.point("cache_clear", True)
+        ev.start("init_start")
+        model = self.build_model().to(device)
+        if cuda and self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        flops_per_sample = self._count_flops(model, device, amp)
+        model_info = self.model_details(model)
+        train_model = model
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            train_model = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
+        step_model = torch.compile(train_model) if p.compile else train_model
+        opt, sched = _optim.build(p, model.parameters())
+        order = RankBatches(len(self.train_x), p.global_batch, rank, world, ctx.controls.seed)
+        stream = batches(p.pipeline, self.train_x, self.train_y, order, device, p.loader_workers)
+        eval_x, eval_y = self.eval_x[rank::world].to(device), self.eval_y[rank::world].to(device)
+        self._log_hyperparameters(ev, ctx, order)
+        ev.end("init_stop")
+        ctx.barrier()
+
+        # -- the timed run ------------------------------------------------------------
+        clock = PhaseClock(cuda)
+        evals: list[dict] = []
+        block_rates: list[float] = []
+        energy0 = ctx.energy_j()
+        ev.start("run_start")
+        t0 = time.perf_counter()
+        spe = order.steps_per_epoch
+        n_train = len(self.train_x)
+        reached, out_of_time, accuracy, step = False, False, 0.0, 0
+        block_t0, block_steps = t0, 0
+
+        def epoch_of(samples: int) -> float:
+            return round(samples / n_train, 6)
+
+        def train_step(timed: bool) -> None:
+            phase = clock.compute if timed else (lambda _name: _Null())
+            with (clock.host("data_wait") if timed else _Null()):
+                x, y = next(stream)
+            with phase("forward"), amp():
+                loss = self.loss(step_model, x, y)
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                if p.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), p.grad_clip)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+
+        for step in range(p.max_steps):
+            samples = step * p.global_batch
+            if step % spe == 0:
+                ev.start("epoch_start", epoch_num=step // spe + 1, samples_count=samples)
+            if step % p.eval_every == 0:
+                ev.start("block_start", first_epoch_num=step // spe + 1,
+                         epoch_count=round(p.eval_every * p.global_batch / n_train, 6), samples_count=samples)
+            if step == 0:
+                with clock.host("compile_warmup"):
+                    train_step(timed=False)
+                    ctx.synchronize()
+                block_t0 = time.perf_counter()
+            else:
+                train_step(timed=True)
+                block_steps += 1
+            done = (step + 1) * p.global_batch
+            if (step + 1) % spe == 0:
+                ev.end("epoch_stop", epoch_num=step // spe + 1, samples_count=done)
+            if (step + 1) % p.eval_every == 0 or step + 1 == p.max_steps:
+                ctx.synchronize()
+                now = time.perf_counter()
+                if block_steps:
+                    block_rates.append(block_steps * p.global_batch / (now - block_t0))
+                ev.end("block_stop", first_epoch_num=(step - (step % p.eval_every)) // spe + 1, samples_count=done)
+                ev.start("eval_start", epoch_num=epoch_of(done), samples_count=done)
+                with clock.host("evaluation"):
+                    accuracy, eval_loss, elapsed = self._evaluate(model, eval_x, eval_y, device, amp, world,
+                                                                  time.perf_counter() - t0)
+                ev.end("eval_stop", epoch_num=epoch_of(done), samples_count=done)
+                ev.point("eval_accuracy", accuracy, epoch_num=epoch_of(done), samples_count=done)
+                clock.drain()
+                evals.append({"step": step + 1, "samples": done, "epoch": epoch_of(done), "accuracy": accuracy,
+                              "loss": eval_loss, "time_s": time.perf_counter() - t0})
+                ctx.log(f"step {step + 1}: eval_accuracy {accuracy:.4f} (target {p.target_accuracy})")
+                reached = accuracy >= p.target_accuracy
+                block_t0, block_steps = time.perf_counter(), 0
+                if reached:
+                    break
+                if p.time_budget_s and elapsed >= p.time_budget_s:
+                    out_of_time = True
+                    break
+        ctx.synchronize()
+        wall = time.perf_counter() - t0
+        status = "success" if reached else "aborted"
+        ev.end("run_stop", status=status, epoch_num=epoch_of((step + 1) * p.global_batch),
+               samples_count=(step + 1) * p.global_batch)
+        energy1 = ctx.energy_j()
+        steps_run = step + 1
+        energy_j = self._total_energy(energy0, energy1, device, world)
+        goodput = clock.split(wall)
+        self._record(ctx, reached, wall, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
+        ctx.details.update({
+            "training": {"model": model_info, "flops_per_sample": flops_per_sample, "world_size": world,
+                         "global_batch": p.global_batch, "per_rank_batch": order.per_rank,
+                         "steps_per_epoch": spe, "reached_target": reached, "target_accuracy": p.target_accuracy,
+                         "steps": steps_run, "samples": steps_run * p.global_batch},
+            "goodput": goodput,
+            "evals": evals,
+        })
+        if rank == 0:
+            ctx.details["mllog"] = ev.items
+        if reached:
+            ctx.add_check(Check("target", True, "evaluation accuracy >= target_accuracy", error=accuracy,
+                                tolerance=p.target_accuracy, detail=f"reached at step {steps_run}"))
+        else:
+            budget = f"the time budget of {p.time_budget_s:g} s" if out_of_time else "the step budget"
+            ctx.abort(f"eval_accuracy {accuracy:.4f} is below the target {p.target_accuracy} after "
+                      f"{steps_run} steps ({budget})")
+
+    # -- pieces ----------------------------------------------------------------------
+    def _count_flops(self, model: Any, device: Any, amp: Any) -> float:
+        """FLOPs of one sample's forward and backward, counted on random inputs; the
+        model's state (batch-norm statistics included) is restored afterwards."""
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        state = copy.deepcopy(model.state_dict())
+        x, y = self.random_batch(FLOP_COUNT_BATCH, device)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            with amp():
+                loss = self.loss(model, x, y)
+            loss.backward()
+        model.zero_grad(set_to_none=True)
+        model.load_state_dict(state)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return counter.get_total_flops() / FLOP_COUNT_BATCH
+
+    def _evaluate(self, model: Any, x: Any, y: Any, device: Any, amp: Any, world: int,
+                  elapsed_s: float) -> tuple[float, float, float]:
+        """(accuracy, mean loss, elapsed seconds) agreed by every rank: sums over the ranks'
+        shards, and the ranks' mean of the time since run_start (so that a time budget
+        stops every rank at the same evaluation)."""
+        import torch
+
+        per_rank = max(1, self.params.global_batch // world)
+        sums = torch.zeros(4, dtype=torch.float64, device=device)
+        sums[3] = elapsed_s
+        model.eval()
+        with torch.no_grad():
+            for i in range(0, len(x), per_rank):
+                with amp():
+                    correct, counted, loss_sum = self.eval_sums(model, x[i:i + per_rank], y[i:i + per_rank])
+                sums[:3] += torch.stack([correct.double(), counted.double(), loss_sum.double()])
+        model.train()
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(sums)
+        correct, counted, loss_sum, elapsed = sums.tolist()
+        return correct / counted, loss_sum / counted, elapsed / world
+
+    def _total_energy(self, e0: float | None, e1: float | None, device: Any, world: int) -> float | None:
+        """Joules over run_start..run_stop, summed over ranks; None if any rank cannot say."""
+        import torch
+
+        mine = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else float("nan")
+        if world > 1:
+            import torch.distributed as dist
+
+            t = torch.tensor([mine], dtype=torch.float64, device=device)
+            dist.all_reduce(t)
+            mine = t.item()
+        return None if mine != mine else mine
+
+    def _log_hyperparameters(self, ev: Events, ctx: "RunContext", order: RankBatches) -> None:
+        p = self.params
+        precision = MLLOG_PRECISION[p.precision]
+        keys = {
+            "seed": ctx.controls.seed,
+            "global_batch_size": p.global_batch,
+            "micro_batch_size": order.per_rank,
+            "gradient_accumulation_steps": 1,
+            "train_samples": len(self.train_x),
+            "eval_samples": len(self.eval_x),
+            "max_steps": p.max_steps,
+            "target_accuracy": p.target_accuracy,
+            **_optim.mllog_hyperparameters(p),
+            "lowest_numerical_precision_in_linear": precision,
+            "lowest_numerical_precision_in_attn": precision,
+            "lowest_numerical_precision_in_comm": "fp32",  # DDP reduces the fp32 gradients
+            "tensor_parallelism": 1,
+            "pipeline_parallelism": 1,
+            "context_parallelism": 1,
+            "expert_parallelism": 1,
+            "data_parallelism": ctx.world_size,
+            "config_filename": f"perfsuite:{self.name}",
+        }
+        for key, value in keys.items():
+            ev.point(key, value)
+
+    def _record(self, ctx: "RunContext", reached: bool, wall: float, steps: int, accuracy: float,
+                energy_j: float | None, goodput: dict, block_rates: list[float], flops_per_sample: float) -> None:
+        p = self.params
+        samples = steps * p.global_batch
+        prefix = "time_to_target_s" if reached else "run_time_s"
+        ctx.add_metric("target", prefix, "s", [wall], higher_is_better=False, aggregate="max")
+        ctx.add_metric("target", "steps_to_target" if reached else "steps_run", "steps", [float(steps)],
+                       higher_is_better=False, aggregate="rank0")
+        ctx.add_metric("target", "samples_to_target" if reached else "samples_run", self.sample_unit,
+                       [float(samples)], higher_is_better=False, aggregate="rank0")
+        ctx.add_metric("target", "eval_accuracy", "fraction", [accuracy], higher_is_better=True, aggregate="rank0")
+        if energy_j is not None:
+            ctx.add_metric("target", "energy_to_target_j" if reached else "energy_run_j", "J", [energy_j],
+                           higher_is_better=False, aggregate="rank0")
+        ctx.add_metric("target", "goodput", "fraction", [goodput["goodput"]], higher_is_better=True,
+                       aggregate="min")
+        if not block_rates:
+            return  # a run of one step has no steady-state throughput
+        world = ctx.world_size
+        ctx.add_metric("train", "samples_per_s", f"{self.sample_unit}/s", block_rates, higher_is_better=True,
+                       aggregate="min")
+        ctx.add_metric("train", "samples_per_s_per_device", f"{self.sample_unit}/s",
+                       [r / world for r in block_rates], higher_is_better=True, aggregate="min")
+        tokens = self.tokens_per_sample()
+        if tokens:
+            ctx.add_metric("train", "tokens_per_s", "tokens/s", [r * tokens for r in block_rates],
+                           higher_is_better=True, aggregate="min")
+        if flops_per_sample > 0:
+            ctx.add_metric("train", "tflops", "TFLOP/s", [r * flops_per_sample / world * 1e-12 for r in block_rates],
+                           higher_is_better=True, aggregate="mean", roofline=f"matmul.{p.precision}")
+
+    # -- presentation ------------------------------------------------------------------
+    @classmethod
+    def render_details(cls, record: dict) -> Any:
+        from workloads.training._report import render
+
+        return render(record)
+
+
+class _Null:
+    """A do-nothing context manager (the warm-up step is timed as a whole)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
