@@ -22,7 +22,8 @@
 #     3. perfsuite results, perfsuite show of the sustained GEMM (power-capped flag), summary.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # NVSHMEM_DISABLE_NVLS=1, from bench/gpu_env.sh). Under 8 minutes per machine.
-# $OUT gets: gpu_measure-<kind>.log, records-measure-<kind>.tar.gz (x2: also nccl-tests-*.txt).
+# $OUT gets: gpu_measure-<kind>.log, records-measure-<kind>.tar.gz; x2 also nccl-tests-build.txt,
+# nccl-tests-raw.txt (nccl-tests' own output of each cross-check), dist_loop.json.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 KIND=${1:-}
@@ -83,15 +84,16 @@ run_x2() {
        --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
   step "plain torch.distributed loop" env TORCH_NCCL_TRACE_BUFFER_SIZE=0 python3 -m torch.distributed.run --nproc-per-node 2 \
        bench/dist_loop.py --max-bytes 65536 --out "$OUT/dist_loop.json"
-  python3 - "$OUT" <<'EOF'
-import json, os, sys
+  python3 - "$OUT/nccl-tests-raw.txt" <<'EOF'
+import sys
 from registry import open_registry
-with open_registry() as reg:  # the raw nccl-tests output of each cross-check, for the note
-    for r in reg.results(limit=20):
-        cc = (reg.get(r["run_id"])["details"].get("crosscheck") or {})
+with open_registry() as reg, open(sys.argv[1], "w") as out:  # nccl-tests' own output of each cross-check
+    for r in reversed(reg.results(limit=20)):
+        rec = reg.get(r["run_id"])
+        cc = rec["details"].get("crosscheck") or {}
         if cc.get("raw"):
-            tag = "graph" if reg.get(r["run_id"])["controls"]["cuda_graph"] else "eager"
-            open(os.path.join(sys.argv[1], f"nccl-tests-{r['workload'].split('.')[1]}-{tag}.txt"), "w").write(cc["raw"])
+            mode = "graph" if rec["controls"]["cuda_graph"] else "eager"
+            out.write(f"==== {r['workload']} ({mode}) run {r['run_id'][:8]}: {' '.join(cc['argv'])}\n{cc['raw']}\n")
 EOF
   echo; echo "== summary =="
   python3 bench/measure_summary.py x2 --since "$SINCE" --dist-loop "$OUT/dist_loop.json" || status=1

@@ -251,3 +251,71 @@ def test_time_loop_times_the_whole_loop_once():
     calls = []
     seconds = time_loop(lambda: calls.append(1), 7, "cpu")
     assert len(calls) == 7 and seconds >= 0
+
+
+def test_the_roofline_table_never_shows_a_point_above_its_roof():
+    from rich.console import Console
+
+    from suite.roofline_report import render_table
+
+    point = {"workload": "kernels.gemm", "case": "bf16", "intensity": 1365.0, "tflops": 800.0, "gbps": 586.0,
+             "bound": "compute", "roof": 700.0, "roof_unit": "TFLOP/s", "fraction": 800 / 700,
+             "run_id": "a" * 32, "note": ""}
+    console = Console(record=True, width=300)
+    console.print(render_table({"device": "NVIDIA H200", "ceilings_run_id": "c" * 32, "points": [point]}))
+    text = console.export_text()
+    assert "114" not in text and "ceiling understated: redo kernels.ceilings (run cccccccc)" in text
+
+
+def test_the_nvml_reader_reads_clock_power_and_reasons(monkeypatch):
+    """The default reader against a fake pynvml: SM clock, power in W and the reason labels."""
+    import types
+
+    from suite import nvml, nvml_sampler
+
+    class NVMLError(Exception):
+        pass
+
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError, NVML_CLOCK_SM=1, nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
+        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}", nvmlDeviceGetClockInfo=lambda h, kind: 1455,
+        nvmlDeviceGetPowerUsage=lambda h: 699_500, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 4)
+    monkeypatch.setattr(nvml, "init", lambda: (fake, None))
+    r = nvml_sampler.nvml_reader(0)(0.5)
+    assert r == Reading(0.5, 1455.0, 699.5, ("software power cap",))
+    assert wait_until_cool(0, max_s=0.0)["events"] == ["software power cap"]
+
+
+def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monkeypatch):
+    """The GPU path of the collectives' cross-check, with a stand-in binary that records its
+    arguments and prints a captured table: rank 0 runs it, all ranks meet at a host barrier."""
+    import types
+
+    import torch.distributed as dist
+
+    from suite.controls import Controls
+    from suite.crosscheck import versus_nccl_tests
+
+    fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
+    args_file = tmp_path / "args.txt"
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\ncat {fixture}\n')
+    binary.chmod(0o755)
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    ctx = types.SimpleNamespace(device="cuda", world_size=1, rank=0,
+                                controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
+    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
+                                                         "wrong": 0}}]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        out = versus_nccl_tests(ctx, "all_reduce", rows, min_bytes=8, max_bytes=512 << 20, step_factor=2,
+                                iters=20, dtype="float", redop="sum", root=None, check=True)
+    finally:
+        dist.destroy_process_group()
+    assert out["status"] == "measured", out
+    assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
+                                             "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+    assert out["version"] == "2.19.6" and len(out["table"]["rows"]) == 27
+    (c,) = out["compare"]
+    assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)

@@ -107,7 +107,7 @@ class Candidate:
 
 class Ceilings(KernelWorkload):
     name = "kernels.ceilings"
-    version = 2  # 2: best over shapes and over burst / sustained (was: one shape, one regime)
+    version = 3  # 3: the ceiling is the fastest call (2: median; 1: one shape, one regime)
     description = "This device's ceilings: matmul per precision, memory copy, host<->device links"
     Params = CeilingsParams
     quick = {"matmul_shapes": ("128x128x128", "256x256x256", "512x512x512"),
@@ -199,7 +199,13 @@ class Ceilings(KernelWorkload):
         unit = "TFLOP/s" if name == "tflops" else "GB/s"
         for label, (regime, cand, meas, _) in ((name, winner), (f"burst_{name}", burst_best),
                                                (f"sustained_{name}", sustained)):
-            ctx.add_metric(resource, label, unit, _rates(cand, meas, name), higher_is_better=True)
+            metric = ctx.add_metric(resource, label, unit, _rates(cand, meas, name), higher_is_better=True)
+            if label == name:
+                # The ceiling is an upper bound: the fastest call of the winning regime, not its
+                # median. A median of 20 calls sits a few tenths of a percent under what a later
+                # run of the same GEMM reaches on a good clock (seen on an H200: ceilings' median
+                # 792.4 TFLOP/s, kernels.gemm's median 794.1), which would put it above 100%.
+                metric["value"] = max(metric["samples"])
         ctx.add_metric(resource, "time_ms", "ms", [s * 1e3 for s in winner[2].samples_s], higher_is_better=False)
         work = winner[1].case.work
         ctx.details["work"][resource] = {"flops": float(work.flops), "bytes": float(work.bytes),
@@ -208,7 +214,8 @@ class Ceilings(KernelWorkload):
             ctx.details.setdefault("throttle", {})[resource] = winner[2].throttle
         ctx.details["ceilings"][resource] = {
             "metric": name, "unit": unit, "regime": winner[0], "shape": winner[1].shape,
-            "value": _median_rate(winner[1], winner[2], name),
+            "value": max(_rates(winner[1], winner[2], name)),  # fastest call: an upper bound
+            "value_statistic": "fastest call of the winning regime",
             "burst": {"shape": best_cand.shape, "value": _median_rate(best_cand, best_burst, name),
                       "iterations": best_burst.iterations, "cool_before": burst_best[3], "nvml": best_burst.throttle,
                       "by_shape": {c.shape: _median_rate(c, mm, name) for _, c, mm, _ in runs}},
