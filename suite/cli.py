@@ -265,13 +265,25 @@ def _order(names: list[str]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.option("--reproduces", default=None, hidden=True, metavar="RUN_ID",
               help="Record that this run re-runs RUN_ID (set by 'perfsuite reproduce').")
+@click.option("--strict", is_flag=True, help="Refuse to measure when a pre-flight check (perfsuite doctor) fails.")
+@click.option("--profile", type=click.Choice(["torch", "ncu"]), default=None,
+              help="Capture a few calls after each timed loop: PyTorch profiler or Nsight Compute.")
+@click.option("--price-per-hour", "price_per_hour", type=float, default=None, metavar="USD",
+              help="Price of one accelerator-hour: the record gets a cost per unit of work.")
 @click.pass_context
 def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, ...], quick: bool,
             device: str | None, repeat: int, timeout_s: float | None, seed: int | None, deterministic: bool,
             warmup: int | None, iterations: int | None, min_time_s: float | None, l2_flush: bool,
             cuda_graph: bool, nproc_per_node: int | None, nnodes: int, node_rank: int,
-            rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None) -> None:
+            rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None,
+            strict: bool = False, profile: str | None = None, price_per_hour: float | None = None) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
+    from suite.cost import validate_price
+
+    try:
+        validate_price(price_per_hour)
+    except ValueError as exc:
+        fail(f"--price-per-hour: {exc}")
     from suite import params as params_mod
     from suite.controls import QUICK_MIN_TIME_S
     from suite.launcher import LaunchOptions, slurm_world
@@ -309,11 +321,11 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
             controls = resolve_controls(device=device, seed=s, deterministic=deterministic, warmup=warmup,
                                         iterations=iterations, min_time_s=min_time_s, l2_flush=l2_flush,
                                         cuda_graph=cuda_graph, timeout_s=timeout_s, repeat_index=i,
-                                        repeat_count=repeat)
+                                        repeat_count=repeat, profile=profile)
             requests.append(RunRequest(entry, resolved[n], quick, controls, launch, division=division,
-                                       reproduces=reproduces))
+                                       reproduces=reproduces, strict=strict, price_per_hour=price_per_hour))
 
-    from registry import open_registry, records_dir
+    from registry import check_url, open_registry, records_dir
     from suite.session import PreflightError, preflight, run_all
 
     out = console()
@@ -321,7 +333,7 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
     runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(),
                     echo=lambda s: err.print(plain(s)))
     try:
-        preflight(runner, requests)
+        preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
         fail(str(exc))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

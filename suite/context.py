@@ -3,6 +3,7 @@ measuring, verifying and recording methods. Lives in the measuring process only.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,26 @@ class RunContext:
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s)
+        if self.controls.profile is not None and self.rank == 0:
+            self.profile_case(case.label, case.fn)
         return m
+
+    def profile_case(self, label: str, fn: Callable[[], Any]) -> None:
+        """``--profile``: a few extra calls of ``fn`` captured after its timed loop (never
+        during it). torch: a Chrome trace kept beside the record and a summary in
+        ``details["profile"][label]``; ncu: the calls between cudaProfilerStart and Stop, for
+        the Nsight Compute the runner started around this process (it summarises the log)."""
+        from suite import profiling
+
+        if self.controls.profile == "torch":
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "case"
+            trace = self.artifact_dir() / f"profile-{safe}.json"
+            self.details.setdefault("profile", {})[label] = profiling.capture_torch(fn, self.device, trace)
+        elif self.controls.profile == "ncu":
+            profiling.capture_ncu(fn)
+            self.details.setdefault("ncu_cases", []).append(label)
+        else:
+            raise ValueError(f"unknown profiler {self.controls.profile!r}")
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
         if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling

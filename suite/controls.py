@@ -24,6 +24,7 @@ class Controls:
     timeout_s: float = DEFAULT_TIMEOUT_S
     repeat_index: int = 0
     repeat_count: int = 1
+    profile: str | None = None  # "torch" or "ncu": capture a few calls after each timed loop (suite.profiling)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -123,6 +123,9 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
                             f"-{summary['sm_clock_mhz_max']} MHz (median {summary['sm_clock_mhz_median']}), "
                             f"max power {summary['power_w_max']} W, clock events: "
                             f"{', '.join(summary['clock_events']) or 'none'}" + (f"  FLAG: {flag}" if flag else "")))
+    show_cost(console, record)
+    show_preflight(console, record)
+    show_profile(console, record)
     checks = record["verification"]["checks"]
     if checks:
         t = Table(title=plain(f"verification: {record['verification']['status']}"))
@@ -141,3 +144,59 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
         extra = cls.render_details(record)
         if extra is not None:
             console.print(extra)
+
+
+def show_cost(console: Any, record: dict) -> None:
+    """The cost section (next to the energy figures in the metrics table above)."""
+    cost = record.get("cost")
+    if not cost:
+        return
+    head = (f"cost: {cost['price_per_accelerator_hour_usd']:g} USD per accelerator-hour x "
+            f"{cost['accelerators']} ({cost['source']})")
+    if not cost["lines"]:
+        console.print(plain(head + ": no throughput in items/s or time to target to price"))
+        return
+    console.print(plain(head))
+    for line in cost["lines"]:
+        console.print(plain(f"  {line['case']}: {line['usd']:.4g} USD per {line['per']} (from {line['metric']})"))
+
+
+def show_preflight(console: Any, record: dict) -> None:
+    """The pre-flight verdict and each warning or failure (ok and unknown checks are in --json)."""
+    pre = record.get("preflight")
+    if not pre:
+        return
+    flagged = [c for c in pre["checks"] if c["verdict"] in ("warn", "fail")]
+    unknown = sum(c["verdict"] == "unknown" for c in pre["checks"])
+    console.print(plain(f"pre-flight: {pre['verdict']} ({len(pre['checks'])} checks, {len(flagged)} flagged, "
+                        f"{unknown} unknown)"))
+    for c in flagged:
+        console.print(plain(f"  {c['verdict'].upper()} {c['scope']} {c['check']}: {c['value']} ({c['why']})"))
+
+
+def show_profile(console: Any, record: dict) -> None:
+    """Each profile summary: its top entries by total time and their share."""
+    details = record.get("details") or {}
+    if details.get("profile_not_applied"):
+        console.print(plain(details["profile_not_applied"]))
+    for key, summary in (details.get("profile") or {}).items():
+        ncu = summary.get("tool") == "ncu"
+        where = f"cases {', '.join(summary.get('cases') or [])}" if ncu else f"case {key}"
+        title = (f"profile ({summary.get('tool')}, {summary.get('calls')} calls after the timed loop, {where}"
+                 + (f", {summary['time_basis']}" if summary.get("time_basis") else "") + ")")
+        if summary.get("error"):
+            console.print(plain(f"{title}: {summary['error']}"))
+            continue
+        t = Table(title=plain(title))
+        cols = ["name", "calls", "total us", "share"] + (["mem %", "SM %"] if ncu else [])
+        for col in cols:
+            t.add_column(col, overflow="fold")
+        for e in summary.get("top") or []:
+            row = [e["name"], str(e["calls"]), fmt(e["total_us"]), f"{100 * e['share']:.1f}%"]
+            if ncu:
+                row += [fmt(e.get("memory_throughput_pct")), fmt(e.get("sm_throughput_pct"))]
+            add_row(t, *row)
+        console.print(t)
+        trace = summary.get("trace") or summary.get("log")
+        if trace:
+            console.print(plain(f"  file: artifacts/{record['run_id']}/{trace} (beside the record)"))

@@ -52,10 +52,16 @@ class RunRequest:
     division: str = "open"
     scenario: str | None = None
     reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
+    strict: bool = False  # refuse to measure when a pre-flight check fails (suite.machine_check)
+    price_per_hour: float | None = None  # USD per accelerator-hour: the record's cost section (suite.cost)
 
 
 class RegistryUnavailable(Exception):
     """The registry failed before a measurement started: nothing measured is lost (one line)."""
+
+
+class StrictRefusal(Exception):
+    """``--strict`` and a failed pre-flight check: nothing was measured or recorded (one line)."""
 
 
 class RecordNotStored(Exception):
@@ -199,6 +205,11 @@ class Runner:
         if unmet:
             result = WorkerResult(status="skipped", error=unmet, started_at=started, finished_at=now())
             return self._finish(req, run_id, result, None, {})
+        from suite.machine_check import preflight_section, refusal
+
+        checked = preflight_section(req.controls.device)  # before the worker starts: a quiet machine
+        if req.strict and refusal(checked):
+            raise StrictRefusal(refusal(checked))
         workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{run_id[:8]}-"))
         try:
             spec = RunSpec(run_id=run_id, workload=req.entry.name, params=params_mod.to_dict(req.params),
@@ -207,6 +218,11 @@ class Runner:
                            artifact_dir=str(self.records_dir / "artifacts" / run_id))
             spec_path = workdir / "spec.json"
             launch = launcher.build(str(spec_path), req.launch, req.controls.device)
+            ncu_log = workdir / "ncu.csv"
+            if req.controls.profile == "ncu":  # single local process only (checked in suite.session)
+                from suite.profiling import ncu_command
+
+                launch.argv = ncu_command(ncu_log) + launch.argv
             ceilings = self.ceilings(req.controls.device) if launch.records else {}
             spec_path.write_text(spec.to_json())
             launch.env.update(process_env(req.controls))
@@ -214,7 +230,9 @@ class Runner:
             result = self._launch(req, spec, spec_path, launch, started)
             if not launch.records:
                 return None  # another node's rank 0 writes the record
-            return self._finish(req, run_id, result, launch, ceilings)
+            if req.controls.profile == "ncu" and result.status == "success":
+                self._ncu_summary(result, ncu_log, Path(spec.artifact_dir))
+            return self._finish(req, run_id, result, launch, ceilings, checked)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -256,13 +274,39 @@ class Runner:
         error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
         return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
 
+    @staticmethod
+    def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
+        """Nsight Compute's CSV log into the record's ``details["profile"]``; the log itself is
+        kept beside the record. A log without kernels is stated, not ignored."""
+        from suite.profiling import PROFILE_CALLS, parse_ncu_csv
+
+        cases = result.details.pop("ncu_cases", [])
+        entry: dict = {"tool": "ncu", "calls": PROFILE_CALLS, "cases": cases, "log": "ncu.csv"}
+        try:
+            text = log.read_text(errors="replace")
+            artifacts.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, artifacts / "ncu.csv")
+            entry["top"] = parse_ncu_csv(text)
+        except (OSError, ValueError) as exc:
+            entry["top"], entry["error"] = [], f"{type(exc).__name__}: {exc}"
+        result.details["profile"] = {"ncu": entry}
+
     def _finish(self, req: RunRequest, run_id: str, result: WorkerResult, launch: launcher.Launch | None,
-                ceilings: dict[str, list[dict]]) -> dict:
+                ceilings: dict[str, list[dict]], checked: dict | None = None) -> dict:
         from suite.environment import collect
 
         # A run that never reached its measuring process still gets a fingerprint (light: no torch).
         environment = result.environment or collect(req.controls.device, deep=False)
-        record = finalize(build_record(req, run_id, result, launch, environment, ceilings))
+        record = build_record(req, run_id, result, launch, environment, ceilings)
+        if checked is not None:
+            record["preflight"] = checked
+        if req.price_per_hour is not None and record["status"] == "success":
+            from suite.cost import cost_section
+
+            world = record["launch"]["world_size"]
+            record["cost"] = cost_section(record["metrics"], req.price_per_hour,
+                                          world if req.controls.device == "cuda" else 1, "--price-per-hour")
+        record = finalize(record)
         path = write_files(record, self.records_dir)
         try:
             self._with_registry(lambda reg: reg.store(record))

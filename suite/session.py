@@ -17,11 +17,11 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from suite import launcher
 from suite.footprint import too_large
-from suite.runner import RecordNotStored, RegistryUnavailable, Runner, RunRequest, static_unmet
+from suite.runner import RecordNotStored, RegistryUnavailable, Runner, RunRequest, StrictRefusal, static_unmet
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -42,13 +42,46 @@ def check_records_dir(path: Path) -> None:
         raise PreflightError(f"the records folder {path} cannot be written: {exc.strerror or exc}") from exc
 
 
-def preflight(runner: Runner, requests: list[RunRequest]) -> None:
-    """Everything that can be known to fail before the first run starts; PreflightError."""
+def profile_unmet(req: RunRequest) -> str | None:
+    """Why ``--profile`` cannot run for this request here (no torch import), or None."""
+    from suite.profiling import unavailable_reason
+
+    tool = req.controls.profile
+    if tool is None:
+        return None
+    why = unavailable_reason(tool, req.controls.device)
+    if why is None and tool == "ncu":
+        world = max(req.launch.nproc_per_node * req.launch.nnodes, launcher.slurm_world())
+        if world > 1 or req.launch.rdzv_endpoint is not None:
+            why = "Nsight Compute wraps a single local measuring process, not torchrun or SLURM ranks"
+    return None if why is None else f"--profile {tool}: {why}"
+
+
+def strict_unmet(requests: list[RunRequest]) -> str | None:
+    """``--strict``: the pre-flight checks of each device the runs use, made now, so that a
+    failed check stops the command before anything is measured."""
+    from suite.machine_check import preflight_section, refusal
+
+    for device in dict.fromkeys(r.controls.device for r in requests if r.strict):
+        why = refusal(preflight_section(device))
+        if why:
+            return why
+    return None
+
+
+def preflight(runner: Runner, requests: list[RunRequest],
+              check_url: Callable[[], Any] | None = None) -> None:
+    """Everything that can be known to fail before the first run starts; PreflightError.
+    ``check_url``: the registry URL's cheap check (registry.check_url), made before the
+    registry is opened, so that a bad ``--db`` is one line before any run."""
     for req in requests:
         try:
             launcher.validate(req.launch)
         except launcher.LaunchError as exc:
             raise PreflightError(str(exc)) from exc
+        why = profile_unmet(req)
+        if why:
+            raise PreflightError(why)
     for req in requests:
         if static_unmet(req) is not None:
             continue  # recorded as a skip with its reason; its size does not matter
@@ -59,10 +92,20 @@ def preflight(runner: Runner, requests: list[RunRequest]) -> None:
             raise PreflightError(f"{req.entry.name}: {why}; not started")
     if any(launcher.stores_records(req.launch) for req in requests):
         check_records_dir(runner.records_dir)
+        if check_url is not None:
+            from registry import RegistryError
+
+            try:
+                check_url()
+            except RegistryError as exc:
+                raise PreflightError(str(exc)) from exc
         try:
             runner.check_registry()
         except RegistryUnavailable as exc:
             raise PreflightError(str(exc)) from exc
+    why = strict_unmet(requests)
+    if why:
+        raise PreflightError(why)
 
 
 @contextlib.contextmanager
@@ -123,7 +166,7 @@ def run_all(runner: Runner, requests: list[RunRequest],
                 out.messages += [f"Error: {exc}", "Stopped: " + _summary(out.records, req, "not started", rest)]
                 out.exit_code = EXIT_FAILED
                 return out
-            except launcher.LaunchError as exc:
+            except (launcher.LaunchError, StrictRefusal) as exc:
                 out.messages.append(f"Error: {exc}")
                 out.exit_code = EXIT_USAGE
                 return out

@@ -64,6 +64,11 @@ def run(spec_path: Path) -> int:
     if ctx is not None:
         result.checks = [vars(c) for c in ctx.checks]
         result.details = ctx.details
+        if controls.profile is not None and not (ctx.details.get("profile") or ctx.details.get("ncu_cases")):
+            # A driver that times its own loop never goes through RunContext.measure: say so.
+            result.details["profile_not_applied"] = (
+                f"--profile {controls.profile}: this workload measured no case through the harness's "
+                "timed loop, so nothing was captured")
     result.finished_at = now()
     if rank == 0:
         write_atomic(Path(spec.result_path), result.to_json())
