@@ -144,3 +144,19 @@ def test_schema_refuses_malformed_sections(fields):
         record["controls"]["profile"] = fields.pop("controls_profile")
     with pytest.raises(RecordInvalid):
         validate_record(_with(record, **fields))
+
+
+def test_leaderboard_shows_cost_per_unit_where_the_record_has_it(tmp_path):
+    from registry import open_registry
+    from registry.leaderboard import build_site
+
+    cost = {**GOOD_COST, "lines": [{"case": "bf16", "metric": "items_per_s", "usd": 0.4242, "per": "1M tokens"}]}
+    priced = _with(make_record(host="priced"), cost=cost)
+    plain_run = make_record(host="unpriced")
+    with open_registry(f"sqlite:///{tmp_path / 'lb.db'}") as reg:
+        reg.store(priced)
+        reg.store(plain_run)
+        build_site(reg, tmp_path / "site")
+    page = (tmp_path / "site" / "workloads" / "kernels.gemm.html").read_text()
+    assert "cost per unit of work" in page
+    assert page.count("0.4242 USD per 1M tokens") == 1  # the priced system's row only

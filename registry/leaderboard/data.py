@@ -53,6 +53,7 @@ class ResultRow:
     energy: str | None  # "947 GFLOP/J"
     run_ids: list[str]
     runs_note: str  # "1 run", "5 runs, olympic mean"
+    cost: str | None = None  # "0.42 USD per 1M tokens": the latest run's cost section, where it has one
 
 
 @dataclass
@@ -137,6 +138,7 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
     latest_pks = sorted({g[9] for g in groups})
     latest_metrics: dict[int, list] = defaultdict(list)
     latest_runs: dict[int, tuple] = {}
+    latest_costs: dict[int, dict] = {}
     for start in range(0, len(latest_pks), 2000):
         chunk = latest_pks[start:start + 2000]
         for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value,
@@ -146,6 +148,10 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
         for row in session.execute(select(Run.id, Run.run_id, Run.environment_id, Run.started_at, Workload.name)
                                    .join(Workload, Run.workload_id == Workload.id).where(Run.id.in_(chunk))):
             latest_runs[row.id] = row
+        # Only the record's cost section (a JSON path in the database), never the whole record.
+        for pk, cost in session.execute(select(Run.id, Run.record["cost"]).where(Run.id.in_(chunk))):
+            if cost:
+                latest_costs[pk] = cost
     environments = _environments(session, {r.environment_id for r in latest_runs.values()})
     host_rows = {row.id: row for row in session.execute(
         select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count)
@@ -197,13 +203,20 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
         board.rows.append(ResultRow(info, division, value, head.unit, head.higher_is_better, ci[0], ci[1],
                                     head.roofline_fraction,
                                     f"{energy.value:.4g} {energy.unit}" if energy is not None else None,
-                                    run_links[(ckey, system_id, sub_id)], note))
+                                    run_links[(ckey, system_id, sub_id)], note,
+                                    cost_text(latest_costs.get(latest_pk), case)))
     out = []
     for key in sorted(boards, key=lambda k: (k[0], k[1], k[3], k[2])):
         board = boards[key]
         board.rows.sort(key=lambda row: -row.value if row.higher_is_better else row.value)
         out.append(board)
     return out, systems, points, ceilings
+
+
+def cost_text(cost: dict | None, case: str) -> str | None:
+    """A record's cost lines for one case, as the leaderboard shows them."""
+    lines = [c for c in (cost or {}).get("lines", []) if c["case"] == case]
+    return "; ".join(f"{c['usd']:.4g} USD per {c['per']}" for c in lines) or None
 
 
 def _system_info(host, submitted, env: dict) -> SystemInfo:
