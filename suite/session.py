@@ -98,7 +98,7 @@ def preflight(runner: Runner, requests: list[RunRequest],
             try:
                 check_url()
             except RegistryError as exc:
-                raise PreflightError(str(exc)) from exc
+                raise PreflightError(f"the registry cannot be used: {exc}") from exc
         try:
             runner.check_registry()
         except RegistryUnavailable as exc:
