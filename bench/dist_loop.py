@@ -46,6 +46,7 @@ def main() -> None:
         for _ in range(args.repeats):
             dist.barrier()
             torch.cuda.synchronize()
+            dist.all_reduce(t)  # untimed: aligns the ranks' start events, as perfsuite's sweep does
             samples.append(time_loop(lambda: dist.all_reduce(t), args.iters, "cuda") / args.iters)
         mine = torch.tensor([sum(samples) / len(samples)], device="cuda", dtype=torch.float64)
         dist.all_reduce(mine)

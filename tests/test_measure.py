@@ -233,7 +233,7 @@ def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request
     assert proc.returncode == 0, proc.stderr
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
-    assert loop["workload"]["version"] == 2
+    assert loop["workload"]["version"] == 3
     d = loop["details"]
     assert d["timing"] == "loop" and d["repeats"] == 3 and "nccl-tests" in d["timing_method"]
     busbw = [m for m in loop["metrics"] if m["name"] == "busbw_gbps"]

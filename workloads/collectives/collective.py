@@ -78,7 +78,7 @@ class Collective(Workload):
     """One collective's sweep; subclasses name the op."""
 
     category = "collectives"
-    version = 2  # 2: timed as nccl-tests (one interval around the loop), repeats
+    version = 3  # 3: an untimed aligning call before each timed loop; 2: one interval around the loop, repeats
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
