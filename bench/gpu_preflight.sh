@@ -57,7 +57,7 @@ main() {
   for tag in gemm-torch gemm-ncu; do
     local id
     id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["run_id"])' "$OUT/runs-$tag.json" 2>/dev/null) \
-      && { echo; echo "== perfsuite show ($tag) =="; python3 -m suite show "$id" | grep -v "^│ .*time_ms\b" | tail -40; }
+      && { echo; echo "== perfsuite show ($tag) =="; python3 -m suite show "$id" | tail -40; }
   done
   echo; echo "== summary =="
   python3 bench/preflight_summary.py "$OUT" || status=1

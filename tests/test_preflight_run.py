@@ -160,3 +160,42 @@ def test_leaderboard_shows_cost_per_unit_where_the_record_has_it(tmp_path):
     page = (tmp_path / "site" / "workloads" / "kernels.gemm.html").read_text()
     assert "cost per unit of work" in page
     assert page.count("0.4242 USD per 1M tokens") == 1  # the priced system's row only
+
+
+def test_ncu_log_becomes_the_record_summary_and_show_prints_it(tmp_path, cli_here, perfsuite_env):
+    """The runner's side of --profile ncu, on a captured ncu CSV: the summary in
+    details["profile"], the log kept beside the record, and show's table with mem% and SM%."""
+    from registry import open_registry
+    from suite.runner import Runner
+    from suite.runspec import WorkerResult
+    from tests.test_profiling_cost import NCU_CSV
+
+    log = tmp_path / "ncu.csv"
+    log.write_text(NCU_CSV)
+    result = WorkerResult(status="success", started_at="", finished_at="", details={"ncu_cases": ["bf16"]})
+    Runner._ncu_summary(result, log, tmp_path / "artifacts")
+    summary = result.details["profile"]["ncu"]
+    assert summary["cases"] == ["bf16"] and "ncu_cases" not in result.details
+    assert summary["top"][0]["name"].startswith("nvjet_hsh") and summary["top"][0]["sm_throughput_pct"] > 88
+    assert (tmp_path / "artifacts" / "ncu.csv").read_text() == NCU_CSV
+    record = make_record()
+    record["details"]["profile"] = result.details["profile"]
+    with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:
+        reg.store(sign(record))
+    shown = cli_here("show", record["run_id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "profile (ncu, 3 calls after the timed loop, cases bf16)" in shown.stdout
+    row = next(line for line in shown.stdout.splitlines() if "nvjet_hsh" in line)
+    assert "88.6" in row and "10.0" in row  # SM % and memory %
+
+
+def test_an_unreadable_ncu_log_is_stated_in_the_record(tmp_path):
+    from suite.runner import Runner
+    from suite.runspec import WorkerResult
+
+    log = tmp_path / "ncu.csv"
+    log.write_text("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n")
+    result = WorkerResult(status="success", started_at="", finished_at="")
+    Runner._ncu_summary(result, log, tmp_path / "artifacts")
+    entry = result.details["profile"]["ncu"]
+    assert entry["top"] == [] and "no ncu CSV header" in entry["error"]
