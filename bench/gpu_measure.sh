@@ -82,7 +82,7 @@ run_x2() {
   done
   step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
        --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
-  step "plain torch.distributed loop" env TORCH_NCCL_TRACE_BUFFER_SIZE=0 python3 -m torch.distributed.run --nproc-per-node 2 \
+  step "plain torch.distributed loop" env TORCH_FR_BUFFER_SIZE=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0 python3 -m torch.distributed.run --nproc-per-node 2 \
        bench/dist_loop.py --max-bytes 65536 --out "$OUT/dist_loop.json"
   python3 - "$OUT/nccl-tests-raw.txt" <<'EOF'
 import sys

@@ -17,7 +17,8 @@ none: a submitter fixes them all in one go. The rules:
   ``success`` whose verification ``passed``, and it lies at
   ``results/<system>/<its workload>/<its run id>.json``;
 - run ids are unique across the tree;
-- seeds are unique among the runs of one workload on one system (MLPerf's rule);
+- seeds are unique among the runs of one workload with the same parameters on one system
+  (the runs scored together: MLPerf's rule);
 - required runs: :data:`REQUIRED_RUNS` per category, counted per system and
   comparability key (training needs 5, enough for an olympic mean over 3 after dropping
   the fastest and the slowest; every other category 1);
@@ -334,12 +335,14 @@ def _check_across_records(report: TreeReport) -> None:
     for filed in report.records:
         r = filed.record
         by_run_id[r["run_id"]].append(filed)
-        group = (filed.org, filed.system, r["workload"]["name"])
+        # MLPerf's rule is about the runs scored together: those of one workload with the same
+        # parameters (comparability key) on one system. Other configurations may reuse a seed.
+        group = (filed.org, filed.system, r["workload"]["name"], r["comparability_key"])
         seed = r["controls"]["seed"]
         first = seeds[group].get(seed)
         if first is not None:
             problems.append(Problem(filed.relpath, f"seed {seed} is already used by {first.relpath}: "
-                                                   f"seeds must be unique per workload and system"))
+                                                   f"seeds must be unique per workload, parameters and system"))
         else:
             seeds[group][seed] = filed
         counts[(filed.org, filed.system, r["workload"]["name"], r["comparability_key"])].append(filed)

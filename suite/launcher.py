@@ -30,7 +30,8 @@ NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 # Python-launched collective: measured on 2xH200 with torch 2.11, an 8 B all_reduce loop took
 # 47 us per call with it and 21 us without, which made eager collectives up to 32 MiB
 # launch-bound against nccl-tests. Off for measuring processes unless the user set it.
-FLIGHT_RECORDER_OFF = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+# torch 2.11 reads TORCH_FR_BUFFER_SIZE and still honours the older name, with a deprecation warning.
+FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 
 
 def suite_env(device: str) -> dict[str, str]:

@@ -239,9 +239,10 @@ def test_rank_figures_aggregate_as_declared():
 
 def test_gpu_runs_turn_the_nccl_flight_recorder_off_unless_the_user_set_it(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCH_NCCL_TRACE_BUFFER_SIZE", raising=False)
+    monkeypatch.delenv("TORCH_FR_BUFFER_SIZE", raising=False)
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=2), "cuda")
-    assert la.env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "0"
-    assert launcher.suite_env("cuda")["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "0"
+    assert la.env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "0" and la.env["TORCH_FR_BUFFER_SIZE"] == "0"
+    assert launcher.suite_env("cuda")["TORCH_FR_BUFFER_SIZE"] == "0"
     assert launcher.suite_env("cpu") == {}
     monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=2), "cuda")
