@@ -123,6 +123,7 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
                             f"-{summary['sm_clock_mhz_max']} MHz (median {summary['sm_clock_mhz_median']}), "
                             f"max power {summary['power_w_max']} W, clock events: "
                             f"{', '.join(summary['clock_events']) or 'none'}" + (f"  FLAG: {flag}" if flag else "")))
+    show_skipped_cases(console, record)
     show_cost(console, record)
     show_preflight(console, record)
     show_profile(console, record)
@@ -144,6 +145,27 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
         extra = cls.render_details(record)
         if extra is not None:
             console.print(extra)
+
+
+def skipped_cases_table(record: dict) -> Table | None:
+    """The cases a run was asked for but did not run, each with its reason
+    (``details["skipped_cases"]``, written by ``RunContext.skip_case`` or a family's own
+    bookkeeping), or None when every case ran: one rendering for every workload."""
+    skipped = (record.get("details") or {}).get("skipped_cases") or {}
+    if not skipped:
+        return None
+    table = Table(title="cases not run")
+    table.add_column("case")
+    table.add_column("reason")
+    for label, reason in skipped.items():
+        add_row(table, label, reason)
+    return table
+
+
+def show_skipped_cases(console: Any, record: dict) -> None:
+    table = skipped_cases_table(record)
+    if table is not None:
+        console.print(table)
 
 
 def show_cost(console: Any, record: dict) -> None:

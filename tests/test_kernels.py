@@ -272,15 +272,20 @@ def test_attention_is_unmet_when_no_backend_runs():
 
 
 def test_show_renders_the_skipped_cases_of_a_record():
+    """``perfsuite show`` renders ``details.skipped_cases`` in the host, for any workload."""
     from rich.console import Console
 
+    from factories import make_record
+    from suite.report import show_record, skipped_cases_table
+
     ctx = run(Attention)
-    table = Attention.render_details({"details": ctx.details})
+    record = make_record(workload_name="kernels.attention", details=dict(ctx.details))
     console = Console(width=200, record=True)
-    console.print(table)
+    show_record(console, record, Attention)
     text = console.export_text()
     assert "cases not run" in text and "efficient" in text and "torch refused" in text
-    assert Attention.render_details({"details": {"skipped_cases": {}}}) is None
+    assert skipped_cases_table({"details": {"skipped_cases": {}}}) is None
+    assert skipped_cases_table({"details": {}}) is None
 
 
 # -- fusion ----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import ctypes.util
 import mmap
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Workload
 
@@ -61,23 +61,9 @@ def record_passes(ctx: "RunContext", label: str, seconds: list[float], *, items:
 
 
 class DataWorkload(Workload):
-    """A workload of the ``data`` category: shows its skipped cases in ``perfsuite show``."""
+    """A workload of the ``data`` category (its skipped cases are shown by the host)."""
 
     category = "data"
-
-    @classmethod
-    def render_details(cls, record: Mapping[str, Any]) -> Any:
-        skipped = (record.get("details") or {}).get("skipped_cases") or {}
-        if not skipped:
-            return None
-        from rich.table import Table
-
-        table = Table(title="cases not run")
-        table.add_column("case")
-        table.add_column("reason")
-        for label, reason in skipped.items():
-            table.add_row(label, reason)
-        return table
 
 
 # -- the page cache -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ requested case never disappears silently. No torch at import time.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from suite import Case, Requirements, Workload
 
@@ -62,21 +62,7 @@ def all_unsupported(reasons: Mapping[str, str | None]) -> str | None:
 
 
 class KernelWorkload(Workload):
-    """A workload of the ``kernels`` category: needs torch, shows its skipped cases in ``perfsuite show``."""
+    """A workload of the ``kernels`` category: needs torch (its skipped cases are shown by the host)."""
 
     category = "kernels"
     requirements = Requirements(packages=("torch",))
-
-    @classmethod
-    def render_details(cls, record: Mapping[str, Any]) -> Any:
-        skipped = (record.get("details") or {}).get("skipped_cases") or {}
-        if not skipped:
-            return None
-        from rich.table import Table
-
-        table = Table(title="cases not run")
-        table.add_column("case")
-        table.add_column("reason")
-        for label, reason in skipped.items():
-            table.add_row(label, reason)
-        return table
