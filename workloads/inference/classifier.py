@@ -11,13 +11,15 @@ float32 run of the same weights on at least ``accuracy_threshold`` of the sample
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
-from suite import Requirements, Workload, param
+from suite import param
+from workloads.inference.base import LoadGenWorkload
 from workloads.inference.settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite import RunContext
+    from workloads.inference.driver import Model
 
 
 @dataclass(frozen=True)
@@ -54,21 +56,13 @@ QUICK: Mapping[str, Any] = {
 }
 
 
-class Classifier(Workload):
+class Classifier(LoadGenWorkload):
     name = "inference.classifier"
-    category = "inference"
-    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
-    version = 1
     description = "BERT-style encoder classification under MLPerf LoadGen (SingleStream/MultiStream/Server/Offline)"
     Params = ClassifierParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1,
-                                packages=("torch", "transformers", "mlperf_loadgen"))
 
-    def setup(self, ctx: "RunContext") -> None:
-        from workloads.inference.models import ClassifierBackend, float32_and_measured, offline_hub, synthetic_sequences
-
-        offline_hub()
+    def build(self) -> tuple[Any, Callable[[], Any]]:
         from transformers import BertConfig, BertForSequenceClassification
 
         p = self.params
@@ -76,28 +70,21 @@ class Classifier(Workload):
                             num_attention_heads=p.heads, intermediate_size=p.intermediate,
                             max_position_embeddings=max(512, p.max_len), num_labels=p.labels,
                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        ref, measured = float32_and_measured(lambda: BertForSequenceClassification(config), p.dtype,
-                                             ctx.torch_device, p.model_seed)
-        samples = synthetic_sequences(p.num_samples, p.min_len, p.max_len, p.vocab, p.model_seed)
-        self.backend = ClassifierBackend(measured, samples, ctx.torch_device, ctx.synchronize)
-        self.reference = ClassifierBackend(ref, samples, ctx.torch_device, ctx.synchronize)
-        ctx.details["model"] = {"config": "BertConfig", "parameters": sum(t.numel() for t in ref.parameters()),
-                                "dtype": p.dtype, "reference_dtype": "fp32"}
+        return config, lambda: BertForSequenceClassification(config)
 
-    def execute(self, ctx: "RunContext") -> None:
-        from workloads.inference.driver import Driver, Model
+    def sequence_lengths(self) -> tuple[int, int]:
+        return self.params.min_len, self.params.max_len
+
+    def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
+        from workloads.inference.models import ClassifierBackend
+
+        return (ClassifierBackend(measured, samples, ctx.torch_device, ctx.synchronize),
+                ClassifierBackend(reference, samples, ctx.torch_device, ctx.synchronize))
+
+    def model(self) -> "Model":
+        from workloads.inference.driver import Model
         from workloads.inference.models import decode_class, score_agreement
 
-        model = Model(backend=self.backend, reference=self.reference, decode=decode_class, score=score_agreement,
-                      score_method="classification agreement with a float32 reference",
-                      threshold=self.params.accuracy_threshold)
-        Driver(ctx, self.params, model).run()
-
-    def teardown(self, ctx: "RunContext") -> None:
-        self.backend = self.reference = None
-
-    @classmethod
-    def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from workloads.inference.report import render_table
-
-        return render_table(record)
+        return Model(backend=self.backend, reference=self.reference, decode=decode_class, score=score_agreement,
+                     score_method="classification agreement with a float32 reference",
+                     threshold=self.params.accuracy_threshold)

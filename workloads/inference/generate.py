@@ -14,13 +14,15 @@ its accuracy log must equal a float32 run's (dynamic cache) on ``accuracy_thresh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
-from suite import Requirements, Workload, param
+from suite import param
+from workloads.inference.base import LoadGenWorkload
 from workloads.inference.settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite import RunContext
+    from workloads.inference.driver import Model
 
 ARCHS = ("llama", "gpt2")
 CACHES = ("dynamic", "static")
@@ -86,53 +88,39 @@ def build_config(p: GenerateParams) -> Any:
                        pad_token_id=0)
 
 
-class Generate(Workload):
+class Generate(LoadGenWorkload):
     name = "inference.generate"
-    category = "inference"
-    controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
-    version = 1
     description = "greedy decoder generation under MLPerf LoadGen with TTFT/TPOT; dynamic vs static KV cache"
     Params = GenerateParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1,
-                                packages=("torch", "transformers", "mlperf_loadgen"))
 
-    def setup(self, ctx: "RunContext") -> None:
-        from workloads.inference.models import GeneratorBackend, float32_and_measured, offline_hub, synthetic_sequences
-
-        offline_hub()
+    def build(self) -> tuple[Any, Callable[[], Any]]:
         from transformers import AutoModelForCausalLM
 
-        p = self.params
-        config = build_config(p)
-        ref, measured = float32_and_measured(lambda: AutoModelForCausalLM.from_config(config), p.dtype,
-                                             ctx.torch_device, p.model_seed)
-        samples = synthetic_sequences(p.num_samples, p.min_prompt, p.max_prompt, p.vocab, p.model_seed)
-        self.backend = GeneratorBackend(measured, samples, p.new_tokens, p.cache, p.max_prompt, p.max_batch,
-                                        ctx.torch_device)
-        self.reference = GeneratorBackend(ref, samples, p.new_tokens, "dynamic", p.max_prompt, p.max_batch,
-                                          ctx.torch_device)
-        ctx.details["model"] = {"config": type(config).__name__,
-                                "parameters": sum(t.numel() for t in ref.parameters()),
-                                "dtype": p.dtype, "reference_dtype": "fp32", "cache": p.cache,
-                                "compiled_decoding": p.cache == "static" and ctx.device == "cuda"}
+        config = build_config(self.params)
+        return config, lambda: AutoModelForCausalLM.from_config(config)
 
-    def execute(self, ctx: "RunContext") -> None:
-        from workloads.inference.driver import Driver, Model
+    def sequence_lengths(self) -> tuple[int, int]:
+        return self.params.min_prompt, self.params.max_prompt
+
+    def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
+        from workloads.inference.models import GeneratorBackend
+
+        p = self.params
+        return (GeneratorBackend(measured, samples, p.new_tokens, p.cache, p.max_prompt, p.max_batch,
+                                 ctx.torch_device),
+                GeneratorBackend(reference, samples, p.new_tokens, "dynamic", p.max_prompt, p.max_batch,
+                                 ctx.torch_device))
+
+    def model_details(self, ctx: "RunContext") -> Mapping[str, Any]:
+        return {"cache": self.params.cache, "compiled_decoding": self.params.cache == "static" and ctx.device == "cuda"}
+
+    def model(self) -> "Model":
+        from workloads.inference.driver import Model
         from workloads.inference.models import decode_tokens, score_token_match
 
         p = self.params
-        model = Model(backend=self.backend, reference=self.reference, decode=decode_tokens, score=score_token_match,
-                      score_method="exact token match rate against a float32 reference (dynamic cache)",
-                      threshold=p.accuracy_threshold, tokens={"ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms},
-                      warm_up=self.backend.warm_up)
-        Driver(ctx, p, model).run()
-
-    def teardown(self, ctx: "RunContext") -> None:
-        self.backend = self.reference = None
-
-    @classmethod
-    def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from workloads.inference.report import render_table
-
-        return render_table(record)
+        return Model(backend=self.backend, reference=self.reference, decode=decode_tokens, score=score_token_match,
+                     score_method="exact token match rate against a float32 reference (dynamic cache)",
+                     threshold=p.accuracy_threshold, tokens={"ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms},
+                     warm_up=self.backend.warm_up)
