@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, defer
 
 from schemas import CEILINGS_WORKLOAD
 from schemas.headline import headline
+from schemas.throttle import case_summary, throttle_flag
 
 from .errors import RegistryError
 from .models import Metric, Run, System, Workload
@@ -20,10 +21,13 @@ from .models import Metric, Run, System, Workload
 _RUN_ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
 # The headline metric the run's workload named (absent from records older than the field).
 _PRIMARY_METRIC = Run.record[("workload", "primary_metric")].as_string()
+# What NVML saw while each case was timed (absent from records older than the field, and
+# from runs without NVML): read from the stored record, so older registries need no migration.
+_THROTTLE = Run.record[("details", "throttle")]
 
 
 def _summary_query():
-    return (select(Run, Workload.name, Workload.version, System.hostname, _PRIMARY_METRIC)
+    return (select(Run, Workload.name, Workload.version, System.hostname, _PRIMARY_METRIC, _THROTTLE)
             .join(Workload, Run.workload_id == Workload.id)
             .join(System, Run.system_id == System.id)
             .options(defer(Run.record)))  # summaries never need the whole record
@@ -39,14 +43,17 @@ def _summaries(session: Session, rows) -> list[dict]:
         for run_pk, case, name, unit, value in metric_rows:
             by_run[run_pk].append({"case": case, "name": name, "unit": unit, "value": value})
     out = []
-    for run, name, version, host, primary_name in rows:
+    for run, name, version, host, primary_name, throttle in rows:
         primary = headline(by_run[run.id], primary_name) or {}
+        nvml = case_summary(throttle, primary.get("case"))
         out.append({
             "run_id": run.run_id, "workload": name, "version": version, "device": run.device,
             "device_key": run.device_key, "host": host, "status": run.status, "error": run.error,
             "verification": run.verification_status, "started_at": run.started_at.isoformat(),
             "comparability_key": run.comparability_key, "case": primary.get("case"),
             "metric": primary.get("name"), "value": primary.get("value"), "unit": primary.get("unit"),
+            # the headline case's NVML summary and its flag ("power-capped", "thermal slowdown")
+            "throttle": nvml, "throttled": throttle_flag(nvml),
         })
     return out
 

@@ -2,11 +2,11 @@
 100%: the ceiling is then understated and its run must be redone), its fraction of the
 datasheet peak where the device is known, and whether NVML saw the clocks held down by a
 power cap or heat while it was measured. Plain functions of a record dict, used by the
-results table and ``perfsuite show``."""
+results table, ``perfsuite show`` and ``perfsuite results``."""
 from __future__ import annotations
 
 from suite import specs
-from suite.nvml_sampler import throttle_flag
+from schemas.throttle import record_summary, throttle_flag
 
 CEILINGS_WORKLOAD = "kernels.ceilings"
 THROUGHPUT_OF = {"tflops": "matmul.", "gbps": ""}
@@ -61,20 +61,18 @@ def spec_cell(record: dict, metric: dict) -> str:
     return f"{fraction * 100:.1f}% of {spec.name}"
 
 
-def throttle_summary(record: dict, case: str) -> dict | None:
-    """What NVML saw while ``case`` was timed (a summary under the case, or under ``run`` for
-    drivers that sample their whole measurement)."""
-    t = (record.get("details") or {}).get("throttle") or {}
-    return t.get(case) or t.get("run")
-
-
 def throttle_cell(record: dict, case: str) -> str:
-    """'power-capped (SM 1455-1980 MHz)' when NVML saw a power or thermal event, else ''."""
-    s = throttle_summary(record, case)
-    flag = throttle_flag(s)
+    """'power-capped (SM 1455-1980 MHz)' when NVML saw a power or thermal event while
+    ``case`` was timed, else ''."""
+    return throttle_summary_cell(record_summary(record, case))
+
+
+def throttle_summary_cell(summary: dict | None) -> str:
+    """:func:`throttle_cell` of one NVML summary (what the registry's run summaries carry)."""
+    flag = throttle_flag(summary)
     if not flag:
         return ""
-    lo, hi = s.get("sm_clock_mhz_min"), s.get("sm_clock_mhz_max")
+    lo, hi = summary.get("sm_clock_mhz_min"), summary.get("sm_clock_mhz_max")
     return f"{flag} (SM {_num(lo)}-{_num(hi)} MHz)" if lo is not None else flag
 
 

@@ -5,7 +5,7 @@ Why: a snapshot before and after a loop misses what happened during it. A GEMM l
 seconds on an H200 starts at 1980 MHz and ends power-capped at 1455 MHz; its figure is a
 *sustained* one and must say so beside a *burst* figure from a cool GPU. The summary keeps
 the minimum and median SM clock, the maximum power, every clock-event reason seen and the
-number of samples; :func:`throttle_flag` turns it into the one word a table shows.
+number of samples; ``schemas.throttle.throttle_flag`` turns it into the one word a table shows.
 
 The reader is injectable (tests feed synthetic readings); the default reads NVML through
 ``suite.nvml`` and degrades to no samples where NVML is unavailable.
@@ -17,6 +17,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
+
+from schemas.throttle import throttle_flag  # noqa: F401  (re-exported: the rule lives in schemas)
 
 DEFAULT_PERIOD_S = 0.02
 # Clock-event reasons (suite.nvml's labels) that lower the clocks because of power or heat.
@@ -130,15 +132,6 @@ def summarize(readings: list[Reading], period_s: float = DEFAULT_PERIOD_S, error
         "thermal_slowdown": any(r in THERMAL_EVENTS for r in seen),
         "sampler_error": error,
     }
-
-
-def throttle_flag(summary: dict | None) -> str | None:
-    """'power-capped', 'thermal slowdown', both, or None: what a table shows beside a figure."""
-    if not summary:
-        return None
-    flags = [name for key, name in (("power_capped", "power-capped"), ("thermal_slowdown", "thermal slowdown"))
-             if summary.get(key)]
-    return " + ".join(flags) or None
 
 
 def sample(index: int | None, period_s: float = DEFAULT_PERIOD_S,

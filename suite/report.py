@@ -82,7 +82,7 @@ def results_table(records: list[dict]) -> Table:
 
 def runs_table(rows: list[dict]) -> Table:
     t = Table(title="recorded runs")
-    for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline"):
+    for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline", "throttled"):
         t.add_column(col)
     for r in rows:
         if r["status"] != "success":  # a run that did not succeed (or did not verify) has no headline figure
@@ -91,7 +91,7 @@ def runs_table(rows: list[dict]) -> Table:
             head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
         started = str(r["started_at"])[:19].replace("T", " ")
         add_row(t, r["run_id"][:12], started, r["workload"], str(r["version"]), r["device"], r["status"],
-                  r["verification"], head)
+                  r["verification"], head, figures.throttle_summary_cell(r.get("throttle")))
     return t
 
 

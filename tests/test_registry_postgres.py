@@ -155,6 +155,30 @@ def test_latest_ceilings_on_postgres(reg):
     assert reg.latest_ceilings(key)["run_id"] == older["run_id"]  # 17:00 UTC is after 16:00 UTC
 
 
+def test_results_flag_a_power_capped_run_on_postgres(reg):
+    """The throttle flag of ``perfsuite results`` comes from the stored record's
+    details.throttle, read by a JSON path: the same on PostgreSQL's ``json`` as on SQLite."""
+    from rich.console import Console
+
+    from suite.nvml_sampler import Reading, summarize
+    from suite.report import runs_table
+
+    summary = summarize([Reading(0.0, 1980, 420.0, ()), Reading(0.5, 1455, 700.0, ("software power cap",))])
+    capped = make_record(device="cuda", details={"throttle": {"bf16": summary}})
+    cool = make_record(device="cuda")
+    reg.store(capped)
+    reg.store(cool)
+    rows = {r["run_id"]: r for r in reg.results()}
+    assert rows[capped["run_id"]]["throttled"] == "power-capped"
+    assert rows[capped["run_id"]]["throttle"] == summary
+    assert rows[cool["run_id"]]["throttled"] is None
+    console = Console(record=True, width=250)
+    console.print(runs_table(list(rows.values())))
+    lines = console.export_text().splitlines()
+    assert "power-capped (SM 1,455-1,980 MHz)" in next(ln for ln in lines if capped["run_id"][:12] in ln)
+    assert "power-capped" not in next(ln for ln in lines if cool["run_id"][:12] in ln)
+
+
 def test_four_processes_storing_at_once_into_a_fresh_database_lose_nothing(tmp_path, pg_url):
     outcomes = run_concurrent_stores(pg_url, processes=4, per_process=25, workdir=tmp_path)
     assert len(outcomes) == 100 and set(outcomes.values()) == {"stored"}
