@@ -1,9 +1,13 @@
 """A plain torch.distributed all_reduce loop, timed as nccl-tests and perfsuite time theirs
 (one pair of CUDA events around ``iters`` back-to-back calls, ``repeats`` times, mean over
-repeats and ranks): the floor perfsuite's eager collectives are compared with for small
-messages. One tensor, in place, float32 sum; no buffer rotation, no checks.
+repeats and ranks; with ``--hold``, the default, queued behind the same stream hold as
+perfsuite's ``timing=loop``): the floor perfsuite's eager collectives are compared with for
+small messages. One tensor, in place, float32 sum; no buffer rotation, no checks.
 
-    TORCH_NCCL_TRACE_BUFFER_SIZE=0 torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 65536 --out FILE.json
+    torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 65536 --out FILE.json
+
+The process sets the variables the suite sets for its own measuring processes
+(``suite.launcher.suite_env``: flight recorder and NVLink multicast off) before NCCL starts.
 """
 from __future__ import annotations
 
@@ -24,17 +28,22 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-hold", dest="hold", action="store_false", help="time the loop as Python issues it")
     args = ap.parse_args()
 
     import torch
     import torch.distributed as dist
 
-    from suite.timing import time_loop
+    from suite.launcher import suite_env
+    from suite.timing import StreamHold, time_loop
+
+    os.environ.update(suite_env("cuda"))
 
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, world = dist.get_rank(), dist.get_world_size()
+    hold = StreamHold() if args.hold else None
     rows = []
     size = args.min_bytes
     while size <= args.max_bytes:
@@ -42,21 +51,26 @@ def main() -> None:
         for _ in range(args.warmup):
             dist.all_reduce(t)
         torch.cuda.synchronize()
-        samples = []
+        samples, launches = [], []
         for _ in range(args.repeats):
             dist.barrier()
             torch.cuda.synchronize()
-            dist.all_reduce(t)  # untimed: aligns the ranks' start events, as perfsuite's sweep does
-            samples.append(time_loop(lambda: dist.all_reduce(t), args.iters, "cuda") / args.iters)
-        mine = torch.tensor([sum(samples) / len(samples)], device="cuda", dtype=torch.float64)
+            # the untimed call before the start event aligns the ranks, as perfsuite's sweep does
+            lt = time_loop(lambda: dist.all_reduce(t), args.iters, "cuda", hold, before=lambda: dist.all_reduce(t))
+            samples.append(lt.seconds / args.iters)
+            launches.append(lt.launch_s / args.iters)
+        mine = torch.tensor([sum(samples) / len(samples), sum(launches) / len(launches)], device="cuda",
+                            dtype=torch.float64)
         dist.all_reduce(mine)
-        rows.append({"size_bytes": size, "time_us": float(mine.item()) / world * 1e6})
+        rows.append({"size_bytes": size, "time_us": float(mine[0]) / world * 1e6,
+                     "launch_us": float(mine[1]) / world * 1e6})
         size *= 2
     if rank == 0:
         args.out.write_text(json.dumps({"collective": "all_reduce", "world_size": world, "iters": args.iters,
-                                        "repeats": args.repeats, "rows": rows}, indent=1))
+                                        "repeats": args.repeats, "hold": args.hold, "rows": rows}, indent=1))
         for r in rows:
-            print(f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us")
+            print(f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us  "
+                  f"(host launch {r['launch_us']:.2f} us)")
     dist.destroy_process_group()
 
 

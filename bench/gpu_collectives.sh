@@ -15,24 +15,13 @@
 #  6. the nccl-tests tables (perfsuite show, per run) and perfsuite results (one line per run:
 #     its headline busbw, or the copy's GB/s) as the summary; the same as JSON in summary.json.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
-# NVSHMEM_DISABLE_NVLS=1): exported here and set again by the launcher for every rank.
+# NVSHMEM_DISABLE_NVLS=1): exported by bench/gpu_env.sh and set again by the launcher for every rank.
 # $OUT gets: gpu_collectives.log, summary.json, records-collectives.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 : "${OUT:=$PWD/.device-out/gpu_collectives}"
 mkdir -p "$OUT"
 source bench/gpu_env.sh
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-status=0
-step() {  # step NAME CMD...: run, report its exit status, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  local t0=$SECONDS
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
-  [ "$rc" = 0 ] || status=1
-}
-prun() { python3 -m suite run "$@" --device cuda; }
 # The run ids of the successful sweeps in 'perfsuite results --json' on stdin, oldest first.
 run_ids_of_sweeps() {
   python3 -c 'import json, sys

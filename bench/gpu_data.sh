@@ -25,15 +25,6 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("skimage"
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .parts/scikit_image-*.whl
 fi
 export DATA_SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
-status=0
-step() {  # step NAME CMD...: run, report its exit status, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc"
-  [ "$rc" = 0 ] || status=1
-}
-prun() { python3 -m suite run "$@" --device cuda; }
 
 main() {
 python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "|", torch.cuda.get_device_name())'

@@ -13,3 +13,13 @@ mkdir -p /tmp/perfsuite
 pack_records() {  # the records come back as one archive ($OUT takes 8 files at most)
   tar -C "$(dirname "$PERFSUITE_RECORDS")" -czf "$OUT/records-${1:-run}.tar.gz" "$(basename "$PERFSUITE_RECORDS")"
 }
+status=0  # any failed step: 1 (the scripts exit with it)
+step() {  # step NAME CMD...: run, report its exit status and time, remember any failure
+  local name=$1; shift
+  echo; echo "== $name =="
+  local t0=$SECONDS
+  "$@"; local rc=$?
+  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
+  [ "$rc" = 0 ] || status=1
+}
+prun() { python3 -m suite run "$@" --device cuda; }  # one perfsuite run on the GPU

@@ -26,16 +26,6 @@ mkdir -p "$site"
 printf 'Metadata-Version: 2.1\nName: perfsuite-triton\nVersion: 0.1.0\n' > "$site/METADATA"
 printf '[perfsuite]\ntriton = perfsuite_triton.plugin\n' > "$site/entry_points.txt"
 export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
-status=0
-step() {  # step NAME CMD...: run, report its exit status and time, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  local t0=$SECONDS
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
-  [ "$rc" = 0 ] || status=1
-}
-prun() { python3 -m suite run "$@" --device cuda; }
 
 main() {
 since=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)

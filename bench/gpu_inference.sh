@@ -22,7 +22,6 @@ export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/inference.db}
 export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/inference-records}
 source bench/gpu_env.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-status=0
 # The 134M model is the workload's default size; these set the LoadGen run lengths and the search.
 # accuracy_threshold: random weights give near-tied logits, and bf16 flips some greedy choices
 # (then the rest of that sequence differs): on the CPU, bf16 vs float32 matched 0.84 of 256 tokens.

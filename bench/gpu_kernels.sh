@@ -26,15 +26,6 @@ export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/kernels-records}
 source bench/gpu_env.sh
 export KERNELS_SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 unset TRITON_INTERPRET
-status=0
-step() {  # step NAME CMD...: run, report its exit status, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc"
-  [ "$rc" = 0 ] || status=1
-}
-prun() { python3 -m suite run "$@" --device cuda; }
 
 main() {
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "|", torch.cuda.get_device_name())'

@@ -34,38 +34,10 @@ mkdir -p "$OUT"
 export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/measure-$KIND.db}
 export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/measure-$KIND-records}
 source bench/gpu_env.sh
+source bench/nccl_tests_build.sh
 unset TRITON_INTERPRET PERFSUITE_CROSSCHECK
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
-status=0
-step() {  # step NAME CMD...: run, report its exit status and time, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  local t0=$SECONDS
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
-  [ "$rc" = 0 ] || status=1
-}
 pcheck() { python3 -m suite crosscheck "$@" --device cuda; }
-
-build_nccl_tests() {
-  local src=.ref/nccl-tests
-  [ -d "$src" ] || { echo "no $src: copy ../shared/reference/nccl-tests there and carry it"; return 1; }
-  local wheel
-  wheel=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])') || return 1
-  # The wheel ships libnccl.so.2 only: a shim NCCL_HOME with the libnccl.so the linker asks for.
-  NCCL_SHIM=/tmp/nccl-home
-  mkdir -p "$NCCL_SHIM/lib"
-  ln -sfn "$wheel/include" "$NCCL_SHIM/include"
-  ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so"
-  ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so.2"
-  rm -rf /tmp/nccl-tests-src && cp -r "$src" /tmp/nccl-tests-src
-  make -C /tmp/nccl-tests-src MPI=0 NCCL_HOME="$NCCL_SHIM" CUDA_HOME=/usr/local/cuda \
-       NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/nccl-tests-build src.build -j 16 \
-       > "$OUT/nccl-tests-build.txt" 2>&1 || { tail -20 "$OUT/nccl-tests-build.txt"; return 1; }
-  export LD_LIBRARY_PATH=$NCCL_SHIM/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  ls /tmp/nccl-tests-build/*_perf | head -20
-  /tmp/nccl-tests-build/all_reduce_perf -b 8 -e 8 -g 2 -n 1 -w 1 | tail -4
-}
 
 run_x2() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
@@ -82,7 +54,7 @@ run_x2() {
   done
   step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
        --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
-  step "plain torch.distributed loop" env TORCH_FR_BUFFER_SIZE=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0 python3 -m torch.distributed.run --nproc-per-node 2 \
+  step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
        bench/dist_loop.py --max-bytes 65536 --out "$OUT/dist_loop.json"
   python3 - "$OUT/nccl-tests-raw.txt" <<'EOF'
 import sys

@@ -25,15 +25,6 @@ unset TRITON_INTERPRET PERFSUITE_CROSSCHECK
 if ! command -v ncu >/dev/null && [ -x /usr/local/cuda/bin/ncu ]; then
   export PATH=$PATH:/usr/local/cuda/bin
 fi
-status=0
-step() {  # step NAME CMD...: run, report its exit status and time, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  local t0=$SECONDS
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc ($((SECONDS - t0)) s)"
-  [ "$rc" = 0 ] || status=1
-}
 prun() {  # prun TAG ARGS...: one perfsuite run, its records as JSON in $OUT/runs-TAG.json
   local tag=$1; shift
   python3 -m suite run "$@" --device cuda --price-per-hour 3.5 --timeout 240 --json > "$OUT/runs-$tag.json"

@@ -18,14 +18,6 @@ mkdir -p "$OUT"
 export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/registry-issue10.db}
 export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/registry-records}
 source bench/gpu_env.sh
-status=0
-step() {  # step NAME CMD...: run, report its exit status, remember any failure
-  local name=$1; shift
-  echo; echo "== $name =="
-  "$@"; local rc=$?
-  echo "-- $name: exit $rc"
-  [ "$rc" = 0 ] || status=1
-}
 pf() { python3 -m suite "$@"; }
 
 main() {

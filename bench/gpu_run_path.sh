@@ -22,7 +22,6 @@ export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/run_path.db}
 export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/run_path-records}
 source bench/gpu_env.sh
 declare -A RESULT
-status=0
 verdict() {  # verdict NAME OK(0/1) TEXT
   RESULT[$1]="$( [ "$2" = 0 ] && echo PASS || echo FAIL ): $3"
   [ "$2" = 0 ] || status=1

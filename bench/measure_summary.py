@@ -5,7 +5,7 @@ sustained with the clocks and % of spec; GEMM burst and sustained against the ce
 do_bench, with the throttle flag. Prints the issue's targets as met / NOT met; exit 1 if a
 target is not met or a run failed.
 
-    python3 bench/measure_summary.py x2 --since ISO --dist-loop FILE.json
+    python3 bench/measure_summary.py x2 --since ISO --dist-loop FILE.json   # x4, x8 likewise
     python3 bench/measure_summary.py x1 --since ISO
 """
 from __future__ import annotations
@@ -34,28 +34,29 @@ def load(since: str) -> list[dict]:
 
 def collectives(records: list[dict], dist_loop: dict | None) -> bool:
     ok = True
-    eager_ref: dict[int, dict] = {}
+    eager_ref: dict[tuple[str, str], dict] = {}  # (collective, dtype) -> nccl-tests' eager table by size
     for rec in records:
         name = rec["workload"]["name"]
         if not name.startswith("collectives.") or name == "collectives.copy_bandwidth":
             continue
         graph = rec["controls"]["cuda_graph"]
-        label = f"{name} {'graph' if graph else 'eager'}"
+        label = f"{name} {rec['details'].get('dtype', '')} {'graph' if graph else 'eager'}"
         if rec["status"] != "success":
             print(f"{label}: {rec['status']}: {rec['error']}")
             ok = False
             continue
         d = rec["details"]
         cc = d.get("crosscheck") or {}
-        print(f"\n{label}  timing: {d.get('timing')} ({d.get('iters')} calls x {d.get('repeats')} repeats)  "
+        print(f"\n{label}  world {d.get('world_size')}  timing: {d.get('timing')} "
+              f"({d.get('iters')} calls x {d.get('repeats')} repeats)  "
               f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')}")
         if cc.get("status") != "measured":
             print(f"  nccl-tests: {cc.get('status')}: {cc.get('reason')}")
             ok = False
             continue
         ref = {r["size_bytes"]: r for r in cc["table"]["rows"]}
-        if name == "collectives.all_reduce" and not graph:
-            eager_ref = ref
+        if not graph:
+            eager_ref[(name, d.get("dtype"))] = ref
         print(f"  {'size B':>10} {'mode':>4} {'suite us':>9} {'nccl us':>9} {'suite busbw':>11} {'nccl busbw':>10} "
               f"{'ratio':>6}")
         worst = None
@@ -74,11 +75,14 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
             print(f"  TARGET busbw within 3% of nccl-tests from 1 MiB up: lowest ratio {worst}: "
                   f"{'met' if worst is not None and worst >= 1 - BUSBW_TOLERANCE else 'NOT met'}")
         else:
-            small = [r for r in d["rows"] if r["size_bytes"] < SMALL_BYTES and r.get("ip")]
-            slower = [(r["size_bytes"], r["ip"]["time_us"], eager_ref[r["size_bytes"]]["ip"]["time_us"])
-                      for r in small if r["size_bytes"] in eager_ref
-                      and r["ip"]["time_us"] > eager_ref[r["size_bytes"]]["ip"]["time_us"]]
-            met = bool(small) and bool(eager_ref) and not slower
+            # nccl-tests' eager times of the same collective and type, from the eager run's call
+            ref_eager = eager_ref.get((name, d.get("dtype")), {})
+            mode = "ip" if any(r.get("ip") for r in d["rows"]) else "oop"
+            small = [r for r in d["rows"] if r["size_bytes"] < SMALL_BYTES and r.get(mode)]
+            slower = [(r["size_bytes"], r[mode]["time_us"], ref_eager[r["size_bytes"]][mode]["time_us"])
+                      for r in small if r["size_bytes"] in ref_eager
+                      and r[mode]["time_us"] > ref_eager[r["size_bytes"]][mode]["time_us"]]
+            met = bool(small) and bool(ref_eager) and not slower
             ok &= met
             print(f"  TARGET graph mode no slower than nccl-tests (eager, same call as the eager run) below 64 KiB: "
                   f"{'met' if met else 'NOT met'}" + (f" (slower at {slower})" if slower else ""))
@@ -147,12 +151,12 @@ def kernels(records: list[dict]) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=("x1", "x2"))
+    ap.add_argument("kind", choices=("x1", "x2", "x4", "x8"))
     ap.add_argument("--since", required=True)
     ap.add_argument("--dist-loop", type=Path, default=None)
     args = ap.parse_args()
     records = load(args.since)
-    if args.kind == "x2":
+    if args.kind != "x1":
         loop = json.loads(args.dist_loop.read_text()) if args.dist_loop and args.dist_loop.exists() else None
         ok = collectives(records, loop)
     else:

@@ -141,10 +141,15 @@ class RunContext:
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
         return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
 
-    def time_loop(self, fn: Callable[[], Any], iters: int) -> float:
-        """Seconds for ``iters`` back-to-back calls timed as one interval (nccl-tests' way),
-        for drivers that time their own loops (``suite.timing.time_loop``)."""
-        return timing.time_loop(fn, iters, self.device)
+    def time_loop(self, fn: Callable[[], Any], iters: int, hold: "timing.StreamHold | None" = None,
+                  before: Callable[[], Any] | None = None) -> "timing.LoopTime":
+        """``iters`` back-to-back calls timed as one interval (nccl-tests' way), for drivers
+        that time their own loops: see ``suite.timing.time_loop``."""
+        return timing.time_loop(fn, iters, self.device, hold, before)
+
+    def stream_hold(self) -> "timing.StreamHold | None":
+        """A calibrated ``suite.timing.StreamHold`` on the GPU; None on the CPU (nothing to hold)."""
+        return timing.StreamHold() if self.device == "cuda" else None
 
     def time_each(self, fn: Callable[[], Any], n: int) -> list[float]:
         """Seconds of each of ``n`` calls (events around each call on the GPU), no warm-up."""
@@ -174,6 +179,11 @@ class RunContext:
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared
         work (with the ceiling it is judged against), and throughput per joule."""
+        # Cross-checked, the suite's loop and do_bench each start from a GPU that NVML shows
+        # free of power and thermal events: otherwise the second runs hotter than the first
+        # (on an H200 a 20-call bf16 burst read 0.926 of a do_bench run straight after it).
+        settle = (lambda: self.wait_until_cool(crosscheck.COOL_WAIT_S)) if self.device == "cuda" else None
+        settled = settle() if crosscheck.requested() and settle is not None else None
         m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
                          graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
@@ -183,7 +193,7 @@ class RunContext:
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
-                case.fn, self.device, m.samples_s, m.wall_s)
+                case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

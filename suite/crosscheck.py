@@ -26,6 +26,7 @@ ENV_REQUEST = "PERFSUITE_CROSSCHECK"
 DO_BENCH_MIN_REP_MS = 1.0  # do_bench runs at least one call whatever rep says
 DO_BENCH_WARMUP_MS = 25.0  # do_bench's default
 AGREEMENT = 0.02  # the issue's bar: within 2% of do_bench run the same way
+COOL_WAIT_S = 20.0  # longest wait for a cool GPU before each of the two timings
 
 
 def requested() -> bool:
@@ -47,8 +48,11 @@ def do_bench_unavailable(device: str) -> str | None:
     return None
 
 
-def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float) -> dict:
-    """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their ratio."""
+def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float,
+                    settle: Callable[[], dict] | None = None, suite_settled: dict | None = None) -> dict:
+    """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their
+    ratio. ``settle`` (the GPU's wait until cool) runs right before do_bench, as it ran before
+    the suite's loop (``suite_settled``, what it saw then): both start from the same state."""
     suite_ms = statistics.median(suite_samples_s) * 1e3
     out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms}
     why = do_bench_unavailable(device)
@@ -57,6 +61,8 @@ def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[fl
     import triton
     import triton.testing
 
+    if settle is not None:
+        out["settled"] = {"suite": suite_settled, "reference": settle()}
     rep_ms = max(DO_BENCH_MIN_REP_MS, suite_wall_s * 1e3)
     ref_ms = float(triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=rep_ms, return_mode="median"))
     ratio = suite_ms / ref_ms if ref_ms > 0 else None

@@ -89,22 +89,84 @@ def _sync(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def time_loop(fn: Callable[[], Any], iters: int, device: str) -> float:
-    """Seconds for ``iters`` back-to-back calls of ``fn`` timed as one interval, as nccl-tests
-    times its loop: one pair of CUDA events around the whole loop on the GPU, the host clock
-    around the loop on the CPU (a gloo call returns when it is done). Per-call events would
-    add each call's launch skew between ranks to every sample; one interval does not."""
-    if device == "cuda":
+@dataclass
+class LoopTime:
+    """One timed loop of back-to-back calls."""
+
+    seconds: float  # the interval around the calls: CUDA events on the GPU, the host clock on the CPU
+    launch_s: float  # host time to issue the calls (equals ``seconds`` on the CPU)
+    held: bool | None  # behind a hold: whether it outlasted the issuing of the calls; None: no hold
+
+
+class StreamHold:
+    """nvbench's blocking kernel, for loops timed as one interval: a spin kernel holds the
+    current CUDA stream while the host queues the loop's calls, so the GPU then runs them back
+    to back and the interval measures the calls, not the host's rate of issuing them.
+
+    Why: nccl-tests issues its calls from C, faster than a 1 MiB all_reduce runs on 2xH200;
+    a Python loop needs 20-25 us per ``dist.all_reduce`` call, so without a hold every size
+    below a few MiB measured Python (0.25-0.96 of nccl-tests' busbw at 1-8 MiB). The hold
+    starts at ``INITIAL_S`` and doubles whenever it ran out before the host had issued every
+    call (``LoopTime.held`` False), which the caller retries."""
+
+    INITIAL_S = 2e-3
+    CALIBRATION_CYCLES = 2_000_000  # ~1 ms at H100/H200 clocks
+
+    def __init__(self) -> None:
         import torch
 
+        self.torch = torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(self.CALIBRATION_CYCLES)  # warm: the first launch loads the kernel
         start.record()
-        for _ in range(iters):
-            fn()
+        torch.cuda._sleep(self.CALIBRATION_CYCLES)
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1e-3
+        self.cycles_per_s = self.CALIBRATION_CYCLES / (start.elapsed_time(end) * 1e-3)
+        self.seconds = self.INITIAL_S
+
+    def start(self) -> Any:
+        """Queue the spin kernel on the current stream; returns the event that marks its end."""
+        torch = self.torch
+        torch.cuda._sleep(int(self.seconds * self.cycles_per_s))
+        released = torch.cuda.Event()
+        released.record()
+        return released
+
+    def grow(self) -> None:
+        self.seconds *= 2
+
+
+def time_loop(fn: Callable[[], Any], iters: int, device: str, hold: StreamHold | None = None,
+              before: Callable[[], Any] | None = None) -> LoopTime:
+    """``iters`` back-to-back calls of ``fn`` timed as one interval, as nccl-tests times its
+    loop: one pair of CUDA events around the whole loop on the GPU, the host clock around the
+    loop on the CPU (a gloo call returns when it is done). Per-call events would add each
+    call's launch skew between ranks to every sample; one interval does not.
+
+    ``hold`` (CUDA): queue everything behind a ``StreamHold``. ``before``: an untimed call
+    issued right before the start event (behind the hold): for a collective it completes on
+    every rank at once, so the interval holds no arrival skew between the ranks."""
+    if device != "cuda":
+        if before is not None:
+            before()
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            fn()
+        seconds = (time.perf_counter_ns() - t0) * 1e-9
+        return LoopTime(seconds, seconds, None)
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    released = hold.start() if hold is not None else None
+    if before is not None:
+        before()
     t0 = time.perf_counter_ns()
+    start.record()
     for _ in range(iters):
         fn()
-    return (time.perf_counter_ns() - t0) * 1e-9
+    end.record()
+    launch_s = (time.perf_counter_ns() - t0) * 1e-9
+    held = None if released is None else not released.query()
+    end.synchronize()
+    return LoopTime(start.elapsed_time(end) * 1e-3, launch_s, held)

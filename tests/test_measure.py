@@ -233,7 +233,7 @@ def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request
     assert proc.returncode == 0, proc.stderr
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
-    assert loop["workload"]["version"] == 3
+    assert loop["workload"]["version"] == 4
     d = loop["details"]
     assert d["timing"] == "loop" and d["repeats"] == 3 and "nccl-tests" in d["timing_method"]
     busbw = [m for m in loop["metrics"] if m["name"] == "busbw_gbps"]
@@ -245,12 +245,54 @@ def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request
     assert "PERFSUITE_NCCL_TESTS" in loop["details"]["crosscheck"]["reason"]
 
 
-def test_time_loop_times_the_whole_loop_once():
+def test_time_loop_times_the_whole_loop_once_after_its_untimed_call():
     from suite.timing import time_loop
 
     calls = []
-    seconds = time_loop(lambda: calls.append(1), 7, "cpu")
-    assert len(calls) == 7 and seconds >= 0
+    lt = time_loop(lambda: calls.append("timed"), 7, "cpu", before=lambda: calls.append("before"))
+    assert calls == ["before"] + ["timed"] * 7
+    assert lt.seconds >= 0 and lt.launch_s == lt.seconds and lt.held is None  # nothing to hold on the CPU
+
+
+def test_a_host_loop_records_its_launch_time_and_the_caption_names_where_python_is_host_bound(cli):
+    proc = cli("run", "collectives.all_reduce", "--device", "cpu", "--quick", "--nproc-per-node", "2",
+               "-p", "max_bytes=256", "-p", "iters=3", "-p", "repeats=2", "-p", "timing=host_loop",
+               "--warmup", "1", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)[0]["details"]
+    assert d["timing"] == "host_loop" and "no hold" in d["timing_method"] and "hold_s" not in d
+    assert all(r["ip"]["launch_us"] > 0 and r["ip"]["unheld_loops"] == 0 for r in d["rows"])
+
+
+def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
+    from workloads.collectives import _sweep
+
+    def row(size, time_us, launch_us, unheld=0):
+        m = {"time_us": time_us, "launch_us": launch_us, "unheld_loops": unheld}
+        return {"size_bytes": size, "oop": None, "ip": m}
+
+    rows = [row(8, 10.0, 22.0), row(1 << 20, 24.0, 23.0, unheld=2), row(1 << 22, 35.0, 21.0)]
+    assert _sweep.host_bound(rows) == ([8], 22.0)
+    caption = _sweep._caption({"rows": rows, "hold_s": 0.002})
+    assert "22.0 us per call (median); a Python loop is host-bound (issuing > running) up to 8 B" in caption
+    assert "ran out before the calls were issued in 2 loops" in caption
+    assert "queued behind a stream hold" in _sweep.timing_label({"timing": "loop", "iters": 20, "repeats": 5,
+                                                                  "hold_s": 0.002})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_stream_hold_lets_the_gpu_run_a_loop_of_tiny_kernels_back_to_back():
+    import torch
+
+    from suite.timing import StreamHold, time_loop
+
+    x = torch.zeros(1, device="cuda")
+    unheld = time_loop(lambda: x.add_(1), 200, "cuda")
+    held = time_loop(lambda: x.add_(1), 200, "cuda", StreamHold())
+    assert unheld.held is None and held.held is True
+    assert held.seconds < unheld.seconds  # the held loop measures the kernels, not their launches
+    print(f"200 tiny kernels: {unheld.seconds * 1e6 / 200:.2f} us each unheld, {held.seconds * 1e6 / 200:.2f} held")
 
 
 def test_the_roofline_table_never_shows_a_point_above_its_roof():

@@ -17,6 +17,11 @@ Timing, as nccl-tests times it (``timing=loop``, the default): one interval arou
 ``iters`` back-to-back calls (a pair of CUDA events on the GPU, the host clock on the CPU,
 where a gloo call returns when it is done), time per call = interval / iters; the loop is
 run ``repeats`` times (each after a barrier) to give several samples for the statistics.
+On the GPU the loop's calls are queued behind a stream hold (``suite.timing.StreamHold``),
+so they run back to back as nccl-tests' C loop runs them; the host's time to issue each call
+is recorded beside (``launch_us``), and the table's caption names the sizes where a Python
+loop could not keep up. ``timing=host_loop`` is the same loop without the hold: what a
+Python loop that issues one call after another sustains.
 ``timing=per_call`` times each call with its own pair of events instead: every sample
 then also holds the launch skew between the ranks (65 us against nccl-tests' 12-18 us for
 an 8-byte all_reduce on 2xH200), which is why it is an option, named as such in the record
@@ -54,8 +59,13 @@ FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
 RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
 INJECTIONS = ("none", "wrong_element", "raise", "hang")
 # timing parameter -> what the record and the table say about it
-TIMINGS = {"loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests)",
+TIMINGS = {"loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests); on the GPU "
+                   "the calls are queued behind a stream hold so that they run back to back, as nccl-tests' C "
+                   "loop runs them, and the host's time to issue each call is recorded beside (launch_us)",
+           "host_loop": "one interval around the iters calls as a Python loop issues them, divided by iters, no "
+                        "hold: host-bound wherever issuing a call takes longer than running it",
            "per_call": "each call timed with its own pair of events (includes launch skew between ranks)"}
+HOLD_TRIES = 5  # a hold that ran out before the host issued every call doubles, at most this often
 
 
 def is_float(dtype: str) -> bool:
@@ -106,11 +116,21 @@ def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> 
 
 
 # -- timing -----------------------------------------------------------------------------
+@dataclass
+class Timed:
+    """One size and mode's timing on this rank."""
+
+    samples_s: list[float]  # seconds per call: one per timed loop, or one per call (per_call)
+    launch_s: list[float]  # host seconds to issue one call, per timed loop (empty for per_call)
+    unheld: int = 0  # loops whose hold ran out before every call was issued, after HOLD_TRIES
+
+
 def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, how: str,
-               repeats: int) -> list[float]:
-    """Seconds per call, through the run's timers (suite.timing). ``loop``: one sample per repeat, the interval
-    around all calls (or one replay of a CUDA graph of them) divided by their number, each
-    repeat after a barrier. ``per_call``: one sample per call (events around each call)."""
+               repeats: int, hold: Any = None) -> Timed:
+    """Seconds per call, through the run's timers (suite.timing). ``loop`` and ``host_loop``:
+    one sample per repeat, the interval around all calls (or one replay of a CUDA graph of
+    them) divided by their number, each repeat after a barrier; ``loop`` queues them behind
+    ``hold`` where there is one. ``per_call``: one sample per call (events around each call)."""
     n = len(calls)
     cycle = itertools.cycle(calls)
 
@@ -118,21 +138,41 @@ def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, 
         next(cycle)()
 
     if how == "per_call":
-        return ctx.time_each(next_call, n)
+        return Timed(ctx.time_each(next_call, n), [])
     fn, per_fn = (_capture(calls), n) if graph else (next_call, 1)
-    samples = []
+    hold = hold if how == "loop" else None
+    out = Timed([], [])
     for r in range(repeats):
-        if r:
-            ctx.synchronize()
-            _barrier()
-        # One untimed call of the collective right before the start event: the event then
-        # fires on every rank when the last rank has arrived, so the interval holds no
-        # arrival skew between ranks (a host barrier releases processes tens to hundreds of
-        # microseconds apart, which over 20 calls added ~15 us per call on 2xH200). nccl-tests
-        # -g N drives every GPU from one thread and has no such skew.
-        calls[0]()
-        samples.append(ctx.time_loop(fn, n // per_fn) / n)
-    return samples
+        for attempt in range(HOLD_TRIES):
+            if r or attempt:
+                ctx.synchronize()
+                _barrier()
+            # One untimed call of the collective right before the start event (``before``):
+            # the event then fires on every rank when the last rank has arrived, so the
+            # interval holds no arrival skew between ranks (a host barrier releases processes
+            # tens to hundreds of microseconds apart). nccl-tests -g N drives every GPU from
+            # one thread and has no such skew.
+            lt = ctx.time_loop(fn, n // per_fn, hold, before=calls[0])
+            if hold is None or _all_held(lt.held):
+                break
+            if attempt < HOLD_TRIES - 1:
+                hold.grow()
+        else:
+            out.unheld += 1
+        out.samples_s.append(lt.seconds / n)
+        out.launch_s.append(lt.launch_s / n)
+    return out
+
+
+def _all_held(held: bool | None) -> bool:
+    """Whether every rank's hold outlasted its issuing of the calls: all ranks must agree,
+    since a rank that retried alone would call one collective more than the others."""
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1 if held else 0], dtype=torch.int32, device="cuda")
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 def _capture(calls: list[Callable[[], None]]) -> Callable[[], None]:
@@ -213,6 +253,7 @@ class Sweep:
         self.send = torch.full((span,), self.steady, dtype=self.dt, device=dev) if "oop" in pl.modes else None
         self.recv = torch.full((span,), self.steady, dtype=self.dt, device=dev)
         self.graph = ctx.controls.cuda_graph
+        self.hold = ctx.stream_hold() if p.timing == "loop" else None
 
     # views and calls -----------------------------------------------------------------
     def views(self, mode: str, c: Counts, shift: int) -> Views:
@@ -261,9 +302,10 @@ class Sweep:
                 calls[0]()  # untimed call, as nccl-tests' "sync" call before the loop
                 self.sync()
                 _barrier()
-                samples = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats)
+                timed = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats, self.hold)
                 wrong = self.check(mode, c) if p.check else None
-                row["modes"][mode] = {"samples_s": samples, "wrong": wrong}
+                row["modes"][mode] = {"samples_s": timed.samples_s, "launch_s": timed.launch_s,
+                                      "unheld": timed.unheld, "wrong": wrong}
             rows.append(row)
         return rows
 
@@ -355,9 +397,14 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> l
             t = distributed.aggregate(means, rank_time)
             wrongs = [r[i]["modes"][mode]["wrong"] for r in per_rank]
             algbw = size / t / 1e9
+            # the slowest rank's host time to issue a call: what bounds a loop of them
+            launches = [r[i]["modes"][mode].get("launch_s") or [] for r in per_rank]
+            launch = max((sum(x) / len(x) for x in launches if x), default=None)
             row[mode] = {"time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
                          "wrong": None if any(w is None for w in wrongs) else int(sum(wrongs)),
-                         "time_us_per_rank": [m * 1e6 for m in means]}
+                         "time_us_per_rank": [m * 1e6 for m in means],
+                         "launch_us": None if launch is None else launch * 1e6,
+                         "unheld_loops": sum(r[i]["modes"][mode].get("unheld", 0) for r in per_rank)}
         rows.append(row)
     return rows
 
@@ -383,6 +430,8 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
             pl.op.name, rows, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
             iters=p.iters, dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
             check=p.check)
+    if sweep.hold is not None:
+        details["hold_s"] = sweep.hold.seconds  # the stream hold's final length (it doubles when it ran out)
     if sweep.throttle is not None:
         details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
     bus_all = []
@@ -433,14 +482,14 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
         "iters": p.iters,
         "timing": p.timing,
         "timing_method": TIMINGS[p.timing],
-        "repeats": p.repeats if p.timing == "loop" else 1,
+        "repeats": 1 if p.timing == "per_call" else p.repeats,
         "cuda_graph": ctx.controls.cuda_graph,
         "rank_time": p.rank_time,
         "skipped_sizes": pl.skipped_sizes,
         "check": p.check,
         "inject": p.inject if p.inject == "none" else f"{p.inject} on rank {p.inject_rank}",
         "peak": {},
-        "metrics_note": ("busbw_gbps: samples (one per timed loop with timing=loop, one per call with "
+        "metrics_note": ("busbw_gbps: samples (one per timed loop with timing=loop or host_loop, one per call with "
                          "timing=per_call) at the size of peak table busbw, per rank, aggregated across ranks as "
                          "declared; the table's time is each rank's mean time per call aggregated by rank_time "
                          "(mean: nccl-tests' -a 1)"),
@@ -493,7 +542,24 @@ def timing_label(d: dict) -> str:
     if how == "per_call":
         return "per-call events"
     graph = " (CUDA graph)" if d.get("cuda_graph") else ""
-    return f"loop of {d.get('iters')} calls{graph}, {d.get('repeats')} repeats"
+    held = ", queued behind a stream hold" if d.get("hold_s") is not None else ""
+    kind = "host loop" if how == "host_loop" else "loop"
+    return f"{kind} of {d.get('iters')} calls{graph}{held}, {d.get('repeats')} repeats"
+
+
+def host_bound(rows: list[dict]) -> tuple[list[int], float | None]:
+    """The sizes where issuing a call from Python took longer than the call ran (a loop
+    without the hold would measure the host there), and the median host time per call."""
+    bound, launches = [], []
+    for r in rows:
+        for mode in MODES:
+            m = r.get(mode)
+            if m and m.get("launch_us") is not None:
+                launches.append(m["launch_us"])
+                if m["launch_us"] > m["time_us"] and r["size_bytes"] not in bound:
+                    bound.append(r["size_bytes"])
+    launches.sort()
+    return bound, (launches[len(launches) // 2] if launches else None)
 
 
 def _caption(d: dict) -> str:
@@ -502,6 +568,13 @@ def _caption(d: dict) -> str:
         lines.append(f"Out of bounds values : {d['wrong_total']} {'OK' if d['wrong_total'] == 0 else 'FAILED'}")
     if d.get("avg_busbw_gbps") is not None:
         lines.append(f"Avg bus bandwidth    : {d['avg_busbw_gbps']:.4g} GB/s")
+    bound, launch = host_bound(d.get("rows") or [])
+    if launch is not None and d.get("hold_s") is not None:
+        where = f"host-bound (issuing > running) up to {max(bound)} B" if bound else "never host-bound"
+        lines.append(f"Host launch          : {launch:.1f} us per call (median); a Python loop is {where}")
+    unheld = sum((r.get(m) or {}).get("unheld_loops", 0) for r in d.get("rows") or [] for m in MODES)
+    if unheld:
+        lines.append(f"Stream hold          : ran out before the calls were issued in {unheld} loops")
     for label, why in (d.get("modes") or {}).items():
         if why != "measured":
             lines.append(f"{label} {why}")

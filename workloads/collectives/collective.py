@@ -5,7 +5,8 @@ collectives, NCCL on GPUs and gloo on CPUs. One class per collective, all driven
 Parameters mirror nccl-tests' flags: ``min_bytes`` (-b), ``max_bytes`` (-e),
 ``step_factor`` (-f), ``dtype`` (-d), ``redop`` (-o), ``root`` (-r), ``iters`` (-n),
 ``check`` (-c), ``rank_time`` (-a); ``timing`` says how the loop is timed (``loop``: one
-interval around the ``iters`` calls, as nccl-tests; ``per_call``: events around each call)
+interval around the ``iters`` calls, as nccl-tests, queued behind a stream hold on the GPU;
+``host_loop``: the same without the hold; ``per_call``: events around each call)
 and ``repeats`` how many timed loops give the samples; the warm-up count (-w) is the run's ``--warmup`` and
 CUDA-graph capture (-G) the run's ``--cuda-graph``. ``inject`` is a self-test of the
 harness, off by default: a wrong input element (the correctness count must catch it), a
@@ -34,9 +35,10 @@ class SweepParams:
     step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
     dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_sweep.DTYPES)
     iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
-    timing: str = param("loop", "loop: one interval around the iters calls / iters (nccl-tests); "
-                        "per_call: events around each call", choices=tuple(_sweep.TIMINGS))
-    repeats: int = param(5, "timed loops per size and mode (timing=loop): the samples of the statistics")
+    timing: str = param("loop", "loop: one interval around the iters calls / iters (nccl-tests), queued behind a "
+                        "stream hold on the GPU; host_loop: the same as a Python loop issues them; per_call: "
+                        "events around each call", choices=tuple(_sweep.TIMINGS))
+    repeats: int = param(5, "timed loops per size and mode (loop, host_loop): the samples of the statistics")
     in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
     check: bool = param(True, "count wrong elements after each size's timed loop (nccl-tests -c)")
     rank_time: str = param("mean", "time reported across ranks, as nccl-tests -a (mean is its default)",
@@ -78,7 +80,9 @@ class Collective(Workload):
     """One collective's sweep; subclasses name the op."""
 
     category = "collectives"
-    version = 3  # 3: an untimed aligning call before each timed loop; 2: one interval around the loop, repeats
+    # 4: the loop queued behind a stream hold on the GPU (host launch beside); 3: an untimed
+    # aligning call before each timed loop; 2: one interval around the loop, repeats
+    version = 4
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# GPU evidence for scale-out (issue 14) on one host of 4 or 8 GPUs (nvidia-h200-x4 / -x8),
+# through the suite's own CLI, in two calls on the same warm machine (the registry in /tmp
+# is shared between them). Carry .parts (core wheels, bench/gpu_env.sh) and, for the first
+# call, .ref/nccl-tests (a copy of ../shared/reference/nccl-tests):
+#
+#   bash bench/gpu_scaleout.sh collectives   # ~8 minutes at 4 GPUs
+#   bash bench/gpu_scaleout.sh training      # ~5 minutes at 4 GPUs
+#
+# collectives, every GPU of the machine as one rank each:
+#   1. topology (nvidia-smi topo -m), then collectives.copy_bandwidth: the peer-copy ceiling;
+#   2. build nccl-tests (bench/nccl_tests_build.sh);
+#   3. perfsuite crosscheck of all_reduce, all_gather, reduce_scatter, all_to_all and
+#      send_recv: fp32 8 B .. 1 GiB by x2, then bf16 8 B .. 1 GiB by x4, eager (timing=loop),
+#      and fp32 8 B .. 64 MiB by x4 with --cuda-graph; nccl-tests (-g N) runs the same sweep
+#      in the same call (rank 0, after the suite's);
+#   4. bench/measure_summary.py: busbw beside nccl-tests per size, the targets met or not.
+# training: kernels.ceilings (bf16 matmul: the MFU denominator), then training.gpt and
+#   training.resnet (bf16, eager, global batch fixed) at 1, 2, 4 (and 8) GPUs, each with a
+#   time budget; bench/training_summary.py: samples/s per GPU and the scaling efficiency.
+# NVLink multicast stays off (bench/gpu_env.sh and the launcher set NCCL_NVLS_ENABLE=0 and co.).
+# $OUT gets gpu_scaleout-PART.log, nccl-tests-build.txt, training_summary.json and
+# records-scaleout-PART.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+PART=${1:-}
+case "$PART" in collectives|training) shift ;; *) echo "usage: bash bench/gpu_scaleout.sh collectives|training" >&2; exit 2 ;; esac
+: "${OUT:=$PWD/.device-out/gpu_scaleout}"
+mkdir -p "$OUT"
+export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/scaleout.db}
+export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/scaleout-records-$PART}
+source bench/gpu_env.sh
+source bench/nccl_tests_build.sh
+export HF_HUB_OFFLINE=1
+unset PERFSUITE_CROSSCHECK
+N=$(nvidia-smi -L | wc -l)
+SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
+OPS=(all_reduce all_gather reduce_scatter all_to_all send_recv)
+pcheck() { python3 -m suite crosscheck "$@" --device cuda --nproc-per-node "$N" --warmup 5 --timeout 300; }
+
+run_collectives() {
+  python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
+"|", torch.cuda.device_count(), "x", torch.cuda.get_device_name())'
+  nvidia-smi topo -m
+  env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
+  step "peer-copy ceiling" prun collectives.copy_bandwidth "$@"
+  step build-nccl-tests build_nccl_tests
+  [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
+  export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
+  for op in "${OPS[@]}"; do
+    step "$op fp32 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=2 \
+         -p dtype=fp32 -p iters=20 "$@"
+  done
+  for op in "${OPS[@]}"; do
+    step "$op bf16 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=4 \
+         -p dtype=bf16 -p iters=20 -p check=false "$@"
+  done
+  for op in "${OPS[@]}"; do
+    step "$op fp32 graph vs nccl-tests -G 1" pcheck "collectives.$op" --cuda-graph -p min_bytes=8 -p max_bytes=64M \
+         -p step_factor=4 -p dtype=fp32 -p iters=20 "$@"
+  done
+  echo; echo "== summary =="
+  python3 bench/measure_summary.py "x$N" --since "$SINCE" || status=1
+  python3 -m suite results --since "$SINCE" --limit 100
+}
+
+run_training() {
+  step ceilings prun kernels.ceilings -p matmul_dtypes=bf16 -p matmul_shapes=8192x8192x8192 -p copy_sizes=256M \
+       -p transfer_bytes=256M
+  local counts=(1 2 4); [ "$N" -ge 8 ] && counts+=(8)
+  for n in "${counts[@]}"; do
+    step "gpt x$n" prun training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=35 --timeout 200 \
+         --seed 1 --nproc-per-node "$n" "$@"
+  done
+  for n in "${counts[@]}"; do
+    step "resnet x$n" prun training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
+         --seed 1 --nproc-per-node "$n" "$@"
+  done
+  echo; echo "== summary =="
+  python3 bench/training_summary.py "$PERFSUITE_RECORDS" --json "$OUT/training_summary.json" || status=1
+}
+
+main() {
+  echo "gpu_scaleout $PART on $N GPUs, started $SINCE"
+  "run_$PART" "$@"
+  pack_records "scaleout-$PART"
+  echo "exit status: $status (any failed step, failed verification or target NOT met: 1)"
+  return $status
+}
+
+main "$@" 2>&1 | tee "$OUT/gpu_scaleout-$PART.log"
+exit "${PIPESTATUS[0]}"
