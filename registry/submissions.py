@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import schemas
+from schemas.cost import result_cost, validate_price
 from sqlalchemy import select
 
 from .errors import RecordInvalid, RegistryError, one_line
@@ -53,6 +54,7 @@ RESULTS_DIR = "results"
 RECORD_SUFFIX = ".json"
 MLLOG_SUFFIX = ".mllog"
 SYSTEM_SCHEMA_VERSION = "1.0"
+PRICE_FIELD = "accelerator_hour_price_usd"
 # The fewest runs per system and comparability key, by workload category.
 REQUIRED_RUNS = {"training": 5}
 DEFAULT_REQUIRED_RUNS = 1
@@ -109,13 +111,19 @@ def _system_validator():
 
 
 def validate_system(description: dict) -> list[str]:
-    """Every schema violation of a system description, as ``$.path: message``."""
+    """Every schema violation of a system description, as ``$.path: message``, and a price
+    the schema's bounds let through (JSON's NaN compares false with both of them)."""
     if not isinstance(description, dict):
         return [f"a system description must be a JSON object, not {type(description).__name__}"]
     out = []
     for error in sorted(_system_validator().iter_errors(description), key=lambda e: list(e.absolute_path)):
         where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         out.append(one_line(f"{where}: {error.message}"))
+    if not out:
+        try:
+            validate_price(description.get(PRICE_FIELD))
+        except ValueError as exc:
+            out.append(f"$.{PRICE_FIELD}: {exc}")
     return out
 
 
@@ -127,11 +135,12 @@ def _capacity(num_bytes: int | None) -> str:
 
 def system_description(record: dict, submitter: str, system_name: str, *, division: str | None = None,
                        status: str = "Available", cooling: str = "unknown", number_of_nodes: int | None = None,
-                       interconnect: str | None = None) -> dict:
+                       interconnect: str | None = None, price_per_hour: float | None = None) -> dict:
     """A system description written from a record's environment fingerprint.
 
     What a fingerprint cannot know (cooling, availability, the interconnect when no
-    topology was recorded) takes the arguments; "unknown" is said as such.
+    topology was recorded, the price of an accelerator-hour) takes the arguments;
+    "unknown" is said as such.
     """
     env = record["environment"]
     gpus = env["gpus"]
@@ -171,6 +180,8 @@ def system_description(record: dict, submitter: str, system_name: str, *, divisi
     }
     if gpus:
         out["accelerator_driver"] = gpus[0]["driver"]
+    if price_per_hour is not None:
+        out[PRICE_FIELD] = price_per_hour
     return out
 
 
@@ -435,7 +446,9 @@ def submit_runs(records: list[dict], root: Path, org: str, system: str, records_
                                 f"{record['verification']['status']}: only successful, verified runs are submitted")
     org_dir = Path(root) / org
     system_file = org_dir / SYSTEMS_DIR / f"{system}.json"
-    if not system_file.exists():
+    if system_file.exists():
+        _check_existing_system(system_file, description_options.get("price_per_hour"))
+    else:
         description = system_description(records[0], org, system, **description_options)
         errors = validate_system(description)
         if errors:
@@ -459,6 +472,29 @@ def submit_runs(records: list[dict], root: Path, org: str, system: str, records_
             write_mllog(record, dest.with_suffix(MLLOG_SUFFIX))
         written.append(dest)
     return written
+
+
+def _check_existing_system(path: Path, price_per_hour: float | None) -> None:
+    """Refuse to file runs under a system file that is invalid, or whose price differs from
+    the one asked for (a price is changed in the file, never behind the submitter's back)."""
+    try:
+        description = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RegistryError(one_line(f"{path}: not readable JSON: {exc}")) from exc
+    errors = validate_system(description)
+    if errors:
+        raise RegistryError(f"{path}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    if price_per_hour is not None and description.get(PRICE_FIELD) != price_per_hour:
+        raise RegistryError(f"{path} exists with {PRICE_FIELD} {description.get(PRICE_FIELD)}, not "
+                            f"{price_per_hour:g}: change the price in that file")
+
+
+def filed_cost(report: TreeReport, filed: FiledRecord) -> dict | None:
+    """A filed result's cost: its own, else one at its system description's price."""
+    description = report.systems.get((filed.org, filed.system)) or {}
+    r = filed.record
+    return result_cost(r.get("cost"), description.get(PRICE_FIELD), r["metrics"], r["controls"]["device"],
+                       r["launch"]["world_size"])
 
 
 def _same_record(path: Path, record: dict) -> bool:

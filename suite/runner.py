@@ -301,11 +301,10 @@ class Runner:
         if checked is not None:
             record["preflight"] = checked
         if req.price_per_hour is not None and record["status"] == "success":
-            from suite.cost import cost_section
+            from suite.cost import RUN_OPTION_SOURCE, accelerators_held, cost_section
 
-            world = record["launch"]["world_size"]
-            record["cost"] = cost_section(record["metrics"], req.price_per_hour,
-                                          world if req.controls.device == "cuda" else 1, "--price-per-hour")
+            held = accelerators_held(req.controls.device, record["launch"]["world_size"])
+            record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)
         record = finalize(record)
         path = write_files(record, self.records_dir)
         try:

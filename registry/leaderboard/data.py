@@ -7,7 +7,8 @@ submitted under (``perfsuite import DIR``), else the machine the record describe
 Several runs of one system with the same parameters make one row: the olympic mean of
 their medians (MLPerf's score: drop the fastest and the slowest) when there are at least
 three, else the median of their medians; the CI shown is the run's own (one run) or the
-range of the runs' medians; energy and % of ceiling come from the latest stored run.
+range of the runs' medians; energy and % of ceiling come from the latest stored run, and
+so does the cost: the run's own, else one at its submitted system's price (``schemas.cost``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from sqlalchemy import func, select
 
 from ..models import Metric, Run, Submission, SubmittedSystem, System, Workload
 from schemas import CEILINGS_WORKLOAD
+from schemas.cost import cost_text, result_cost
 from schemas.headline import case_headline
 
 OLYMPIC_MIN_RUNS = 3
@@ -53,7 +55,7 @@ class ResultRow:
     energy: str | None  # "947 GFLOP/J"
     run_ids: list[str]
     runs_note: str  # "1 run", "5 runs, olympic mean"
-    cost: str | None = None  # "0.42 USD per 1M tokens": the latest run's cost section, where it has one
+    cost: str | None = None  # "0.42 USD per 1M tokens": the latest run's cost, or its submitted system's price
 
 
 @dataclass
@@ -145,7 +147,8 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
                                         Metric.higher_is_better, Metric.statistics, Metric.roofline_fraction)
                                  .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
             latest_metrics[m.run_id].append(m)
-        for row in session.execute(select(Run.id, Run.run_id, Run.environment_id, Run.started_at, Workload.name)
+        for row in session.execute(select(Run.id, Run.run_id, Run.environment_id, Run.started_at, Run.device,
+                                          Run.world_size, Workload.name)
                                    .join(Workload, Run.workload_id == Workload.id).where(Run.id.in_(chunk))):
             latest_runs[row.id] = row
         # Only the record's cost section (a JSON path in the database), never the whole record.
@@ -191,6 +194,11 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
         if run.name == CEILINGS_WORKLOAD and ceilings_at[info.key] == run.started_at:
             wanted = "tflops" if case.startswith("matmul.") else "gbps"
             ceilings[info.key].update({case: (m.value, m.unit, m.name) for m in ms if m.name == wanted})
+        # A run without its own cost is priced at its submitted system's price, labelled as such.
+        price = info.description.get("accelerator_hour_price_usd") if info.description else None
+        cost = result_cost(latest_costs.get(latest_pk), price,
+                           [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in ms],
+                           run.device, run.world_size)
         wname, version, params, scenario, division = key_info[ckey]
         board = boards.setdefault((wname, version, ckey, case), Board(wname, version, ckey, params, scenario, case, name))
         if count >= OLYMPIC_MIN_RUNS:
@@ -203,20 +211,13 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
         board.rows.append(ResultRow(info, division, value, head.unit, head.higher_is_better, ci[0], ci[1],
                                     head.roofline_fraction,
                                     f"{energy.value:.4g} {energy.unit}" if energy is not None else None,
-                                    run_links[(ckey, system_id, sub_id)], note,
-                                    cost_text(latest_costs.get(latest_pk), case)))
+                                    run_links[(ckey, system_id, sub_id)], note, cost_text(cost, case)))
     out = []
     for key in sorted(boards, key=lambda k: (k[0], k[1], k[3], k[2])):
         board = boards[key]
         board.rows.sort(key=lambda row: -row.value if row.higher_is_better else row.value)
         out.append(board)
     return out, systems, points, ceilings
-
-
-def cost_text(cost: dict | None, case: str) -> str | None:
-    """A record's cost lines for one case, as the leaderboard shows them."""
-    lines = [c for c in (cost or {}).get("lines", []) if c["case"] == case]
-    return "; ".join(f"{c['usd']:.4g} USD per {c['per']}" for c in lines) or None
 
 
 def _system_info(host, submitted, env: dict) -> SystemInfo:
