@@ -192,8 +192,12 @@ class RunContext:
         for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
+            # do_bench warms up for as many calls as the suite did (its warm-up and estimate):
+            # its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
+            warmup_calls = self.controls.warmup + ESTIMATE_CALLS
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
-                case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled)
+                case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
+                warmup_calls=warmup_calls)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

@@ -49,10 +49,13 @@ def do_bench_unavailable(device: str) -> str | None:
 
 
 def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float,
-                    settle: Callable[[], dict] | None = None, suite_settled: dict | None = None) -> dict:
+                    settle: Callable[[], dict] | None = None, suite_settled: dict | None = None,
+                    warmup_calls: int | None = None) -> dict:
     """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their
     ratio. ``settle`` (the GPU's wait until cool) runs right before do_bench, as it ran before
-    the suite's loop (``suite_settled``, what it saw then): both start from the same state."""
+    the suite's loop (``suite_settled``, what it saw then): both start from the same state.
+    ``warmup_calls``: the suite's warm-up, given to do_bench as the time that many calls take
+    (default: do_bench's 25 ms)."""
     suite_ms = statistics.median(suite_samples_s) * 1e3
     out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms}
     why = do_bench_unavailable(device)
@@ -64,10 +67,11 @@ def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[fl
     if settle is not None:
         out["settled"] = {"suite": suite_settled, "reference": settle()}
     rep_ms = max(DO_BENCH_MIN_REP_MS, suite_wall_s * 1e3)
-    ref_ms = float(triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=rep_ms, return_mode="median"))
+    warmup_ms = DO_BENCH_WARMUP_MS if warmup_calls is None else max(suite_ms * warmup_calls, DO_BENCH_MIN_REP_MS)
+    ref_ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
     ratio = suite_ms / ref_ms if ref_ms > 0 else None
     return {**out, "status": "measured", "tool_version": triton.__version__, "reference_median_ms": ref_ms,
-            "rep_ms": rep_ms, "time_ratio": ratio,
+            "rep_ms": rep_ms, "warmup_ms": warmup_ms, "time_ratio": ratio,
             "agrees": ratio is not None and abs(ratio - 1.0) <= AGREEMENT, "tolerance": AGREEMENT}
 
 
