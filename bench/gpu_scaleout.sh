@@ -36,7 +36,14 @@ unset PERFSUITE_CROSSCHECK
 N=$(nvidia-smi -L | wc -l)
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 OPS=(all_reduce all_gather reduce_scatter all_to_all send_recv)
-pcheck() { python3 -m suite crosscheck "$@" --device cuda --nproc-per-node "$N" --warmup 5 --timeout 300; }
+pcheck() {  # one cross-checked sweep; records packed after each, so a call cut off keeps them
+  python3 -m suite crosscheck "$@" --device cuda --nproc-per-node "$N" --warmup 5 --timeout 300; local rc=$?
+  pack_records "scaleout-$PART"
+  return $rc
+}
+# BRIEF=1 (a short device budget): fp32 by x4 only, no bf16 sweep, graph mode for all_reduce only.
+FP32_STEP=2; BF16_OPS=("${OPS[@]}"); GRAPH_OPS=("${OPS[@]}")
+if [ "${BRIEF:-0}" = 1 ]; then FP32_STEP=4; BF16_OPS=(); GRAPH_OPS=(all_reduce); fi
 
 run_collectives() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
@@ -48,14 +55,14 @@ run_collectives() {
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
   for op in "${OPS[@]}"; do
-    step "$op fp32 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=2 \
+    step "$op fp32 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=$FP32_STEP \
          -p dtype=fp32 -p iters=20 "$@"
   done
-  for op in "${OPS[@]}"; do
+  for op in "${BF16_OPS[@]}"; do
     step "$op bf16 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=4 \
          -p dtype=bf16 -p iters=20 -p check=false "$@"
   done
-  for op in "${OPS[@]}"; do
+  for op in "${GRAPH_OPS[@]}"; do
     step "$op fp32 graph vs nccl-tests -G 1" pcheck "collectives.$op" --cuda-graph -p min_bytes=8 -p max_bytes=64M \
          -p step_factor=4 -p dtype=fp32 -p iters=20 "$@"
   done
