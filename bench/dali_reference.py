@@ -42,15 +42,17 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
 
     @pipeline_def(batch_size=args.batch, num_threads=args.threads, device_id=0, seed=0)
     def pipe_def():  # type: ignore[no-untyped-def]
-        jpegs, lab = fn.readers.file(files=files, labels=labels, name="reader")
+        # the suite's data.image_pipeline pipeline, option for option (suite.input_pipelines)
+        jpegs, lab = fn.readers.file(files=files, labels=labels, random_shuffle=True, seed=0, name="reader")
         images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB)
-        images = fn.random_resized_crop(images, size=(args.size, args.size))
+        images = fn.random_resized_crop(images, size=(args.size, args.size), random_area=(0.08, 1.0),
+                                        random_aspect_ratio=(3 / 4, 4 / 3), antialias=True)
         if decoder == "cpu":
             images = images.gpu()
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
                                           mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
                                           std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
-                                          mirror=fn.random.coin_flip())
+                                          mirror=fn.random.coin_flip(probability=0.5))
         return images, lab
 
     pipe = pipe_def()
