@@ -13,6 +13,8 @@
 #  6. data.loader_stall: share of a step (8 bf16 8192^3 matmuls) waiting for data, per path;
 #  7. pytest -m gpu tests/test_data_gpu.py; 8. the summary table with the issue's targets.
 # $OUT gets: gpu_data.log, dali_reference.json, records-data.tar.gz.
+#   DALI_ROUNDS=N PERFSUITE_DALI=1 bash bench/gpu_data.sh   # only the DALI cross-check: N rounds,
+#     each data.image_pipeline (DALI paths) then the bare loop; medians compared (data_summary.py)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 : "${OUT:=$PWD/.device-out/gpu_data}"
@@ -26,7 +28,23 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("skimage"
 fi
 export DATA_SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 
+dali_rounds() {  # the suite's DALI paths and the bare DALI loop, alternately, DALI_ROUNDS times
+  local dataset refs=()
+  dataset=$(python3 -c 'from suite import datasets as d; print(d.jpeg_images(d.JpegSpec(count=2048)).root)')
+  for i in $(seq 1 "$DALI_ROUNDS"); do
+    step "image_pipeline DALI, round $i" prun data.image_pipeline -p paths=dali_cpu,dali_mixed "$@"
+    step "bare DALI loop, round $i" python3 bench/dali_reference.py "$dataset" --decoder mixed --decoder cpu \
+      --json "$OUT/dali_reference-$i.json"
+    refs+=("$OUT/dali_reference-$i.json")
+  done
+  echo; echo "== summary =="
+  python3 bench/data_summary.py "$PERFSUITE_RECORDS" --since "$DATA_SINCE" --dali-rounds "${refs[@]}" || status=1
+  pack_records data
+  return $status
+}
+
 main() {
+if [ -n "${DALI_ROUNDS:-}" ]; then dali_rounds "$@"; return; fi
 python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "|", torch.cuda.get_device_name())'
 python3 -c 'import nvidia.dali as d; print("DALI", d.__version__)' 2>&1 | tail -1
 python3 -c 'import kvikio; print("KvikIO", kvikio.__version__)' 2>&1 | tail -1
