@@ -52,6 +52,11 @@ run_x2() {
   for op in all_reduce all_gather reduce_scatter all_to_all; do
     step "$op eager vs nccl-tests" pcheck "collectives.$op" "${sweep[@]}" "$@"
   done
+  # nccl-tests with one thread per GPU (-t 2 -g 1): its launch time per call shared by two threads,
+  # to tell how much of its 1-4 MiB figures is its own launch (the held loop is faster there)
+  step "all_reduce eager vs nccl-tests -t 2 -g 1" env PERFSUITE_NCCL_TESTS_THREADS=1 python3 -m suite crosscheck \
+       collectives.all_reduce --device cuda --nproc-per-node 2 -p min_bytes=8 -p max_bytes=16M -p iters=20 \
+       --warmup 5 --timeout 300 "$@"
   step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
        --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
   step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \

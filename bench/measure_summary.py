@@ -49,7 +49,8 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
         cc = d.get("crosscheck") or {}
         print(f"\n{label}  world {d.get('world_size')}  timing: {d.get('timing')} "
               f"({d.get('iters')} calls x {d.get('repeats')} repeats)  "
-              f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')}")
+              f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')} "
+              f"{' '.join(cc.get('argv') or [])}")
         if cc.get("status") != "measured":
             print(f"  nccl-tests: {cc.get('status')}: {cc.get('reason')}")
             ok = False

@@ -124,7 +124,8 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
             binary = nccl_tests.find_binary(directory, collective)
             args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
                                    iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
-                                   redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check)
+                                   redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check,
+                                   thread_per_gpu=os.environ.get(nccl_tests.ENV_THREADS, "") not in ("", "0"))
             parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
             ref = parsed.to_dict()
             result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_DIR = "PERFSUITE_NCCL_TESTS"
+ENV_THREADS = "PERFSUITE_NCCL_TESTS_THREADS"  # "1": one nccl-tests thread per GPU (-t N -g 1)
 # perfsuite collective -> nccl-tests binary
 BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
             "reduce_scatter": "reduce_scatter_perf", "all_to_all": "alltoall_perf",
@@ -137,10 +138,14 @@ def find_binary(directory: str | os.PathLike, collective: str) -> Path:
 
 
 def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int, warmup: int, gpus: int,
-         dtype: str, redop: str | None, root: int | None, graph: bool, check: bool) -> list[str]:
-    """nccl-tests flags for the same sweep as a perfsuite collective's parameters."""
+         dtype: str, redop: str | None, root: int | None, graph: bool, check: bool,
+         thread_per_gpu: bool = False) -> list[str]:
+    """nccl-tests flags for the same sweep as a perfsuite collective's parameters. By default one
+    thread drives every GPU (``-g N``); ``thread_per_gpu`` gives each GPU its own thread
+    (``-t N -g 1``), which divides nccl-tests' own launch time per call among the threads."""
+    placement = ["-t", str(gpus), "-g", "1"] if thread_per_gpu else ["-g", str(gpus)]
     args = [str(binary), "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(step_factor), "-n", str(iters),
-            "-w", str(warmup), "-g", str(gpus), "-d", dtype, "-c", "1" if check else "0"]
+            "-w", str(warmup), *placement, "-d", dtype, "-c", "1" if check else "0"]
     if redop:
         args += ["-o", redop]
     if root is not None and root >= 0:

@@ -213,6 +213,9 @@ def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
                            dtype="float", redop="sum", root=None, graph=False, check=True)
     assert args[1:] == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5", "-g", "2", "-d", "float",
                         "-c", "1", "-o", "sum"]
+    threads = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=4,
+                              dtype="float", redop=None, root=None, graph=True, check=False, thread_per_gpu=True)
+    assert threads[11:15] == ["-t", "4", "-g", "1"] and threads[-2:] == ["-G", "1"]
 
 
 def test_suite_rows_are_compared_with_nccl_tests_rows_per_size_and_mode():
