@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import glob
 import json
-import os
-import pwd
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
 from registry import open_registry  # noqa: E402
 from registry.records import record_sha256  # noqa: E402
@@ -81,31 +77,6 @@ def records(n: int):
         if i and i % 10_000 == 0:
             print(f"  {i} records made and imported so far ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
         yield record
-
-
-def _pg_cluster(root: Path) -> tuple[str, callable]:
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-    pg_bin = next((Path(c) for c in candidates if os.access(os.path.join(c, "initdb"), os.X_OK)), None)
-    if pg_bin is None:
-        raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
-    as_user = []
-    if os.geteuid() == 0:
-        owner = pwd.getpwnam("postgres")
-        os.chown(root, owner.pw_uid, owner.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = root / "data"
-    subprocess.run([*as_user, str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E",
-                    "UTF8", "--no-sync"], check=True, capture_output=True)
-    subprocess.run([*as_user, str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w",
-                    "start", "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off"], check=True, capture_output=True)
-
-    def stop():
-        subprocess.run([*as_user, str(pg_bin / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"],
-                       capture_output=True)
-    return f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", stop
 
 
 def _median_ms(fn) -> float:
@@ -178,15 +149,11 @@ def main() -> None:
             if backend == "sqlite":
                 results.append(run_backend(f"sqlite:///{work / 'scale.db'}", args.records, "sqlite"))
             elif backend == "postgresql":
-                pg_root = Path(tempfile.mkdtemp(prefix="perfsuite-scale-pg-"))  # its own folder: chowned to postgres
+                cluster = pg_cluster.start(prefix="perfsuite-scale-pg-")
                 try:
-                    url, stop = _pg_cluster(pg_root)
-                    try:
-                        results.append(run_backend(url, args.records, "postgresql"))
-                    finally:
-                        stop()
+                    results.append(run_backend(cluster.url(), args.records, "postgresql"))
                 finally:
-                    shutil.rmtree(pg_root, ignore_errors=True)
+                    cluster.remove()
             else:
                 raise SystemExit(f"unknown backend {backend!r}")
             print(json.dumps(results[-1]), flush=True)

@@ -2,82 +2,36 @@
 idempotency and concurrency guarantees as on SQLite, migrations that match the models,
 and records that come back byte-identical.
 
-The cluster is made with the server binaries found on this machine (initdb + pg_ctl,
-run as the ``postgres`` OS user when the tests run as root), listens on 127.0.0.1 at a
-free port with its sockets in its own folder, and is stopped at the end of the session.
+The cluster (``pg_cluster``: the server binaries found on this machine, run as the
+``postgres`` OS user when the tests run as root, on 127.0.0.1 at a free port) is stopped
+and removed at the end of the session.
 """
 from __future__ import annotations
 
-import glob
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
 
+import pg_cluster
 from factories import make_record, sign
 from registry import RecordInvalid, RegistryError, canonical_json, open_registry
 from registry.models import Base
 from registry_support import run_concurrent_stores, table_counts
 
-PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin", *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
-
-
-def _pg_bin() -> Path | None:
-    for candidate in PG_BIN_CANDIDATES:
-        if os.access(os.path.join(candidate, "initdb"), os.X_OK) and os.access(os.path.join(candidate, "pg_ctl"), os.X_OK):
-            return Path(candidate)
-    return None
-
-
-PG_BIN = _pg_bin()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(PG_BIN is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"),
+    pytest.mark.skipif(pg_cluster.server_bin() is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def pg_server(request):
     """A throwaway cluster: yields the base URL (without a database name)."""
     pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
-    root = Path(tempfile.mkdtemp(prefix="perfsuite-pg-"))  # not under pytest's 0700 tmp folders
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        owner = pwd.getpwnam("postgres")
-        os.chown(root, owner.pw_uid, owner.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
-
-    def pg(*args: str) -> None:
-        result = subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            log = (root / "server.log").read_text() if (root / "server.log").exists() else ""
-            raise RuntimeError(f"{' '.join(args)} failed: {result.stderr}{result.stdout}\n{log}")
-
-    def stop() -> None:
-        if (data / "postmaster.pid").exists():
-            subprocess.run([*as_user, str(PG_BIN / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"],
-                           capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
-
-    request.addfinalizer(stop)
-    pg(str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-    pg(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "start",
-       "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=60")
-    return f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    cluster = pg_cluster.start(max_connections=60)
+    request.addfinalizer(cluster.remove)
+    return cluster.url("").rstrip("/")
 
 
 @pytest.fixture

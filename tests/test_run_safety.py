@@ -6,7 +6,6 @@ verification is an invalid run without a headline."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -237,49 +236,20 @@ def test_pythonhashseed_stays_in_its_range():
 
 
 # -- PostgreSQL stopped while the run measures ----------------------------------------------------
-def _pg_bin() -> Path | None:
-    import glob
-
-    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if os.access(f"{candidate}/initdb", os.X_OK) and os.access(f"{candidate}/pg_ctl", os.X_OK):
-            return Path(candidate)
-    return None
-
-
 @pytest.fixture
 def stoppable_pg():
     """A throwaway cluster of this test's own (the session's shared one must keep running):
     yields its database URL and the command that stops it at once."""
-    import pwd
-    import shutil
-    import socket
-    import tempfile
+    import pg_cluster
 
-    pg_bin = _pg_bin()
-    if pg_bin is None:
+    if pg_cluster.server_bin() is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed")
     pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
-    root = Path(tempfile.mkdtemp(prefix="perfsuite-pgstop-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        owner = pwd.getpwnam("postgres")
-        os.chown(root, owner.pw_uid, owner.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = root / "data"
-    stop = [*as_user, str(pg_bin / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"]
+    cluster = pg_cluster.start(prefix="perfsuite-pgstop-")
     try:
-        for argv in ([str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
-                     [str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "start",
-                      "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off"]):
-            subprocess.run([*as_user, *argv], check=True, capture_output=True, timeout=120)
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", stop
+        yield cluster.url(), cluster.stop_argv
     finally:
-        if (data / "postmaster.pid").exists():
-            subprocess.run(stop, capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.remove()
 
 
 PG_STOPPER = '''
