@@ -278,7 +278,7 @@ def run_cmd(ctx: click.Context, names: tuple[str, ...], param_items: tuple[str, 
             rdzv_endpoint: str | None, division: str, as_json: bool, reproduces: str | None,
             strict: bool = False, profile: str | None = None, price_per_hour: float | None = None) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite."""
-    from suite.cost import validate_price
+    from schemas.cost import validate_price
 
     try:
         validate_price(price_per_hour)

@@ -18,8 +18,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from schemas.throttle import throttle_flag  # noqa: F401  (re-exported: the rule lives in schemas)
-
 DEFAULT_PERIOD_S = 0.02
 # Clock-event reasons (suite.nvml's labels) that lower the clocks because of power or heat.
 POWER_EVENTS = ("software power cap", "hardware power brake slowdown")

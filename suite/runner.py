@@ -53,7 +53,7 @@ class RunRequest:
     scenario: str | None = None
     reproduces: str | None = None  # the run id this run re-runs ('perfsuite reproduce')
     strict: bool = False  # refuse to measure when a pre-flight check fails (suite.machine_check)
-    price_per_hour: float | None = None  # USD per accelerator-hour: the record's cost section (suite.cost)
+    price_per_hour: float | None = None  # USD per accelerator-hour: the record's cost section (schemas.cost)
 
 
 class RegistryUnavailable(Exception):
@@ -301,7 +301,7 @@ class Runner:
         if checked is not None:
             record["preflight"] = checked
         if req.price_per_hour is not None and record["status"] == "success":
-            from suite.cost import RUN_OPTION_SOURCE, accelerators_held, cost_section
+            from schemas.cost import RUN_OPTION_SOURCE, accelerators_held, cost_section
 
             held = accelerators_held(req.controls.device, record["launch"]["world_size"])
             record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)

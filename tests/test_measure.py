@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from suite import figures, nccl_tests, specs
-from suite.nvml_sampler import Reading, Sampler, summarize, throttle_flag, wait_until_cool
+from schemas.throttle import throttle_flag
+from suite.nvml_sampler import Reading, Sampler, summarize, wait_until_cool
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suite import cost, profiling
+from schemas import cost
+from suite import profiling
 
 # ncu 2025 --csv --metrics ... output for two launches of one GEMM kernel and one copy.
 NCU_CSV = '''==PROF== Connected to process 5120 (/usr/bin/python3.12)
