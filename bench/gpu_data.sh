@@ -28,9 +28,13 @@ if ! python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("skimage"
 fi
 export DATA_SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 
+jpeg_dataset() {  # the folder of the 2,048 JPEGs data.image_pipeline reads (made once, cached)
+  python3 -c 'from suite import datasets as d; print(d.jpeg_images(d.JpegSpec(count=2048)).root)'
+}
+
 dali_rounds() {  # the suite's DALI paths and the bare DALI loop, alternately, DALI_ROUNDS times
   local dataset refs=()
-  dataset=$(python3 -c 'from suite import datasets as d; print(d.jpeg_images(d.JpegSpec(count=2048)).root)')
+  dataset=$(jpeg_dataset)
   for i in $(seq 1 "$DALI_ROUNDS"); do
     step "image_pipeline DALI, round $i" prun data.image_pipeline -p paths=dali_cpu,dali_mixed "$@"
     step "bare DALI loop, round $i" python3 bench/dali_reference.py "$dataset" --decoder mixed --decoder cpu \
@@ -51,7 +55,7 @@ python3 -c 'import kvikio; print("KvikIO", kvikio.__version__)' 2>&1 | tail -1
 [ "${PERFSUITE_DALI:-0}" = 1 ] || echo "PERFSUITE_DALI is not 1: the DALI paths are skipped with their reason"
 step ceilings prun kernels.ceilings "$@"
 step image_pipeline prun data.image_pipeline "$@"
-dataset=$(python3 -c 'from suite import datasets as d; print(d.jpeg_images(d.JpegSpec(count=2048)).root)')
+dataset=$(jpeg_dataset)
 if python3 -c 'import nvidia.dali' 2>/dev/null; then
   step dali_reference python3 bench/dali_reference.py "$dataset" --decoder mixed --decoder cpu \
     --json "$OUT/dali_reference.json"

@@ -23,3 +23,10 @@ step() {  # step NAME CMD...: run, report its exit status and time, remember any
   [ "$rc" = 0 ] || status=1
 }
 prun() { python3 -m suite run "$@" --device cuda; }  # one perfsuite run on the GPU
+triton_plugin_on_path() {  # the Triton plugin's entry point and source on PYTHONPATH, without pip
+  local site=/tmp/plugin-site/perfsuite_triton-0.1.0.dist-info
+  mkdir -p "$site"
+  printf 'Metadata-Version: 2.1\nName: perfsuite-triton\nVersion: 0.1.0\n' > "$site/METADATA"
+  printf '[perfsuite]\ntriton = perfsuite_triton.plugin\n' > "$site/entry_points.txt"
+  export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
+}

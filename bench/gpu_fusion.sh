@@ -8,11 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 source bench/gpu_env.sh
 unset TRITON_INTERPRET
-site=/tmp/plugin-site/perfsuite_triton-0.1.0.dist-info  # the plugin's entry point, without pip
-mkdir -p "$site"
-printf 'Metadata-Version: 2.1\nName: perfsuite-triton\nVersion: 0.1.0\n' > "$site/METADATA"
-printf '[perfsuite]\ntriton = perfsuite_triton.plugin\n' > "$site/entry_points.txt"
-export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
+triton_plugin_on_path
 {
 since=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 python3 bench/fusion_explore.py --hidden 1024 --best-params /tmp/fusion-best.txt | grep -v Warning

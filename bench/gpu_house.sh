@@ -21,11 +21,7 @@ export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/house.db}
 export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/house-records}
 source bench/gpu_env.sh
 unset TRITON_INTERPRET
-site=/tmp/plugin-site/perfsuite_triton-0.1.0.dist-info  # the plugin's entry point, without pip
-mkdir -p "$site"
-printf 'Metadata-Version: 2.1\nName: perfsuite-triton\nVersion: 0.1.0\n' > "$site/METADATA"
-printf '[perfsuite]\ntriton = perfsuite_triton.plugin\n' > "$site/entry_points.txt"
-export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
+triton_plugin_on_path
 
 main() {
 since=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)

@@ -129,8 +129,9 @@ def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, 
                repeats: int, hold: Any = None) -> Timed:
     """Seconds per call, through the run's timers (suite.timing). ``loop`` and ``host_loop``:
     one sample per repeat, the interval around all calls (or one replay of a CUDA graph of
-    them) divided by their number, each repeat after a barrier; ``loop`` queues them behind
-    ``hold`` where there is one. ``per_call``: one sample per call (events around each call)."""
+    them) divided by their number, each repeat after a barrier, queued behind ``hold`` where
+    there is one (the sweep makes one for ``loop`` on the GPU). ``per_call``: one sample per
+    call (events around each call)."""
     n = len(calls)
     cycle = itertools.cycle(calls)
 
@@ -140,7 +141,6 @@ def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, 
     if how == "per_call":
         return Timed(ctx.time_each(next_call, n), [])
     fn, per_fn = (_capture(calls), n) if graph else (next_call, 1)
-    hold = hold if how == "loop" else None
     out = Timed([], [])
     for r in range(repeats):
         for attempt in range(HOLD_TRIES):
@@ -277,7 +277,7 @@ class Sweep:
     # the run -------------------------------------------------------------------------
     def run(self) -> list[dict]:
         """This rank's raw figures: per size, per mode, seconds per call and #wrong."""
-        pl, p = self.plan, self.p
+        pl = self.plan
         first = pl.modes[0]
         for _, c in (pl.sizes[-1], pl.sizes[0]):  # nccl-tests: warm up at the largest, then the smallest size
             for call in self.calls(first, c, self.ctx.controls.warmup):
