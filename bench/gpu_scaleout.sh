@@ -42,8 +42,10 @@ pcheck() {  # one cross-checked sweep; records packed after each, so a call cut 
   return $rc
 }
 # BRIEF=1 (a short device budget): fp32 by x4 only, no bf16 sweep, graph mode for all_reduce only.
-FP32_STEP=2; BF16_OPS=("${OPS[@]}"); GRAPH_OPS=("${OPS[@]}")
+# REST=1: what BRIEF left out (the bf16 sweep, graph mode for the other four collectives).
+FP32_STEP=2; FP32_OPS=("${OPS[@]}"); BF16_OPS=("${OPS[@]}"); GRAPH_OPS=("${OPS[@]}")
 if [ "${BRIEF:-0}" = 1 ]; then FP32_STEP=4; BF16_OPS=(); GRAPH_OPS=(all_reduce); fi
+if [ "${REST:-0}" = 1 ]; then FP32_OPS=(); GRAPH_OPS=(all_gather reduce_scatter all_to_all send_recv); fi
 
 run_collectives() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
@@ -54,7 +56,7 @@ run_collectives() {
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
-  for op in "${OPS[@]}"; do
+  for op in "${FP32_OPS[@]}"; do
     step "$op fp32 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=$FP32_STEP \
          -p dtype=fp32 -p iters=20 "$@"
   done

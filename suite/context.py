@@ -197,7 +197,8 @@ class RunContext:
             warmup_calls = self.controls.warmup + ESTIMATE_CALLS
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
-                warmup_calls=warmup_calls)
+                warmup_calls=warmup_calls,
+                suite_l2_flush=self.controls.l2_flush if case.l2_flush is None else case.l2_flush)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

@@ -50,14 +50,17 @@ def do_bench_unavailable(device: str) -> str | None:
 
 def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float,
                     settle: Callable[[], dict] | None = None, suite_settled: dict | None = None,
-                    warmup_calls: int | None = None) -> dict:
+                    warmup_calls: int | None = None, suite_l2_flush: bool = False) -> dict:
     """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their
     ratio. ``settle`` (the GPU's wait until cool) runs right before do_bench, as it ran before
     the suite's loop (``suite_settled``, what it saw then): both start from the same state.
     ``warmup_calls``: the suite's warm-up, given to do_bench as the time that many calls take
-    (default: do_bench's 25 ms)."""
+    (default: do_bench's 25 ms). do_bench always overwrites a 256 MB buffer between calls (an
+    L2 flush): ``suite_l2_flush`` says whether the suite's loop did too (``--l2-flush``), which
+    is run the same way; without it the two loops load a power-capped GPU differently."""
     suite_ms = statistics.median(suite_samples_s) * 1e3
-    out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms}
+    out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms,
+                 "suite_l2_flush": suite_l2_flush, "reference_l2_flush": True}
     why = do_bench_unavailable(device)
     if why:
         return {**out, "status": "skipped", "reason": why}

@@ -408,3 +408,20 @@ def test_results_flags_the_power_capped_and_thermal_runs_of_the_registry(cli, tm
     assert "power-capped (SM 1,455-1,980 MHz)" in line[capped["run_id"]]
     assert "thermal slowdown (SM 1,455-1,980 MHz)" in line[hot["run_id"]]
     assert "power-capped" not in line[plain_run["run_id"]] and "thermal" not in line[plain_run["run_id"]]
+
+
+def test_a_gemm_crosscheck_says_whether_both_loops_flushed_l2(cli):
+    """do_bench flushes L2 between its calls: the record says whether the suite's loop did too
+    (--l2-flush, run the same way), and on the CPU why do_bench could not run."""
+    runs = {}
+    for flag in ([], ["--l2-flush"]):
+        proc = cli("crosscheck", "kernels.gemm", "--device", "cpu", "--quick", "--iterations", "3", *flag,
+                   "--json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        (rec,) = json.loads(proc.stdout)
+        runs[bool(flag)] = rec["details"]["crosscheck"]
+    for flushed, cases in runs.items():
+        assert cases, "no case was cross-checked"
+        for cc in cases.values():
+            assert cc["suite_l2_flush"] is flushed and cc["reference_l2_flush"] is True
+            assert cc["status"] == "skipped" and "CUDA" in cc["reason"]
