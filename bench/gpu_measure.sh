@@ -8,14 +8,16 @@
 #
 # x2: 1. build nccl-tests (make MPI=0 NCCL_HOME=<the nvidia-nccl wheel torch uses> src.build,
 #        sm_90 only) into /tmp/nccl-tests-build;
-#     2. perfsuite crosscheck collectives.{all_reduce,all_gather,reduce_scatter,all_to_all}
-#        --nproc-per-node 2, 8 B .. 512 MiB x2, float sum, -n 20 -w 5 (default timing: one
-#        interval around the loop, 5 repeats): rank 0 runs the nccl-tests binary (-g 2) with the
-#        same sweep after perfsuite's, both tables in the record; again with nccl-tests -t 2 -g 1
-#        (one thread per GPU), at 20 and at 100 calls per loop; nccl-tests alone at 200 calls;
-#     3. all_reduce with --cuda-graph up to 64 MiB against nccl-tests -G 1;
-#     4. a plain torch.distributed all_reduce loop (bench/dist_loop.py) timed the same way, 8 B .. 64 KiB;
-#     5. summary: side-by-side busbw per size with ratios, small messages against the plain
+#     2. the NCCL transports between the GPUs, the suite's ranks' and nccl-tests' (NCCL_DEBUG=INFO),
+#        and nccl-tests' all_gather with and without direct pointers to the peer's buffers;
+#     3. perfsuite crosscheck collectives.{all_reduce,all_gather,reduce_scatter,all_to_all}
+#        --nproc-per-node 2, 8 B .. 512 MiB x2, float sum, 200 calls per loop, 5 loops (the
+#        default timing: one interval around the loop): rank 0 then runs the nccl-tests binary
+#        (-t 2 -g 1, NCCL_P2P_DIRECT_DISABLE=1: the suite's transport) with the same sweep,
+#        both tables in the record; all_gather again with nccl-tests' direct pointers;
+#     4. all_reduce with --cuda-graph up to 64 MiB against nccl-tests -G 1;
+#     5. a plain torch.distributed all_reduce loop (bench/dist_loop.py) timed the same way, 8 B .. 64 KiB;
+#     6. summary: side-by-side busbw per size with ratios, small messages against the plain
 #        loop, graph mode against nccl-tests; the issue's targets met / NOT met.
 # x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
 #     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
@@ -49,33 +51,35 @@ run_x2() {
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
-  local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32 -p iters=20
+  # Which NCCL transport each side uses between the two GPUs: the suite's ranks are two
+  # processes; nccl-tests is one process, where NCCL reaches the peer's user buffers directly
+  # ("P2P/direct pointer") unless NCCL_P2P_DIRECT_DISABLE=1
+  step "transports: suite ranks (NCCL_DEBUG=INFO)" bash -c "NCCL_DEBUG=INFO python3 -m torch.distributed.run \
+       --nproc-per-node 2 bench/dist_loop.py --max-bytes 1024 --iters 5 --repeats 1 --out /tmp/transport.json \
+       > /tmp/transport-suite.txt 2>&1; grep -o ' via .*' /tmp/transport-suite.txt | sort | uniq -c"
+  for direct in "" "NCCL_P2P_DIRECT_DISABLE=1"; do
+    step "transports and all_gather: nccl-tests -t 2 -g 1 -n 200 ${direct:-(direct pointers allowed)}" bash -c \
+      "env $direct NCCL_DEBUG=INFO /tmp/nccl-tests-build/all_gather_perf -b 1M -e 32M -f 2 -t 2 -g 1 -n 200 -w 20 \
+       -c 0 > /tmp/transport-nccl-tests.txt 2>&1; rc=\$?; grep -o ' via .*' /tmp/transport-nccl-tests.txt | sort | uniq -c;
+       grep -E '^ +[0-9]+ ' /tmp/transport-nccl-tests.txt; exit \$rc"
+  done
+  # The acceptance sweep: nccl-tests one thread per GPU (the default) over the same transport as
+  # the suite's two processes, 200 calls per loop on both sides (nccl-tests' host clock around
+  # its loop holds a fixed cost that 20 calls do not amortise: 1 MiB all_reduce read 15.3 us at
+  # 20-100 calls, 13.2 us at 200)
+  local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32 -p iters=200
                --warmup 5 --timeout 300)
   for op in all_reduce all_gather reduce_scatter all_to_all; do
-    step "$op eager vs nccl-tests -g 2" pcheck "collectives.$op" "${sweep[@]}" "$@"
+    step "$op eager vs nccl-tests -t 2 -g 1 (no direct pointers)" env PERFSUITE_NCCL_TESTS_ENV=NCCL_P2P_DIRECT_DISABLE=1 \
+         python3 -m suite crosscheck "collectives.$op" --device cuda "${sweep[@]}" "$@"
   done
-  # nccl-tests with one thread per GPU (-t 2 -g 1), as the suite has one process per GPU and as
-  # nccl-tests runs under MPI: -g 2's one thread launches for both GPUs, which bounds its 1-4 MiB
-  # figures (the held loop is faster there). Then the same at 100 calls per loop: nccl-tests times
-  # its loop on the host clock up to a stream sync, whose fixed cost 20 calls do not amortise.
-  for op in all_reduce all_gather reduce_scatter all_to_all; do
-    step "$op eager vs nccl-tests -t 2 -g 1" env PERFSUITE_NCCL_TESTS_THREADS=1 python3 -m suite crosscheck \
-         "collectives.$op" --device cuda "${sweep[@]}" "$@"
-  done
-  for op in all_reduce all_gather reduce_scatter all_to_all; do
-    step "$op eager vs nccl-tests -t 2 -g 1, 100 calls" env PERFSUITE_NCCL_TESTS_THREADS=1 python3 -m suite \
-         crosscheck "collectives.$op" --device cuda "${sweep[@]}" -p iters=100 "$@"
-  done
-  # nccl-tests alone, all_reduce 1-16 MiB, three ways, 200 calls per loop: how far its own
-  # launch and host timing move its figures where the modes differ
-  for args in "-g 2" "-t 2 -g 1" "-g 2 -G 1"; do
-    step "nccl-tests all_reduce $args -n 200" /tmp/nccl-tests-build/all_reduce_perf -b 1M -e 16M -f 2 $args \
-         -n 200 -w 20 -c 0
-  done
-  step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
-       --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
+  step "all_gather eager vs nccl-tests -t 2 -g 1 (direct pointers allowed)" pcheck collectives.all_gather \
+       "${sweep[@]}" "$@"
+  step "all_reduce graph vs nccl-tests -G 1" env PERFSUITE_NCCL_TESTS_ENV=NCCL_P2P_DIRECT_DISABLE=1 \
+       python3 -m suite crosscheck collectives.all_reduce --device cuda --cuda-graph --nproc-per-node 2 \
+       -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
   step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
-       bench/dist_loop.py --max-bytes 65536 --out "$OUT/dist_loop.json"
+       bench/dist_loop.py --max-bytes 65536 --iters 200 --out "$OUT/dist_loop.json"
   python3 - "$OUT/nccl-tests-raw.txt" <<'EOF'
 import sys
 from registry import open_registry

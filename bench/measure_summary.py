@@ -32,11 +32,14 @@ def load(since: str) -> list[dict]:
         return [reg.get(r["run_id"]) for r in reversed(rows)]
 
 
-def nccl_tests_mode(argv: list[str]) -> str:
-    """How nccl-tests ran, from its command line: its GPUs per thread and calls per loop."""
+def nccl_tests_mode(cc: dict) -> str:
+    """How nccl-tests ran, from its command line and extra environment: its GPUs per thread,
+    calls per loop and any NCCL setting of its own."""
+    argv = cc.get("argv") or []
     flags = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("-")}
     threads = f"-t {flags['-t']} " if "-t" in flags else ""
-    return f"{threads}-g {flags.get('-g', '?')} -n {flags.get('-n', '?')}"
+    env = "".join(f" {k}={v}" for k, v in (cc.get("env") or {}).items())
+    return f"{threads}-g {flags.get('-g', '?')} -n {flags.get('-n', '?')}{env}"
 
 
 def collectives(records: list[dict], dist_loop: dict | None) -> bool:
@@ -55,7 +58,7 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
             continue
         d = rec["details"]
         cc = d.get("crosscheck") or {}
-        print(f"\n{label} vs nccl-tests {nccl_tests_mode(cc.get('argv') or [])}  world {d.get('world_size')}  timing: {d.get('timing')} "
+        print(f"\n{label} vs nccl-tests {nccl_tests_mode(cc)}  world {d.get('world_size')}  timing: {d.get('timing')} "
               f"({d.get('iters')} calls x {d.get('repeats')} repeats)  "
               f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')} "
               f"{' '.join(cc.get('argv') or [])}")
@@ -81,7 +84,7 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
                   f"{'' if ratio is None else f'{ratio:6.3f}'}{mark}")
         if not graph:
             met = worst is not None and abs(worst - 1) <= BUSBW_TOLERANCE
-            busbw_met.setdefault(nccl_tests_mode(cc.get("argv") or []), {})[name] = met
+            busbw_met.setdefault(nccl_tests_mode(cc), {})[name] = met
             print(f"  TARGET busbw within 3% of nccl-tests from 1 MiB up: furthest ratio "
                   f"{'-' if worst is None else f'{worst:.3f}'}: {'met' if met else 'NOT met'}")
         else:

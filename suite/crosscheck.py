@@ -103,8 +103,9 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
     """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
     run by rank 0 after perfsuite's while the other ranks wait on the host (a gloo barrier:
     an NCCL barrier would keep a kernel spinning on their GPUs). One process drives all
-    local GPUs (``-g world``), so it needs every rank on this node. Called on every rank;
-    rank 0's answer is the one recorded."""
+    local GPUs (one thread each, ``-t world -g 1``, or one for all: ``-g world``), so it
+    needs every rank on this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment
+    and recorded. Called on every rank; rank 0's answer is the one recorded."""
     import subprocess
 
     import torch.distributed as dist
@@ -128,10 +129,12 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
             args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
                                    iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
                                    redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check,
-                                   thread_per_gpu=os.environ.get(nccl_tests.ENV_THREADS, "") not in ("", "0"))
-            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2)
+                                   thread_per_gpu=nccl_tests.thread_per_gpu())
+            extra = nccl_tests.extra_env()
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2,
+                                          env={**os.environ, **extra} if extra else None)
             ref = parsed.to_dict()
-            result = {**out, "status": "measured", "argv": args[1:], "binary": str(binary),
+            result = {**out, "status": "measured", "argv": args[1:], "env": extra, "binary": str(binary),
                       "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
                       "compare": collective_vs_nccl_tests(rows, ref), "raw": text}
         except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:

@@ -25,7 +25,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_DIR = "PERFSUITE_NCCL_TESTS"
-ENV_THREADS = "PERFSUITE_NCCL_TESTS_THREADS"  # "1": one nccl-tests thread per GPU (-t N -g 1)
+# "0": one nccl-tests thread drives every GPU (-g N); unset or "1": one thread per GPU (-t N -g 1)
+ENV_THREADS = "PERFSUITE_NCCL_TESTS_THREADS"
+# "K=V K=V": environment for the nccl-tests process only (e.g. NCCL_P2P_DIRECT_DISABLE=1), recorded
+ENV_EXTRA = "PERFSUITE_NCCL_TESTS_ENV"
+
+
+def thread_per_gpu(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> bool:
+    """Whether nccl-tests gives each GPU its own host thread (the default). The suite has one
+    process per GPU, as nccl-tests under MPI; with ``-g N`` one thread launches for every GPU,
+    and on 2xH200 that launch bounds its 1-4 MiB figures (all_reduce 1 MiB: 19.9 us with -g 2,
+    13.2 us with -t 2 -g 1, both at 200 calls)."""
+    return environ.get(ENV_THREADS, "1").strip() != "0"
+
+
+def extra_env(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+    """``PERFSUITE_NCCL_TESTS_ENV`` as a dict; a word without ``=`` is an error."""
+    out = {}
+    for word in environ.get(ENV_EXTRA, "").split():
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{ENV_EXTRA}: {word!r} is not KEY=VALUE")
+        out[key] = value
+    return out
 # perfsuite collective -> nccl-tests binary
 BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
             "reduce_scatter": "reduce_scatter_perf", "all_to_all": "alltoall_perf",
@@ -140,9 +162,10 @@ def find_binary(directory: str | os.PathLike, collective: str) -> Path:
 def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int, warmup: int, gpus: int,
          dtype: str, redop: str | None, root: int | None, graph: bool, check: bool,
          thread_per_gpu: bool = False) -> list[str]:
-    """nccl-tests flags for the same sweep as a perfsuite collective's parameters. By default one
-    thread drives every GPU (``-g N``); ``thread_per_gpu`` gives each GPU its own thread
-    (``-t N -g 1``), which divides nccl-tests' own launch time per call among the threads."""
+    """nccl-tests flags for the same sweep as a perfsuite collective's parameters. With
+    ``thread_per_gpu`` each GPU has its own thread (``-t N -g 1``), which divides nccl-tests'
+    own launch time per call among the threads; without it one thread drives every GPU
+    (``-g N``)."""
     placement = ["-t", str(gpus), "-g", "1"] if thread_per_gpu else ["-g", str(gpus)]
     args = [str(binary), "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(step_factor), "-n", str(iters),
             "-w", str(warmup), *placement, "-d", dtype, "-c", "1" if check else "0"]

@@ -219,6 +219,16 @@ def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
     assert threads[11:15] == ["-t", "4", "-g", "1"] and threads[-2:] == ["-G", "1"]
 
 
+def test_nccl_tests_gives_each_gpu_a_thread_unless_told_and_takes_extra_environment():
+    assert nccl_tests.thread_per_gpu({}) and nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "1"})
+    assert not nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "0"})
+    env = {"PERFSUITE_NCCL_TESTS_ENV": "NCCL_P2P_DIRECT_DISABLE=1  NCCL_DEBUG=INFO"}
+    assert nccl_tests.extra_env(env) == {"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_DEBUG": "INFO"}
+    assert nccl_tests.extra_env({}) == {}
+    with pytest.raises(ValueError, match="'NCCL_DEBUG' is not KEY=VALUE"):
+        nccl_tests.extra_env({"PERFSUITE_NCCL_TESTS_ENV": "NCCL_DEBUG"})
+
+
 def test_suite_rows_are_compared_with_nccl_tests_rows_per_size_and_mode():
     from suite.crosscheck import collective_vs_nccl_tests
 
@@ -345,9 +355,13 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
     args_file = tmp_path / "args.txt"
     binary = tmp_path / "all_reduce_perf"
-    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\ncat {fixture}\n')
+    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\necho "$NCCL_P2P_DIRECT_DISABLE" > {args_file}.env\n'
+                      f'cat {fixture}\n')
     binary.chmod(0o755)
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
+    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_THREADS", raising=False)
+    monkeypatch.delenv("NCCL_P2P_DIRECT_DISABLE", raising=False)
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS_ENV", "NCCL_P2P_DIRECT_DISABLE=1")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     ctx = types.SimpleNamespace(device="cuda", world_size=1, rank=0,
                                 controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
@@ -360,8 +374,12 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     finally:
         dist.destroy_process_group()
     assert out["status"] == "measured", out
+    # one thread per GPU by default; the extra environment reached the binary and the record
     assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
-                                             "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+                                             "-t", "1", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+    assert out["argv"] == args_file.read_text().split()
+    assert out["env"] == {"NCCL_P2P_DIRECT_DISABLE": "1"}
+    assert Path(f"{args_file}.env").read_text().strip() == "1"
     assert out["version"] == "2.19.6" and len(out["table"]["rows"]) == 27
     (c,) = out["compare"]
     assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)
