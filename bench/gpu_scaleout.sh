@@ -9,18 +9,20 @@
 #
 # collectives, every GPU of the machine as one rank each:
 #   1. topology (nvidia-smi topo -m), then collectives.copy_bandwidth: the peer-copy ceiling;
+#      bench/graph_probe.py: the nodes and cost per call of captured all_reduce loops;
 #   2. build nccl-tests (bench/nccl_tests_build.sh);
 #   3. perfsuite crosscheck of all_reduce, all_gather, reduce_scatter, all_to_all and
-#      send_recv: fp32 8 B .. 1 GiB by x2, then bf16 8 B .. 1 GiB by x4, eager (timing=loop),
-#      and fp32 8 B .. 64 MiB by x4 with --cuda-graph; nccl-tests (-g N) runs the same sweep
-#      in the same call (rank 0, after the suite's);
+#      send_recv: fp32 8 B .. 1 GiB by x2, then bf16 8 B .. 1 GiB by x4 at 100 calls per loop,
+#      eager (timing=loop), and fp32 8 B .. 64 MiB by x4 with --cuda-graph; nccl-tests (-t N -g 1,
+#      -N repeats, NCCL_P2P_DIRECT_DISABLE=1) runs the same sweep in the same call (rank 0, after
+#      the suite's);
 #   4. bench/measure_summary.py: busbw beside nccl-tests per size, the targets met or not.
 # training: kernels.ceilings (bf16 matmul: the MFU denominator), then training.gpt and
 #   training.resnet (bf16, eager, global batch fixed) at 1, 2, 4 (and 8) GPUs, each with a
 #   time budget; bench/training_summary.py: samples/s per GPU and the scaling efficiency.
 # NVLink multicast stays off (bench/gpu_env.sh and the launcher set NCCL_NVLS_ENABLE=0 and co.).
-# $OUT gets gpu_scaleout-PART.log, nccl-tests-build.txt, training_summary.json and
-# records-scaleout-PART.tar.gz.
+# $OUT gets gpu_scaleout-PART.log, nccl-tests-build.txt, graph-probe.tar.gz, training_summary.json
+# and records-scaleout-PART.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 PART=${1:-}
@@ -33,6 +35,8 @@ source bench/gpu_env.sh
 source bench/nccl_tests_build.sh
 export HF_HUB_OFFLINE=1
 unset PERFSUITE_CROSSCHECK
+# nccl-tests (one process, a thread per GPU) over the transport of the suite's separate processes
+export PERFSUITE_NCCL_TESTS_ENV=${PERFSUITE_NCCL_TESTS_ENV-NCCL_P2P_DIRECT_DISABLE=1}
 N=$(nvidia-smi -L | wc -l)
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 OPS=(all_reduce all_gather reduce_scatter all_to_all send_recv)
@@ -42,10 +46,16 @@ pcheck() {  # one cross-checked sweep; records packed after each, so a call cut 
   return $rc
 }
 # BRIEF=1 (a short device budget): fp32 by x4 only, no bf16 sweep, graph mode for all_reduce only.
-# REST=1: what BRIEF left out (the bf16 sweep, graph mode for the other four collectives).
+# REST=1: what BRIEF left out (the bf16 sweep, graph mode for the other four collectives, and
+# all_reduce again against nccl-tests one thread per GPU).
 FP32_STEP=2; FP32_OPS=("${OPS[@]}"); BF16_OPS=("${OPS[@]}"); GRAPH_OPS=("${OPS[@]}")
 if [ "${BRIEF:-0}" = 1 ]; then FP32_STEP=4; BF16_OPS=(); GRAPH_OPS=(all_reduce); fi
-if [ "${REST:-0}" = 1 ]; then FP32_OPS=(); GRAPH_OPS=(all_gather reduce_scatter all_to_all send_recv); fi
+if [ "${REST:-0}" = 1 ]; then FP32_OPS=(); fi
+
+graph_probe() {  # what a captured loop of all_reduce calls holds and costs (bench/graph_probe.py)
+  python3 -m torch.distributed.run --nproc-per-node "$N" bench/graph_probe.py --out /tmp/graph-probe || return
+  tar -C /tmp -czf "$OUT/graph-probe.tar.gz" graph-probe
+}
 
 run_collectives() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
@@ -53,6 +63,7 @@ run_collectives() {
   nvidia-smi topo -m
   env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
   step "peer-copy ceiling" prun collectives.copy_bandwidth "$@"
+  step "graph capture probe" graph_probe
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
@@ -62,7 +73,7 @@ run_collectives() {
   done
   for op in "${BF16_OPS[@]}"; do
     step "$op bf16 eager vs nccl-tests" pcheck "collectives.$op" -p min_bytes=8 -p max_bytes=1G -p step_factor=4 \
-         -p dtype=bf16 -p iters=20 -p check=false "$@"
+         -p dtype=bf16 -p iters=100 -p check=false "$@"
   done
   for op in "${GRAPH_OPS[@]}"; do
     step "$op fp32 graph vs nccl-tests -G 1" pcheck "collectives.$op" --cuda-graph -p min_bytes=8 -p max_bytes=64M \

@@ -99,13 +99,14 @@ def collective_vs_nccl_tests(rows: list[dict], reference: dict) -> list[dict]:
 
 def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes: int, max_bytes: int,
                       step_factor: int, iters: int, dtype: str, redop: str | None, root: int | None,
-                      check: bool) -> dict:
+                      check: bool, cycles: int = 1) -> dict:
     """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
     run by rank 0 after perfsuite's while the other ranks wait on the host (a gloo barrier:
     an NCCL barrier would keep a kernel spinning on their GPUs). One process drives all
     local GPUs (one thread each, ``-t world -g 1``, or one for all: ``-g world``), so it
     needs every rank on this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment
-    and recorded. Called on every rank; rank 0's answer is the one recorded."""
+    and recorded. ``cycles``: nccl-tests runs the sweep that many times (``-N``) and each
+    size's median is compared, as the suite compares the median of its repeated loops. Called on every rank; rank 0's answer is the one recorded."""
     import subprocess
 
     import torch.distributed as dist
@@ -129,7 +130,7 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
             args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
                                    iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
                                    redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check,
-                                   thread_per_gpu=nccl_tests.thread_per_gpu())
+                                   thread_per_gpu=nccl_tests.thread_per_gpu(), cycles=cycles)
             extra = nccl_tests.extra_env()
             parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2,
                                           env={**os.environ, **extra} if extra else None)

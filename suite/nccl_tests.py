@@ -144,7 +144,35 @@ def parse(text: str) -> NcclTestsOutput:
     if not out.rows:
         raise ParseError("no nccl-tests result lines found (expected lines of size, count, type, redop, root, "
                          "time, algbw, busbw, #wrong)")
+    out.rows, cycles = fold_cycles(out.rows)
+    out.config["cycles"] = cycles
     return out
+
+
+def fold_cycles(rows: list[dict]) -> tuple[list[dict], int]:
+    """``-N`` cycles print the whole sweep again: one row per size, each mode the cycle with
+    the median time (the lower middle one for an even count; its bandwidths are that
+    cycle's), every cycle's time kept in ``time_us_cycles``, and the most wrong elements
+    seen. Returns the rows and the cycles per size (1 when no size repeats)."""
+    by_size: dict[int, list[dict]] = {}
+    for r in rows:
+        by_size.setdefault(r["size_bytes"], []).append(r)
+    cycles = max(len(v) for v in by_size.values())
+    if cycles == 1:
+        return rows, 1
+    out = []
+    for size, seen in by_size.items():
+        row = dict(seen[0])
+        for mode in MODE_KEYS:
+            entries = [r[mode] for r in seen if r.get(mode) is not None]
+            if not entries:
+                continue
+            ordered = sorted(entries, key=lambda e: e["time_us"])
+            wrong = [e["wrong"] for e in entries if e["wrong"] is not None]
+            row[mode] = {**ordered[(len(ordered) - 1) // 2], "time_us_cycles": [e["time_us"] for e in entries],
+                         "wrong": max(wrong) if wrong else None}
+        out.append(row)
+    return out, cycles
 
 
 def find_binary(directory: str | os.PathLike, collective: str) -> Path:
@@ -161,11 +189,12 @@ def find_binary(directory: str | os.PathLike, collective: str) -> Path:
 
 def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int, warmup: int, gpus: int,
          dtype: str, redop: str | None, root: int | None, graph: bool, check: bool,
-         thread_per_gpu: bool = False) -> list[str]:
+         thread_per_gpu: bool = False, cycles: int = 1) -> list[str]:
     """nccl-tests flags for the same sweep as a perfsuite collective's parameters. With
     ``thread_per_gpu`` each GPU has its own thread (``-t N -g 1``), which divides nccl-tests'
     own launch time per call among the threads; without it one thread drives every GPU
-    (``-g N``)."""
+    (``-g N``). ``cycles`` > 1 runs the sweep that many times (``-N``; ``parse`` keeps each
+    size's median), as the suite times ``repeats`` loops per size."""
     placement = ["-t", str(gpus), "-g", "1"] if thread_per_gpu else ["-g", str(gpus)]
     args = [str(binary), "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(step_factor), "-n", str(iters),
             "-w", str(warmup), *placement, "-d", dtype, "-c", "1" if check else "0"]
@@ -175,6 +204,8 @@ def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iter
         args += ["-r", str(root)]
     if graph:
         args += ["-G", "1"]
+    if cycles > 1:
+        args += ["-N", str(cycles)]
     return args
 
 

@@ -219,6 +219,38 @@ def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
     assert threads[11:15] == ["-t", "4", "-g", "1"] and threads[-2:] == ["-G", "1"]
 
 
+def test_nccl_tests_cycles_fold_into_each_sizes_median():
+    """-N 3 prints the sweep three times: one row per size, each mode the median cycle."""
+    text = (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()
+    one = nccl_tests.parse(text)
+    lines = text.splitlines()
+    rows = [i for i, line in enumerate(lines) if nccl_tests._row(line, False)]
+    body = lines[rows[0]:rows[-1] + 1]
+
+    def scaled(factor):  # the same table with every time multiplied (bandwidths divided)
+        out = []
+        for line in body:
+            t = line.split()
+            for k in (5, 9):
+                t[k], t[k + 1], t[k + 2] = (f"{float(t[k]) * factor:.2f}", f"{float(t[k + 1]) / factor:.2f}",
+                                            f"{float(t[k + 2]) / factor:.2f}")
+            out.append("  ".join(t))
+        return out
+
+    three = "\n".join(lines[:rows[0]] + scaled(1.2) + body + scaled(0.9) + lines[rows[-1] + 1:])
+    parsed = nccl_tests.parse(three)
+    assert parsed.config["cycles"] == 3 and one.config["cycles"] == 1
+    assert [r["size_bytes"] for r in parsed.rows] == [r["size_bytes"] for r in one.rows]
+    for mine, ref in zip(parsed.rows, one.rows):
+        assert mine["ip"]["time_us"] == ref["ip"]["time_us"]  # the middle cycle: the original
+        assert mine["ip"]["busbw_gbps"] == ref["ip"]["busbw_gbps"]
+        assert len(mine["ip"]["time_us_cycles"]) == 3
+    binary = Path("/bin/true")
+    args = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=2,
+                           dtype="float", redop="sum", root=None, graph=False, check=True, cycles=5)
+    assert args[-2:] == ["-N", "5"]
+
+
 def test_nccl_tests_gives_each_gpu_a_thread_unless_told_and_takes_extra_environment():
     assert nccl_tests.thread_per_gpu({}) and nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "1"})
     assert not nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "0"})

@@ -429,7 +429,7 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
         details["crosscheck"] = ctx.crosscheck_collective(
             pl.op.name, rows, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
             iters=p.iters, dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
-            check=p.check)
+            check=p.check, cycles=1 if p.timing == "per_call" else p.repeats)
     if sweep.hold is not None:
         details["hold_s"] = sweep.hold.seconds  # the stream hold's final length (it doubles when it ran out)
     if sweep.throttle is not None:
