@@ -84,16 +84,22 @@ run_collectives() {
   python3 -m suite results --since "$SINCE" --limit 100
 }
 
+ppack() {  # one perfsuite run, then the records packed (a call cut off keeps them)
+  prun "$@"; local rc=$?
+  pack_records "scaleout-$PART"
+  return $rc
+}
+
 run_training() {
   step ceilings prun kernels.ceilings -p matmul_dtypes=bf16 -p matmul_shapes=8192x8192x8192 -p copy_sizes=256M \
        -p transfer_bytes=256M
   local counts=(1 2 4); [ "$N" -ge 8 ] && counts+=(8)
   for n in "${counts[@]}"; do
-    step "gpt x$n" prun training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=35 --timeout 200 \
+    step "gpt x$n" ppack training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=35 --timeout 200 \
          --seed 1 --nproc-per-node "$n" "$@"
   done
   for n in "${counts[@]}"; do
-    step "resnet x$n" prun training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
+    step "resnet x$n" ppack training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
          --seed 1 --nproc-per-node "$n" "$@"
   done
   echo; echo "== summary =="
