@@ -62,8 +62,10 @@ run_collectives() {
 "|", torch.cuda.device_count(), "x", torch.cuda.get_device_name())'
   nvidia-smi topo -m
   env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
-  step "peer-copy ceiling" prun collectives.copy_bandwidth "$@"
-  step "graph capture probe" graph_probe
+  if [ "${SHORT:-0}" != 1 ]; then  # SHORT=1: neither (a call's last minutes)
+    step "peer-copy ceiling" prun collectives.copy_bandwidth "$@"
+    step "graph capture probe" graph_probe
+  fi
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
