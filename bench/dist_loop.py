@@ -36,6 +36,7 @@ def main() -> None:
 
     from suite.launcher import suite_env
     from suite.timing import StreamHold, time_loop
+    from workloads.collectives._sweep import HOLD_TRIES, _all_held as all_held  # the sweep's own rule
 
     os.environ.update(suite_env("cuda"))
 
@@ -45,6 +46,7 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     hold = StreamHold() if args.hold else None
     rows = []
+    unheld = 0  # loops whose hold still ran out after HOLD_TRIES (their time is the host's)
     size = args.min_bytes
     while size <= args.max_bytes:
         t = torch.zeros(max(1, size // 4), device="cuda")
@@ -53,10 +55,17 @@ def main() -> None:
         torch.cuda.synchronize()
         samples, launches = [], []
         for _ in range(args.repeats):
-            dist.barrier()
-            torch.cuda.synchronize()
-            # the untimed call before the start event aligns the ranks, as perfsuite's sweep does
-            lt = time_loop(lambda: dist.all_reduce(t), args.iters, "cuda", hold, before=lambda: dist.all_reduce(t))
+            for _attempt in range(HOLD_TRIES):
+                dist.barrier()
+                torch.cuda.synchronize()
+                # the untimed call before the start event aligns the ranks, as perfsuite's sweep does
+                lt = time_loop(lambda: dist.all_reduce(t), args.iters, "cuda", hold,
+                               before=lambda: dist.all_reduce(t))
+                if hold is None or all_held(lt.held):
+                    break
+                hold.grow()  # as the sweep: every rank agreed that some hold ran out, so all redo
+            else:
+                unheld += 1
             samples.append(lt.seconds / args.iters)
             launches.append(lt.launch_s / args.iters)
         mine = torch.tensor([sum(samples) / len(samples), sum(launches) / len(launches)], device="cuda",
@@ -67,7 +76,8 @@ def main() -> None:
         size *= 2
     if rank == 0:
         args.out.write_text(json.dumps({"collective": "all_reduce", "world_size": world, "iters": args.iters,
-                                        "repeats": args.repeats, "hold": args.hold, "rows": rows}, indent=1))
+                                        "repeats": args.repeats, "hold": args.hold, "unheld_loops": unheld,
+                                        "hold_s": hold.seconds if hold else None, "rows": rows}, indent=1))
         for r in rows:
             print(f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us  "
                   f"(host launch {r['launch_us']:.2f} us)")

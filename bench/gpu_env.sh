@@ -30,3 +30,10 @@ triton_plugin_on_path() {  # the Triton plugin's entry point and source on PYTHO
   printf '[perfsuite]\ntriton = perfsuite_triton.plugin\n' > "$site/entry_points.txt"
   export PYTHONPATH=/tmp/plugin-site:$PWD/plugins/perfsuite-triton:$PYTHONPATH
 }
+graph_probe() {  # graph_probe NPROC: what a captured loop of all_reduce calls holds and costs
+  # (bench/graph_probe.py), bounded: a probe whose rank fails must not hold the others in a
+  # collective for the rest of the call
+  timeout -k 10 180 python3 -m torch.distributed.run --nproc-per-node "$1" bench/graph_probe.py \
+    --out /tmp/graph-probe || return
+  tar -C /tmp -czf "$OUT/graph-probe.tar.gz" graph-probe
+}

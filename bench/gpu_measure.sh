@@ -8,6 +8,7 @@
 #
 # x2: 1. build nccl-tests (make MPI=0 NCCL_HOME=<the nvidia-nccl wheel torch uses> src.build,
 #        sm_90 only) into /tmp/nccl-tests-build;
+#     1b. bench/graph_probe.py: the nodes, GPU trace and cost per call of captured all_reduce loops;
 #     2. the NCCL transports between the GPUs, the suite's ranks' and nccl-tests' (NCCL_DEBUG=INFO),
 #        and nccl-tests' all_gather with and without direct pointers to the peer's buffers;
 #     3. perfsuite crosscheck collectives.{all_reduce,all_gather,reduce_scatter,all_to_all}
@@ -27,7 +28,7 @@
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # NVSHMEM_DISABLE_NVLS=1, from bench/gpu_env.sh). Under 8 minutes per machine.
 # $OUT gets: gpu_measure-<kind>.log, records-measure-<kind>.tar.gz; x2 also nccl-tests-build.txt,
-# nccl-tests-raw.txt (nccl-tests' own output of each cross-check), dist_loop.json.
+# nccl-tests-raw.txt (nccl-tests' own output of each cross-check), dist_loop.json, graph-probe.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 KIND=${1:-}
@@ -48,6 +49,7 @@ run_x2() {
 "|", torch.cuda.device_count(), "x", torch.cuda.get_device_name())'
   nvidia-smi topo -m
   env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
+  step "graph capture probe" graph_probe 2
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build

@@ -52,11 +52,6 @@ FP32_STEP=2; FP32_OPS=("${OPS[@]}"); BF16_OPS=("${OPS[@]}"); GRAPH_OPS=("${OPS[@
 if [ "${BRIEF:-0}" = 1 ]; then FP32_STEP=4; BF16_OPS=(); GRAPH_OPS=(all_reduce); fi
 if [ "${REST:-0}" = 1 ]; then FP32_OPS=(); fi
 
-graph_probe() {  # what a captured loop of all_reduce calls holds and costs (bench/graph_probe.py)
-  python3 -m torch.distributed.run --nproc-per-node "$N" bench/graph_probe.py --out /tmp/graph-probe || return
-  tar -C /tmp -czf "$OUT/graph-probe.tar.gz" graph-probe
-}
-
 run_collectives() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
 "|", torch.cuda.device_count(), "x", torch.cuda.get_device_name())'
@@ -64,7 +59,7 @@ run_collectives() {
   env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
   if [ "${SHORT:-0}" != 1 ]; then  # SHORT=1: neither (a call's last minutes)
     step "peer-copy ceiling" prun collectives.copy_bandwidth "$@"
-    step "graph capture probe" graph_probe
+    step "graph capture probe" graph_probe "$N"
   fi
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }

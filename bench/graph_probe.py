@@ -4,7 +4,8 @@ all_reduce on 2xH200 where its held eager loop read 6.0 us and nccl-tests' own g
 (``-t 2 -g 1 -G 1``) 6.7 us. Each variant captures ``--calls`` in-place float32 sums of one
 small tensor in one graph, dumps the graph (rank 0, DOT) and counts its nodes by kind, then
 times one replay per repeat the suite's way (behind a stream hold, one untimed eager call
-before the start event). Variants:
+before the start event), and lists what the GPU ran in one loop (torch.profiler: operations,
+busy time, the gaps between them). Variants:
 
 - ``sync``: ``dist.all_reduce(t)`` per call, as the suite's sweep captures them;
 - ``async``: ``async_op=True`` per call and one ``wait()`` after the last;
@@ -43,6 +44,45 @@ def node_kinds(dot: str) -> dict[str, int]:
     return dict(counts)
 
 
+def dump_nodes(graph, path: Path) -> dict:
+    """The graph's nodes by kind from its DOT dump, or why there is no dump."""
+    try:
+        graph.debug_dump(str(path))
+    except Exception as exc:  # noqa: BLE001 - the probe reports it and goes on
+        return {"dump_failed": f"{type(exc).__name__}: {exc}"}
+    if not path.exists():
+        return {"dump_failed": f"debug_dump wrote no {path.name}"}
+    return node_kinds(path.read_text())
+
+
+def gpu_trace(fn, per_loop: int, record: bool) -> dict | None:
+    """One loop of ``fn`` under torch.profiler: the GPU's operations by name, their total
+    time, and the idle gaps between consecutive ones (us). None on ranks that do not record."""
+    import torch
+    import torch.distributed as dist
+
+    dist.barrier()
+    torch.cuda.synchronize()
+    if not record:
+        for _ in range(per_loop):
+            fn()
+        torch.cuda.synchronize()
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(per_loop):
+            fn()
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    names = collections.Counter(e.name[:60] for e in events)
+    busy = sum(e.time_range.elapsed_us() for e in events)
+    gaps = [b.time_range.start - a.time_range.end for a, b in zip(events, events[1:])]
+    return {"ops": dict(names.most_common(6)), "count": len(events), "busy_us": round(busy, 2),
+            "span_us": round(events[-1].time_range.end - events[0].time_range.start, 2) if events else 0.0,
+            "median_gap_us": round(statistics.median(gaps), 2) if gaps else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,1024,65536", help="bytes, comma-separated")
@@ -65,7 +105,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     hold = StreamHold()
     result = {"world_size": world, "calls": args.calls, "torch": torch.__version__,
-              "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": [], "graphs": {}}
+              "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": [], "graphs": {}, "traces": {}}
     for size in (int(s) for s in args.sizes.split(",")):
         t = torch.zeros(max(1, size // 4), device="cuda")
         for _ in range(5):
@@ -75,9 +115,7 @@ def main() -> None:
             if variant == "eager":
                 fn, per_loop = (lambda: dist.all_reduce(t)), args.calls
             else:
-                g = torch.cuda.CUDAGraph()
-                if rank == 0:
-                    g.enable_debug_mode()
+                g = torch.cuda.CUDAGraph(keep_graph=True)  # its template stays for debug_dump
                 with torch.cuda.graph(g, capture_error_mode="thread_local"):
                     if variant == "sync":
                         for _ in range(args.calls):
@@ -87,11 +125,13 @@ def main() -> None:
                         works[-1].wait()
                 torch.cuda.synchronize()
                 if rank == 0:
-                    path = args.out / f"graph-{variant}-{size}B.dot"
-                    g.debug_dump(str(path))
-                    result["graphs"][f"{variant} {size} B"] = node_kinds(path.read_text())
+                    result["graphs"][f"{variant} {size} B"] = dump_nodes(g, args.out / f"graph-{variant}-{size}B.dot")
                 fn, per_loop = g.replay, 1
-                g.replay()  # one untimed replay (first-launch upload)
+                g.replay()  # one untimed replay (instantiation, first-launch upload)
+                torch.cuda.synchronize()
+            # what the GPU ran in one loop, with the gaps between its operations (every rank
+            # runs the loop; rank 0 records it)
+            result["traces"][f"{variant} {size} B"] = gpu_trace(fn, per_loop, rank == 0)
             samples, held = [], []
             for _ in range(args.repeats):  # (no retry: a rank retrying alone would desynchronise)
                 torch.cuda.synchronize()
@@ -110,9 +150,15 @@ def main() -> None:
     if rank == 0:
         for name, kinds in result["graphs"].items():
             print(f"graph {name}: {kinds}")
+        for name, trace in result["traces"].items():
+            print(f"trace {name}: {trace}")
         (args.out / "graph_probe.json").write_text(json.dumps(result, indent=1))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException as exc:  # noqa: BLE001 - leave at once: NCCL's exit path can wait on ranks still in a collective
+        print(f"graph_probe failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
