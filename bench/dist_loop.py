@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -34,16 +33,11 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from suite.launcher import suite_env
+    from bench.nccl_rank import init_nccl_rank
     from suite.timing import StreamHold, time_loop
     from workloads.collectives._sweep import HOLD_TRIES, _all_held as all_held  # the sweep's own rule
 
-    os.environ.update(suite_env("cuda"))
-
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = init_nccl_rank()
     hold = StreamHold() if args.hold else None
     rows = []
     unheld = 0  # loops whose hold still ran out after HOLD_TRIES (their time is the host's)

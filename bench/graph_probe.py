@@ -94,14 +94,10 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from suite.launcher import suite_env
+    from bench.nccl_rank import init_nccl_rank
     from suite.timing import StreamHold, time_loop
 
-    os.environ.update(suite_env("cuda"))
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = init_nccl_rank()
     args.out.mkdir(parents=True, exist_ok=True)
     hold = StreamHold()
     result = {"world_size": world, "calls": args.calls, "torch": torch.__version__,
