@@ -2,7 +2,10 @@
 figures are checked against. It reads the suite's JPEG data set folder (its manifest.json),
 builds the pipeline the way DALI's own examples do (file reader, decoder, random resized
 crop, crop_mirror_normalize with a random flip), calls ``pipe.run()`` back to back and
-times whole epochs with the host clock. No suite code is imported.
+times whole epochs with the host clock; then, on a fresh pipeline, the same epochs through
+DALI's own PyTorch iterator (``DALIGenericIterator``, as DALI's PyTorch examples and the
+suite consume it), so that what the iterator costs shows apart from the suite. No suite code
+is imported.
 
     python3 bench/dali_reference.py DATASET_DIR --decoder mixed --json out.json
 """
@@ -29,14 +32,17 @@ def main() -> None:
     files = [str(args.root / n) for n in manifest["files"]]
     out = {}
     for decoder in args.decoder or ["mixed"]:
-        out[decoder] = time_epochs(files, manifest["labels"], decoder, args)
-        print(f"bare DALI {decoder:5}: {out[decoder]['images_per_s']:,.0f} images/s "
-              f"(median of {args.epochs} epochs of {out[decoder]['images_per_epoch']} images)")
+        out[decoder] = time_epochs(files, manifest["labels"], decoder, args, iterator=False)
+        out[decoder]["iterator"] = time_epochs(files, manifest["labels"], decoder, args, iterator=True)
+        for how, fig in (("pipe.run()", out[decoder]), ("DALIGenericIterator", out[decoder]["iterator"])):
+            print(f"bare DALI {decoder:5} {how:19}: {fig['images_per_s']:,.0f} images/s "
+                  f"(median of {args.epochs} epochs of {fig['images_per_epoch']} images)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
 
-def time_epochs(files: list[str], labels: list[int], decoder: str, args: argparse.Namespace) -> dict:
+def time_epochs(files: list[str], labels: list[int], decoder: str, args: argparse.Namespace,
+                iterator: bool) -> dict:
     import torch
     from nvidia.dali import fn, pipeline_def, types
 
@@ -58,12 +64,24 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
     pipe = pipe_def()
     pipe.build()
     per_epoch = len(files) // args.batch
+    if iterator:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        loader = DALIGenericIterator(pipe, ["images", "labels"], reader_name="reader",
+                                     last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+
+        def one_epoch() -> None:
+            for _batch in loader:
+                pass
+    else:
+        def one_epoch() -> None:
+            for _ in range(per_epoch):
+                pipe.run()
     seconds = []
     for epoch in range(1 + args.epochs):  # the first epoch warms up
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for _ in range(per_epoch):
-            images, _lab = pipe.run()
+        one_epoch()
         torch.cuda.synchronize()  # every stream of the device, DALI's included
         if epoch:
             seconds.append(time.perf_counter() - t0)
