@@ -34,6 +34,9 @@ graph_probe() {  # graph_probe NPROC: what a captured loop of all_reduce calls h
   # (bench/graph_probe.py), bounded: a probe whose rank fails must not hold the others in a
   # collective for the rest of the call
   timeout -k 10 180 python3 -m torch.distributed.run --nproc-per-node "$1" bench/graph_probe.py \
-    --out /tmp/graph-probe || return
+    --out /tmp/graph-probe/default || return
+  # again without NCCL's EVENT_RECORD node after each captured kernel (nothing else uses NCCL here)
+  NCCL_GRAPH_MIXING_SUPPORT=0 timeout -k 10 180 python3 -m torch.distributed.run --nproc-per-node "$1" \
+    bench/graph_probe.py --out /tmp/graph-probe/no-mixing || return
   tar -C /tmp -czf "$OUT/graph-probe.tar.gz" graph-probe
 }

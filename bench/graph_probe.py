@@ -9,7 +9,14 @@ busy time, the gaps between them). Variants:
 
 - ``sync``: ``dist.all_reduce(t)`` per call, as the suite's sweep captures them;
 - ``async``: ``async_op=True`` per call and one ``wait()`` after the last;
-- ``eager``: no graph, the held eager loop (the floor).
+- ``replays``: the ``sync`` graph replayed 10 times back to back in one timed loop;
+- ``eager``: no graph, the held eager loop (the floor), 20 calls only.
+
+Graphs of 20 and of 200 calls (``--calls``): a cost paid once per replay (graph launch, the
+ranks' skew at its start) shrinks per call with the count, one paid per collective does not.
+NCCL adds one EVENT_RECORD node after each captured kernel while ``NCCL_GRAPH_MIXING_SUPPORT``
+is on (its default; nccl-tests' graph has it too): ``bench/gpu_env.sh`` runs the probe again
+with it off.
 
     torchrun --nproc-per-node 2 bench/graph_probe.py --out DIR   # DIR gets graph_probe.json, *.dot
 """
@@ -26,7 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("eager", "sync", "async")
+VARIANTS = ("eager", "sync", "async", "replays")
+REPLAYS = 10  # "replays": the sync graph launched this often back to back per timed loop
+EAGER_MAX_CALLS = 20  # an eager loop longer than this outruns the probe's 2 ms hold
 NODE_KIND = re.compile(r"\b(KERNEL|MEMCPY|MEMSET|HOST|EMPTY|EVENT_RECORD|WAIT_EVENT|EVENT_WAIT|MEM_ALLOC|MEM_FREE|"
                        r"GRAPH|EXT_SEMAS_SIGNAL|EXT_SEMAS_WAIT|BATCH_MEM_OP|CONDITIONAL)\b")
 
@@ -83,10 +92,59 @@ def gpu_trace(fn, per_loop: int, record: bool) -> dict | None:
             "median_gap_us": round(statistics.median(gaps), 2) if gaps else None}
 
 
+def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: int, result: dict) -> None:
+    """Capture (or not) ``calls`` all_reduces of ``t``, trace one loop, time ``repeats`` loops."""
+    import torch
+    import torch.distributed as dist
+
+    from suite.timing import time_loop
+
+    name = f"{variant} {size} B {calls} calls"
+    replays = 1
+    if variant == "eager":
+        fn, per_loop = (lambda: dist.all_reduce(t)), calls
+    else:
+        g = torch.cuda.CUDAGraph(keep_graph=True)  # its template stays for debug_dump
+        with torch.cuda.graph(g, capture_error_mode="thread_local"):
+            if variant == "async":
+                works = [dist.all_reduce(t, async_op=True) for _ in range(calls)]
+                works[-1].wait()
+            else:
+                for _ in range(calls):
+                    dist.all_reduce(t)
+        torch.cuda.synchronize()
+        if rank == 0 and calls <= EAGER_MAX_CALLS:
+            result["graphs"][name] = dump_nodes(g, args.out / f"graph-{variant}-{size}B-{calls}.dot")
+        g.replay()  # one untimed replay (instantiation, first-launch upload)
+        torch.cuda.synchronize()
+        # "replays": the same graph launched REPLAYS times back to back in one timed loop, so a
+        # cost paid once per replay is spread over REPLAYS x calls collectives
+        replays = REPLAYS if variant == "replays" else 1
+        fn, per_loop = g.replay, replays
+    # what the GPU ran in one loop, with the gaps between its operations (rank 0 records it)
+    result["traces"][name] = gpu_trace(fn, per_loop, rank == 0)
+    samples, held = [], []
+    for _ in range(args.repeats):  # (no retry: a rank retrying alone would desynchronise)
+        torch.cuda.synchronize()
+        dist.barrier()
+        lt = time_loop(fn, per_loop, "cuda", hold, before=lambda: dist.all_reduce(t))
+        samples.append(lt.seconds / (calls * replays))
+        held.append(bool(lt.held))
+    mine = torch.tensor([statistics.median(samples)], device="cuda", dtype=torch.float64)
+    dist.all_reduce(mine)
+    row = {"variant": variant, "size_bytes": size, "calls": calls, "replays": replays,
+           "time_us": float(mine[0]) / world * 1e6, "loops_held_on_rank0": sum(held),
+           "env": {k: os.environ[k] for k in ("NCCL_GRAPH_MIXING_SUPPORT",) if k in os.environ}}
+    result["rows"].append(row)
+    if rank == 0:
+        print(f"{variant:7} {size:>7} B  {row['time_us']:7.2f} us per all_reduce ({calls} calls x {replays} "
+              f"replays per loop, median of {args.repeats}) {row['env'] or ''}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,1024,65536", help="bytes, comma-separated")
-    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--calls", default="20,200", help="collectives per captured graph, comma-separated")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -95,7 +153,7 @@ def main() -> None:
     import torch.distributed as dist
 
     from bench.nccl_rank import init_nccl_rank
-    from suite.timing import StreamHold, time_loop
+    from suite.timing import StreamHold
 
     rank, world = init_nccl_rank()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -107,42 +165,11 @@ def main() -> None:
         for _ in range(5):
             dist.all_reduce(t)
         torch.cuda.synchronize()
-        for variant in VARIANTS:
-            if variant == "eager":
-                fn, per_loop = (lambda: dist.all_reduce(t)), args.calls
-            else:
-                g = torch.cuda.CUDAGraph(keep_graph=True)  # its template stays for debug_dump
-                with torch.cuda.graph(g, capture_error_mode="thread_local"):
-                    if variant == "sync":
-                        for _ in range(args.calls):
-                            dist.all_reduce(t)
-                    else:
-                        works = [dist.all_reduce(t, async_op=True) for _ in range(args.calls)]
-                        works[-1].wait()
-                torch.cuda.synchronize()
-                if rank == 0:
-                    result["graphs"][f"{variant} {size} B"] = dump_nodes(g, args.out / f"graph-{variant}-{size}B.dot")
-                fn, per_loop = g.replay, 1
-                g.replay()  # one untimed replay (instantiation, first-launch upload)
-                torch.cuda.synchronize()
-            # what the GPU ran in one loop, with the gaps between its operations (every rank
-            # runs the loop; rank 0 records it)
-            result["traces"][f"{variant} {size} B"] = gpu_trace(fn, per_loop, rank == 0)
-            samples, held = [], []
-            for _ in range(args.repeats):  # (no retry: a rank retrying alone would desynchronise)
-                torch.cuda.synchronize()
-                dist.barrier()
-                lt = time_loop(fn, per_loop, "cuda", hold, before=lambda: dist.all_reduce(t))
-                samples.append(lt.seconds / args.calls)
-                held.append(bool(lt.held))
-            mine = torch.tensor([statistics.median(samples)], device="cuda", dtype=torch.float64)
-            dist.all_reduce(mine)
-            row = {"variant": variant, "size_bytes": size, "time_us": float(mine[0]) / world * 1e6,
-                   "loops_held_on_rank0": sum(held)}
-            result["rows"].append(row)
-            if rank == 0:
-                print(f"{variant:6} {size:>7} B  {row['time_us']:7.2f} us per all_reduce "
-                      f"({args.calls} calls, median of {args.repeats})", flush=True)
+        for calls in (int(c) for c in args.calls.split(",")):
+            for variant in VARIANTS:
+                if variant == "eager" and calls > EAGER_MAX_CALLS:
+                    continue  # Python would outrun the hold: the held eager floor is the 20-call one
+                probe(variant, size, calls, t, hold, args, rank, world, result)
     if rank == 0:
         for name, kinds in result["graphs"].items():
             print(f"graph {name}: {kinds}")
