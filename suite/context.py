@@ -115,6 +115,10 @@ class RunContext:
         target within its budget): its metrics are recorded, and it is never ranked."""
         self.aborted = reason
 
+    def l2_flush(self, case_flush: bool | None) -> bool:
+        """Whether a timed loop flushes L2 between calls: the case's own choice, else the run's."""
+        return self.controls.l2_flush if case_flush is None else case_flush
+
     def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
                 graph: bool | None = None, iterations: int | None = None) -> Measurement:
         """Warm up, choose the iteration count, and time each call of ``fn``."""
@@ -133,8 +137,7 @@ class RunContext:
         e0 = nvml.energy_mj(gpu) if gpu is not None else None
         with nvml_sampler.sample(gpu) as sampler:
             if self.device == "cuda":
-                flush = c.l2_flush if l2_flush is None else l2_flush
-                t = timing.CudaTimer(flush).time(fn, n)
+                t = timing.CudaTimer(self.l2_flush(l2_flush)).time(fn, n)
             else:
                 t = timing.time_cpu(fn, n)
         e1 = nvml.energy_mj(gpu) if gpu is not None else None
@@ -197,8 +200,7 @@ class RunContext:
             warmup_calls = self.controls.warmup + ESTIMATE_CALLS
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
-                warmup_calls=warmup_calls,
-                suite_l2_flush=self.controls.l2_flush if case.l2_flush is None else case.l2_flush)
+                warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush))
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m
