@@ -23,6 +23,12 @@ step() {  # step NAME CMD...: run, report its exit status and time, remember any
   [ "$rc" = 0 ] || status=1
 }
 prun() { python3 -m suite run "$@" --device cuda; }  # one perfsuite run on the GPU
+packed() {  # packed NAME CMD...: run CMD, then pack the records (a call cut off at its limit keeps them)
+  local name=$1; shift
+  "$@"; local rc=$?
+  pack_records "$name"
+  return $rc
+}
 triton_plugin_on_path() {  # the Triton plugin's entry point and source on PYTHONPATH, without pip
   local site=/tmp/plugin-site/perfsuite_triton-0.1.0.dist-info
   mkdir -p "$site"

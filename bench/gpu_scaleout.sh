@@ -40,10 +40,8 @@ export PERFSUITE_NCCL_TESTS_ENV=${PERFSUITE_NCCL_TESTS_ENV-NCCL_P2P_DIRECT_DISAB
 N=$(nvidia-smi -L | wc -l)
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 OPS=(all_reduce all_gather reduce_scatter all_to_all send_recv)
-pcheck() {  # one cross-checked sweep; records packed after each, so a call cut off keeps them
-  python3 -m suite crosscheck "$@" --device cuda --nproc-per-node "$N" --warmup 5 --timeout 300; local rc=$?
-  pack_records "scaleout-$PART"
-  return $rc
+pcheck() {  # one cross-checked sweep, its records packed after it
+  packed "scaleout-$PART" python3 -m suite crosscheck "$@" --device cuda --nproc-per-node "$N" --warmup 5 --timeout 300
 }
 # BRIEF=1 (a short device budget): fp32 by x4 only, no bf16 sweep, graph mode for all_reduce only.
 # REST=1: what BRIEF left out (the bf16 sweep, graph mode for the other four collectives, and
@@ -81,22 +79,16 @@ run_collectives() {
   python3 -m suite results --since "$SINCE" --limit 100
 }
 
-ppack() {  # one perfsuite run, then the records packed (a call cut off keeps them)
-  prun "$@"; local rc=$?
-  pack_records "scaleout-$PART"
-  return $rc
-}
-
 run_training() {
   step ceilings prun kernels.ceilings -p matmul_dtypes=bf16 -p matmul_shapes=8192x8192x8192 -p copy_sizes=256M \
        -p transfer_bytes=256M
   local counts=(1 2 4); [ "$N" -ge 8 ] && counts+=(8)
   for n in "${counts[@]}"; do
-    step "gpt x$n" ppack training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=35 --timeout 200 \
+    step "gpt x$n" packed "scaleout-$PART" prun training.gpt -p precision=bf16 -p max_steps=5000 -p time_budget_s=35 --timeout 200 \
          --seed 1 --nproc-per-node "$n" "$@"
   done
   for n in "${counts[@]}"; do
-    step "resnet x$n" ppack training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
+    step "resnet x$n" packed "scaleout-$PART" prun training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
          --seed 1 --nproc-per-node "$n" "$@"
   done
   echo; echo "== summary =="

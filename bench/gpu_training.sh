@@ -28,10 +28,8 @@ export PERFSUITE_RECORDS=${PERFSUITE_RECORDS:-/tmp/perfsuite/training-records}
 source bench/gpu_env.sh
 export HF_HUB_OFFLINE=1
 mode=${1:-x1}
-prun() {  # one run; the records are packed after each, so a call cut off at its limit keeps them
-  python3 -m suite run "$@" --device cuda --seed 1; local rc=$?
-  pack_records training
-  return $rc
+prun() {  # one run, its records packed after it
+  packed training python3 -m suite run "$@" --device cuda --seed 1
 }
 # Time budgets (checked at each evaluation) bound each run: one that has not reached its
 # target by then stops as aborted, and still reports throughput, MFU and goodput.
