@@ -43,6 +43,7 @@ source bench/nccl_tests_build.sh
 unset TRITON_INTERPRET PERFSUITE_CROSSCHECK
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 pcheck() { python3 -m suite crosscheck "$@" --device cuda; }
+pcheck_direct() { PERFSUITE_NCCL_TESTS_ENV= pcheck "$@"; }  # nccl-tests reaching the peer's buffers directly
 
 run_x2() {
   python3 -c 'import torch; print("torch", torch.__version__, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())),
@@ -72,14 +73,12 @@ run_x2() {
   local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32 -p iters=200
                --warmup 5 --timeout 300)
   for op in all_reduce all_gather reduce_scatter all_to_all; do
-    step "$op eager vs nccl-tests -t 2 -g 1 (no direct pointers)" env PERFSUITE_NCCL_TESTS_ENV=NCCL_P2P_DIRECT_DISABLE=1 \
-         python3 -m suite crosscheck "collectives.$op" --device cuda "${sweep[@]}" "$@"
+    step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV)" pcheck "collectives.$op" "${sweep[@]}" "$@"
   done
-  step "all_gather eager vs nccl-tests -t 2 -g 1 (direct pointers allowed)" pcheck collectives.all_gather \
+  step "all_gather eager vs nccl-tests -t 2 -g 1 (direct pointers allowed)" pcheck_direct collectives.all_gather \
        "${sweep[@]}" "$@"
-  step "all_reduce graph vs nccl-tests -G 1" env PERFSUITE_NCCL_TESTS_ENV=NCCL_P2P_DIRECT_DISABLE=1 \
-       python3 -m suite crosscheck collectives.all_reduce --device cuda --cuda-graph --nproc-per-node 2 \
-       -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
+  step "all_reduce graph vs nccl-tests -G 1" pcheck collectives.all_reduce --cuda-graph \
+       --nproc-per-node 2 -p min_bytes=8 -p max_bytes=64M -p iters=20 --warmup 5 --timeout 300 "$@"
   step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
        bench/dist_loop.py --max-bytes 65536 --iters 200 --out "$OUT/dist_loop.json"
   python3 - "$OUT/nccl-tests-raw.txt" <<'EOF'

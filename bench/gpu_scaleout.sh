@@ -35,8 +35,6 @@ source bench/gpu_env.sh
 source bench/nccl_tests_build.sh
 export HF_HUB_OFFLINE=1
 unset PERFSUITE_CROSSCHECK
-# nccl-tests (one process, a thread per GPU) over the transport of the suite's separate processes
-export PERFSUITE_NCCL_TESTS_ENV=${PERFSUITE_NCCL_TESTS_ENV-NCCL_P2P_DIRECT_DISABLE=1}
 N=$(nvidia-smi -L | wc -l)
 SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)
 OPS=(all_reduce all_gather reduce_scatter all_to_all send_recv)

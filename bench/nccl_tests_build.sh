@@ -2,6 +2,9 @@
 # gpu_scaleout.sh): build_nccl_tests compiles the carried source (.ref/nccl-tests, a copy of
 # ../shared/reference/nccl-tests) against the NCCL that torch uses, into /tmp/nccl-tests-build,
 # writing the build log to $OUT/nccl-tests-build.txt.
+# nccl-tests is one process (a thread per GPU): it runs over the NCCL transport of the suite's
+# separate processes (P2P/CUMEM, not P2P/direct pointer) unless the caller sets otherwise
+export PERFSUITE_NCCL_TESTS_ENV=${PERFSUITE_NCCL_TESTS_ENV-NCCL_P2P_DIRECT_DISABLE=1}
 build_nccl_tests() {
   local src=.ref/nccl-tests
   [ -d "$src" ] || { echo "no $src: copy ../shared/reference/nccl-tests there and carry it"; return 1; }
