@@ -94,10 +94,11 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
             ok &= met
             print(f"  TARGET graph mode no slower than nccl-tests -G 1 below 64 KiB: "
                   f"{'met' if met else 'NOT met'}" + (f" (slower at {slower})" if slower else ""))
-        if name == "collectives.all_reduce" and not graph and dist_loop and dist_loop.get("iters") != d.get("iters"):
-            print(f"  small messages: not compared (plain loop of {dist_loop.get('iters')} calls, this run "
-                  f"{d.get('iters')})")
-        elif name == "collectives.all_reduce" and not graph and dist_loop:
+        if name == "collectives.all_reduce" and not graph and dist_loop:
+            if dist_loop.get("iters") != d.get("iters"):
+                print(f"  small messages: not compared (plain loop of {dist_loop.get('iters')} calls, this run "
+                      f"{d.get('iters')})")
+                continue
             if dist_loop.get("unheld_loops"):  # the reference then timed Python, not NCCL
                 print(f"  TARGET small messages: not judged (the plain loop's hold ran out in "
                       f"{dist_loop['unheld_loops']} loops)")

@@ -106,7 +106,8 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
     local GPUs (one thread each, ``-t world -g 1``, or one for all: ``-g world``), so it
     needs every rank on this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment
     and recorded. ``cycles``: nccl-tests runs the sweep that many times (``-N``) and each
-    size's median is compared, as the suite compares the median of its repeated loops. Called on every rank; rank 0's answer is the one recorded."""
+    size's median is compared, as the suite compares the median of its repeated loops.
+    Called on every rank; rank 0's answer is the one recorded."""
     import subprocess
 
     import torch.distributed as dist
