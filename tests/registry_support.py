@@ -36,6 +36,49 @@ print(json.dumps(outcomes))
 """
 
 
+# Each child opens a new fresh file every round, all children at the same moment (the
+# parent's "go.N" file), and prints the error of every round whose open failed.
+_OPENER = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from registry import open_registry
+
+workdir, tag, rounds = sys.argv[2], sys.argv[3], int(sys.argv[4])
+errors = []
+for n in range(rounds):
+    open(os.path.join(workdir, f"ready.{n}.{tag}"), "w").close()
+    while not os.path.exists(os.path.join(workdir, f"go.{n}")):
+        time.sleep(0.001)
+    try:
+        open_registry(f"sqlite:///{workdir}/r{n}.db").close()
+    except Exception as exc:
+        errors.append(f"round {n}: {exc}")
+print(json.dumps(errors))
+"""
+
+
+def open_fresh_files_at_once(workdir: Path, processes: int, rounds: int, timeout_s: float = 240.0) -> list[str]:
+    """``processes`` real processes open ``rounds`` fresh SQLite registries, each one all
+    at once; return the error of every open that failed."""
+    children = [subprocess.Popen([sys.executable, "-c", _OPENER, str(TESTS_DIR), str(workdir), f"p{n}",
+                                  str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for n in range(processes)]
+    deadline = time.monotonic() + timeout_s
+    for n in range(rounds):
+        while len(list(workdir.glob(f"ready.{n}.*"))) < processes:
+            if time.monotonic() > deadline or any(c.poll() is not None for c in children):
+                break
+            time.sleep(0.001)
+        (workdir / f"go.{n}").touch()
+    errors = []
+    for child in children:
+        out, err = child.communicate(timeout=timeout_s)
+        if child.returncode != 0:
+            raise AssertionError(f"an opening process failed: exit {child.returncode}: {err.strip()[-2000:]}")
+        errors += json.loads(out)
+    return errors
+
+
 def table_counts(registry) -> dict[str, int]:
     """Row count of every registry table, to show that a refused store changed nothing."""
     with registry.session() as session:
