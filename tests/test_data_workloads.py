@@ -3,8 +3,10 @@ every path that runs without a GPU runs and verifies at small sizes, the GPU-onl
 skipped cases with their reason, and a broken path is caught."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +44,61 @@ def test_image_pipeline_runs_and_verifies_every_cpu_path():
     skipped = ctx.details["skipped_cases"]
     assert set(skipped) == set(ip.PATHS) - set(CPU_PATHS)
     assert "CUDA" in skipped["torchvision_gpu_decode"] and "CUDA" in skipped["dali_mixed"]
+
+
+class _RecordingLoader:
+    """A loader that notes the labels of every timed epoch, in the order it yields them."""
+
+    def __init__(self, loader, epochs: list[list[int]]):
+        self.loader, self.epochs = loader, epochs
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def __enter__(self):
+        self.loader.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        return self.loader.__exit__(*exc_info)
+
+    def __iter__(self):
+        labels: list[int] = []
+        for batch in self.loader:
+            labels += batch.labels.tolist()
+            yield batch
+        self.epochs.append(labels)
+
+
+def _epoch_orders(monkeypatch, overrides: dict) -> tuple[dict[str, list[list[int]]], list[int]]:
+    """Run data.image_pipeline; return each path's timed epochs (labels in order) and the
+    data set's labels in file order."""
+    epochs: dict[str, list[list[int]]] = {}
+    real_build = ip.build_loader
+
+    def recording(dataset, spec):
+        loader = real_build(dataset, spec)
+        if not spec.random_crop:  # the fixed-crop verification pass
+            return loader
+        return _RecordingLoader(loader, epochs.setdefault(spec.path, []))
+
+    monkeypatch.setattr(ip, "build_loader", recording)
+    ctx = run(ImagePipeline, {**FAST_IMAGES, **overrides})
+    monkeypatch.setattr(ip, "build_loader", real_build)
+    manifest = json.loads((Path(ctx.details["dataset"]["root"]) / "manifest.json").read_text())
+    return epochs, list(manifest["labels"])
+
+
+def test_image_pipeline_reads_each_epoch_in_a_new_order_on_every_cpu_path(monkeypatch):
+    # As training does, data.loader_stall does and bench/dali_reference.py does: version 1
+    # read the files in order, so DALI's figure was checked against a different loop.
+    epochs, in_order = _epoch_orders(monkeypatch, {"count": 32, "epochs": 3})
+    assert set(epochs) == set(CPU_PATHS)
+    for path, seen in epochs.items():
+        assert len(seen) == 3 and all(sorted(e) == sorted(in_order) for e in seen), path
+        assert in_order not in seen and len({tuple(e) for e in seen}) == 3, (path, seen)
+    epochs, in_order = _epoch_orders(monkeypatch, {"count": 32, "paths": "torch_dataloader", "shuffle": "false"})
+    assert epochs["torch_dataloader"] == [in_order, in_order]
 
 
 def test_a_pipeline_that_flips_every_image_fails_verification(monkeypatch):

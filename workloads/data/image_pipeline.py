@@ -4,7 +4,7 @@ torch ``DataLoader`` (PIL in worker processes, pinned memory), ``torchvision.io.
 on the GPU, DALI on the CPU, DALI ``mixed`` (nvJPEG).
 
 Work: one sample is one epoch over the suite's JPEG data set (``suite.datasets``; full
-batches only), timed with the host clock and the device synchronised at its end, after
+batches only, in a new random order each epoch unless ``shuffle=false``), timed with the host clock and the device synchronised at its end, after
 ``warmup_epochs`` untimed epochs (DataLoader workers start, DALI allocates). Metrics per
 path: images/s and MB/s of encoded input (images/s x the data set's mean file size).
 
@@ -36,6 +36,8 @@ class ImagePipelineParams:
     out_size: int = param(224, "side of the square crop each image is resized to")
     batch_size: int = param(64, "images per batch")
     workers: int = param(8, "DataLoader worker processes; DALI CPU threads")
+    shuffle: bool = param(True, "read the images in a new random order each epoch, as training does "
+                                "(and data.loader_stall, and the bare DALI loop it is checked against)")
     paths: tuple[str, ...] = param(PATHS, "input pipelines to run, one case each", choices=PATHS)
     epochs: int = param(5, "timed epochs per path (one sample each)")
     warmup_epochs: int = param(1, "untimed epochs before the timed ones")
@@ -53,7 +55,7 @@ class ImagePipelineParams:
 class ImagePipeline(DataWorkload):
     name = "data.image_pipeline"
     controls_honoured = ()  # timed in passes of its own (its params), not by the harness's timing loop
-    version = 1
+    version = 2  # 2: shuffled reads by default (1 read the files in order)
     description = "JPEG decode + random-resized-crop + flip + normalise: DataLoader, GPU decode, DALI cpu/mixed"
     Params = ImagePipelineParams
     quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
@@ -81,7 +83,8 @@ class ImagePipeline(DataWorkload):
                 ctx.skip_case(path, why)
                 continue
             spec = input_pipelines.LoaderSpec(path, batch_size=p.batch_size, out_size=p.out_size,
-                                              workers=p.workers, seed=ctx.controls.seed, device=ctx.device)
+                                              workers=p.workers, shuffle=p.shuffle, seed=ctx.controls.seed,
+                                              device=ctx.device)
             with input_pipelines.build_loader(self.dataset, spec) as loader:
                 def epoch() -> None:
                     for _batch in loader:
