@@ -5,7 +5,7 @@
 # call, .ref/nccl-tests (a copy of ../shared/reference/nccl-tests):
 #
 #   bash bench/gpu_scaleout.sh collectives   # ~8 minutes at 4 GPUs
-#   bash bench/gpu_scaleout.sh training      # ~5 minutes at 4 GPUs
+#   bash bench/gpu_scaleout.sh training      # ~5 minutes at 4 GPUs without the weak runs (WEAK=0)
 #
 # collectives, every GPU of the machine as one rank each:
 #   1. topology (nvidia-smi topo -m), then collectives.copy_bandwidth: the peer-copy ceiling;
@@ -19,7 +19,10 @@
 #   4. bench/measure_summary.py: busbw beside nccl-tests per size, the targets met or not.
 # training: kernels.ceilings (bf16 matmul: the MFU denominator), then training.gpt and
 #   training.resnet (bf16, eager, global batch fixed) at 1, 2, 4 (and 8) GPUs, each with a
-#   time budget; bench/training_summary.py: samples/s per GPU and the scaling efficiency.
+#   time budget; then (unless WEAK=0) the same at 2, 4 (and 8) GPUs with the 1-GPU batch on
+#   each GPU (global batch x N), for throughput only (a shorter budget; time to target at
+#   another batch is another race); bench/training_summary.py: samples/s per GPU and the
+#   scaling efficiency at a fixed global batch and at a fixed batch per GPU.
 # NVLink multicast stays off (bench/gpu_env.sh and the launcher set NCCL_NVLS_ENABLE=0 and co.).
 # $OUT gets gpu_scaleout-PART.log, nccl-tests-build.txt, graph-probe.tar.gz, training_summary.json
 # and records-scaleout-PART.tar.gz.
@@ -89,6 +92,14 @@ run_training() {
     step "resnet x$n" packed "scaleout-$PART" prun training.resnet -p precision=bf16 -p max_steps=5000 -p time_budget_s=30 --timeout 200 \
          --seed 1 --nproc-per-node "$n" "$@"
   done
+  if [ "${WEAK:-1}" = 1 ]; then  # the 1-GPU runs' batch per GPU: GPT 64 sequences, ResNet 512 images
+    for n in "${counts[@]:1}"; do
+      step "gpt x$n, batch 64 per GPU" packed "scaleout-$PART" prun training.gpt -p precision=bf16 -p max_steps=5000 \
+           -p time_budget_s=12 -p global_batch=$((64 * n)) --timeout 150 --seed 1 --nproc-per-node "$n" "$@"
+      step "resnet x$n, batch 512 per GPU" packed "scaleout-$PART" prun training.resnet -p precision=bf16 -p max_steps=5000 \
+           -p time_budget_s=12 -p global_batch=$((512 * n)) --timeout 150 --seed 1 --nproc-per-node "$n" "$@"
+    done
+  fi
   echo; echo "== summary =="
   python3 bench/training_summary.py "$PERFSUITE_RECORDS" --json "$OUT/training_summary.json" || status=1
 }

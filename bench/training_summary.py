@@ -1,7 +1,16 @@
 """Summary of the training records of one bench run (bench/gpu_training.sh): one row per
 run with time to target, throughput, MFU (the tflops metric's fraction of the measured
-matmul ceiling; MFUspec: of the vendor's datasheet peak, where suite.specs knows the GPU), energy and the goodput split; then the scaling efficiency of each DDP run
-against the 1-GPU run of the same comparability key, and the olympic mean of repeats.
+matmul ceiling; MFUspec: of the vendor's datasheet peak, where suite.specs knows the GPU),
+energy and the goodput split; then the scaling efficiency of each DDP run, both ways:
+
+- at a fixed global batch (strong scaling): samples/s per GPU against the 1-GPU run of
+  the same comparability key. Each GPU's share of a step shrinks as GPUs are added, so a
+  small model becomes launch- or communication-bound: this is what time to target sees;
+- at a fixed batch per GPU (weak scaling): against the 1-GPU run whose parameters differ
+  only in ``global_batch`` and whose batch per GPU is the same, so the efficiency lost is
+  the cost of DDP's gradient all-reduce, not of a smaller share of work.
+
+Then the olympic mean of repeats.
 
     python bench/training_summary.py RECORDS_DIR [--json OUT.json]
 """
@@ -9,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -48,7 +58,8 @@ def rows(records: list[dict], ceilings: list[dict]) -> list[dict]:
         p = r["workload"]["params"]
         row = {"run_id": r["run_id"], "workload": r["workload"]["name"], "status": r["status"],
                "error": r["error"], "world_size": r["launch"]["world_size"], "precision": p.get("precision"),
-               "compile": p.get("compile"), "key": r["comparability_key"]}
+               "compile": p.get("compile"), "key": r["comparability_key"],
+               "global_batch": p.get("global_batch"), "same_but_batch": same_but_batch(r)}
         if r["status"] in ("success", "aborted"):
             t = _m(r, "time_to_target_s", "run_time_s")
             rate = _m(r, "tokens_per_s") or _m(r, "samples_per_s")
@@ -68,13 +79,28 @@ def rows(records: list[dict], ceilings: list[dict]) -> list[dict]:
                 "energy_j": energy["value"] if energy else None,
                 "goodput": d["goodput"]["goodput"], "phases_s": d["goodput"]["seconds"],
                 "accuracy": _m(r, "eval_accuracy")["value"],
+                "per_rank_batch": d["training"]["per_rank_batch"],
             })
         out.append(row)
-    for row in out:  # scaling efficiency: per-device rate at N ranks over the 1-rank rate of the key
-        one = [o for o in out if o["key"] == row["key"] and o["world_size"] == 1 and o.get("samples_per_s_per_device")]
-        if row["world_size"] > 1 and one and row.get("samples_per_s_per_device"):
-            row["scaling_efficiency"] = row["samples_per_s_per_device"] / one[0]["samples_per_s_per_device"]
+    for row in out:  # per-device rate at N ranks over the rate of a 1-rank run (see the docstring)
+        if row["world_size"] == 1 or not row.get("samples_per_s_per_device"):
+            continue
+        ones = [o for o in out if o["world_size"] == 1 and o.get("samples_per_s_per_device")]
+        strong = [o for o in ones if o["key"] == row["key"]]
+        weak = [o for o in ones if o["same_but_batch"] == row["same_but_batch"]
+                and o["per_rank_batch"] == row["per_rank_batch"]]
+        for name, base in (("scaling_efficiency", strong), ("weak_scaling_efficiency", weak)):
+            if base:
+                row[name] = row["samples_per_s_per_device"] / base[0]["samples_per_s_per_device"]
     return out
+
+
+def same_but_batch(record: dict) -> str:
+    """The workload, its version and every parameter but ``global_batch`` and the budgets
+    (which only say when the run stops): runs equal in this differ in batch alone."""
+    params = {k: v for k, v in record["workload"]["params"].items()
+              if k not in ("global_batch", "max_steps", "time_budget_s")}
+    return json.dumps([record["workload"]["name"], record["workload"]["version"], params], sort_keys=True)
 
 
 def spec_mfu(record: dict) -> float | None:
@@ -100,7 +126,9 @@ def main() -> int:
     ap.add_argument("records", type=Path)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    every = [json.loads(f.read_text()) for f in sorted(args.records.glob("*.json"))]
+    # records are named by run id; an evidence folder also holds this script's own JSON
+    every = [json.loads(f.read_text()) for f in sorted(args.records.glob("*.json"))
+             if re.fullmatch(r"[0-9a-f]{32}", f.stem)]
     ceilings = [r for r in every if r["workload"]["name"] == "kernels.ceilings"]
     records = sorted((r for r in every if r["workload"]["category"] == "training"), key=lambda r: r["started_at"])
     table = rows(records, ceilings)
@@ -122,8 +150,11 @@ def main() -> int:
         if r["mfu"] is None:
             print(f"{'':16} MFU unavailable: {r['mfu_reason']}")
         if "scaling_efficiency" in r:
-            print(f"{'':16} scaling efficiency at {r['world_size']} GPUs: {r['scaling_efficiency']:.1%} "
-                  f"(samples/s per GPU against the 1-GPU run of the same key)")
+            print(f"{'':16} scaling efficiency at {r['world_size']} GPUs, global batch {r['global_batch']} fixed: "
+                  f"{r['scaling_efficiency']:.1%} (samples/s per GPU against the 1-GPU run of the same key)")
+        if "weak_scaling_efficiency" in r:
+            print(f"{'':16} scaling efficiency at {r['world_size']} GPUs, batch per GPU {r['per_rank_batch']} fixed: "
+                  f"{r['weak_scaling_efficiency']:.1%} (samples/s per GPU against the 1-GPU run of that batch)")
     for s in scores(records):
         if len(s["runs"]) > 1:
             print(f"{s['workload']} x{s['world_size']}: olympic mean "
