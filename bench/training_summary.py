@@ -82,10 +82,10 @@ def rows(records: list[dict], ceilings: list[dict]) -> list[dict]:
                 "per_rank_batch": d["training"]["per_rank_batch"],
             })
         out.append(row)
+    ones = [o for o in out if o["world_size"] == 1 and o.get("samples_per_s_per_device")]
     for row in out:  # per-device rate at N ranks over the rate of a 1-rank run (see the docstring)
         if row["world_size"] == 1 or not row.get("samples_per_s_per_device"):
             continue
-        ones = [o for o in out if o["world_size"] == 1 and o.get("samples_per_s_per_device")]
         strong = [o for o in ones if o["key"] == row["key"]]
         weak = [o for o in ones if o["same_but_batch"] == row["same_but_batch"]
                 and o["per_rank_batch"] == row["per_rank_batch"]]

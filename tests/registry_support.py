@@ -65,11 +65,7 @@ def open_fresh_files_at_once(workdir: Path, processes: int, rounds: int, timeout
                 for n in range(processes)]
     deadline = time.monotonic() + timeout_s
     for n in range(rounds):
-        while len(list(workdir.glob(f"ready.{n}.*"))) < processes:
-            if time.monotonic() > deadline or any(c.poll() is not None for c in children):
-                break
-            time.sleep(0.001)
-        (workdir / f"go.{n}").touch()
+        _release_when_ready(children, workdir, f"ready.{n}.*", workdir / f"go.{n}", deadline)
     errors = []
     for child in children:
         out, err = child.communicate(timeout=timeout_s)
@@ -77,6 +73,17 @@ def open_fresh_files_at_once(workdir: Path, processes: int, rounds: int, timeout
             raise AssertionError(f"an opening process failed: exit {child.returncode}: {err.strip()[-2000:]}")
         errors += json.loads(out)
     return errors
+
+
+def _release_when_ready(children: list[subprocess.Popen], workdir: Path, ready: str, go: Path,
+                        deadline: float) -> None:
+    """Create ``go`` once every child has written its ``ready`` file (a glob in ``workdir``),
+    or at once when a child has exited or ``deadline`` has passed (its error is then read)."""
+    while len(list(workdir.glob(ready))) < len(children):
+        if time.monotonic() > deadline or any(c.poll() is not None for c in children):
+            break
+        time.sleep(0.001)
+    go.touch()
 
 
 def table_counts(registry) -> dict[str, int]:
@@ -95,12 +102,7 @@ def run_concurrent_stores(url: str, processes: int, per_process: int, workdir: P
                                   str(per_process), str(go)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for n in range(processes)]
-    deadline = time.monotonic() + 60
-    while len(list(workdir.glob("go.*.ready"))) < processes:
-        if time.monotonic() > deadline or any(c.poll() is not None for c in children):
-            break
-        time.sleep(0.01)
-    go.touch()
+    _release_when_ready(children, workdir, "go.*.ready", go, time.monotonic() + 60)
     outcomes: dict[str, str] = {}
     failures = []
     for child in children:
