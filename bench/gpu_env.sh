@@ -44,5 +44,8 @@ graph_probe() {  # graph_probe NPROC: what a captured loop of all_reduce calls h
   # again without NCCL's EVENT_RECORD node after each captured kernel (nothing else uses NCCL here)
   NCCL_GRAPH_MIXING_SUPPORT=0 timeout -k 10 180 python3 -m torch.distributed.run --nproc-per-node "$1" \
     bench/graph_probe.py --out /tmp/graph-probe/no-mixing || return
+  # again without NCCL registering the captured calls' user buffers
+  NCCL_GRAPH_REGISTER=0 timeout -k 10 180 python3 -m torch.distributed.run --nproc-per-node "$1" \
+    bench/graph_probe.py --out /tmp/graph-probe/no-register || return
   tar -C /tmp -czf "$OUT/graph-probe.tar.gz" graph-probe
 }

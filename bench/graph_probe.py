@@ -10,13 +10,18 @@ loop (torch.profiler: operations, busy time, the gaps between them). Variants:
 - ``sync``: ``dist.all_reduce(t)`` per call, as the suite's sweep captures them;
 - ``async``: ``async_op=True`` per call and one ``wait()`` after the last;
 - ``replays``: the ``sync`` graph replayed 10 times back to back in one timed loop;
+- ``no_before``: the ``sync`` graph behind the hold with no untimed call before the start event;
+- ``graph_before``: the untimed call before the start event is a one-call graph, not an eager
+  call (no eager-to-graph switch inside the interval's neighbourhood);
+- ``host``: the ``sync`` graph timed as nccl-tests times ``-G 1``: a barrier, the host clock
+  around one replay and the stream's synchronisation, no hold, no call before;
 - ``eager``: no graph, the held eager loop (the floor), 20 calls only.
 
 Graphs of 20 and of 200 calls (``--calls``): a cost paid once per replay (graph launch, the
 ranks' skew at its start) shrinks per call with the count, one paid per collective does not.
 NCCL adds one EVENT_RECORD node after each captured kernel while ``NCCL_GRAPH_MIXING_SUPPORT``
 is on (its default; nccl-tests' graph has it too): ``bench/gpu_env.sh`` runs the probe again
-with it off.
+with it off, and again with ``NCCL_GRAPH_REGISTER=0`` (no user-buffer registration at capture).
 
     torchrun --nproc-per-node 2 bench/graph_probe.py --out DIR   # DIR gets graph_probe.json, *.dot
 """
@@ -29,12 +34,14 @@ import os
 import re
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("eager", "sync", "async", "replays")
+VARIANTS = ("eager", "sync", "async", "replays", "no_before", "graph_before", "host")
 REPLAYS = 10  # "replays": the sync graph launched this often back to back per timed loop
+ENV_KNOBS = ("NCCL_GRAPH_MIXING_SUPPORT", "NCCL_GRAPH_REGISTER")  # recorded per row when set
 EAGER_MAX_CALLS = 20  # an eager loop longer than this outruns the probe's 2 ms hold
 NODE_KIND = re.compile(r"\b(KERNEL|MEMCPY|MEMSET|HOST|EMPTY|EVENT_RECORD|WAIT_EVENT|EVENT_WAIT|MEM_ALLOC|MEM_FREE|"
                        r"GRAPH|EXT_SEMAS_SIGNAL|EXT_SEMAS_WAIT|BATCH_MEM_OP|CONDITIONAL)\b")
@@ -101,6 +108,7 @@ def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: 
 
     name = f"{variant} {size} B {calls} calls"
     replays = 1
+    before = lambda: dist.all_reduce(t)  # noqa: E731 - the suite's untimed call before the start event
     if variant == "eager":
         fn, per_loop = (lambda: dist.all_reduce(t)), calls
     else:
@@ -121,20 +129,36 @@ def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: 
         # cost paid once per replay is spread over REPLAYS x calls collectives
         replays = REPLAYS if variant == "replays" else 1
         fn, per_loop = g.replay, replays
+        if variant == "no_before":
+            before = None
+        elif variant == "graph_before":
+            one = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(one, capture_error_mode="thread_local"):
+                dist.all_reduce(t)
+            one.replay()
+            torch.cuda.synchronize()
+            before = one.replay
     # what the GPU ran in one loop, with the gaps between its operations (rank 0 records it)
     result["traces"][name] = gpu_trace(fn, per_loop, rank == 0)
     samples, held = [], []
     for _ in range(args.repeats):  # (no retry: a rank retrying alone would desynchronise)
         torch.cuda.synchronize()
         dist.barrier()
-        lt = time_loop(fn, per_loop, "cuda", hold, before=lambda: dist.all_reduce(t))
+        if variant == "host":  # nccl-tests -G 1: host clock from the barrier to the stream's sync
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - t0) / calls)
+            held.append(False)
+            continue
+        lt = time_loop(fn, per_loop, "cuda", hold, before=before)
         samples.append(lt.seconds / (calls * replays))
         held.append(bool(lt.held))
     mine = torch.tensor([statistics.median(samples)], device="cuda", dtype=torch.float64)
     dist.all_reduce(mine)
     row = {"variant": variant, "size_bytes": size, "calls": calls, "replays": replays,
            "time_us": float(mine[0]) / world * 1e6, "loops_held_on_rank0": sum(held),
-           "env": {k: os.environ[k] for k in ("NCCL_GRAPH_MIXING_SUPPORT",) if k in os.environ}}
+           "env": {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}}
     result["rows"].append(row)
     if rank == 0:
         print(f"{variant:7} {size:>7} B  {row['time_us']:7.2f} us per all_reduce ({calls} calls x {replays} "
