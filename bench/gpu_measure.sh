@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu_measure.sh x2   # on nvidia-h200-x2
 #   bash bench/gpu_measure.sh x1   # on nvidia-h200
+#   bash bench/gpu_measure.sh x2b  # on nvidia-h200-x2: the follow-up below
 #
 # x2: 1. build nccl-tests (make MPI=0 NCCL_HOME=<the nvidia-nccl wheel torch uses> src.build,
 #        sm_90 only) into /tmp/nccl-tests-build;
@@ -20,6 +21,12 @@
 #     5. a plain torch.distributed all_reduce loop (bench/dist_loop.py) timed the same way, 8 B .. 64 KiB;
 #     6. summary: side-by-side busbw per size with ratios, small messages against the plain
 #        loop, graph mode against nccl-tests; the issue's targets met / NOT met.
+# x2b: nccl-tests built as in x2, then: all four collectives with --cuda-graph up to 1 MiB against
+#     nccl-tests -G 1 (NCCL_GRAPH_MIXING_SUPPORT=0 on both sides, the suite's setting for graph
+#     runs), all_reduce again with it =1 on both sides (NCCL's default); bench/alltoall_probe.py
+#     (which NCCL calls and GPU operations torch's all_to_all_single makes, NCCL_DEBUG_SUBSYS=COLL);
+#     the four eager sweeps 8 B .. 512 MiB at ITERS calls (default 500) and REPEATS loops (7) on
+#     both sides; the summary.
 # x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
 #     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
 #        sustained (--min-time 2), each beside triton.testing.do_bench; both again with
@@ -32,7 +39,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 KIND=${1:-}
-case "$KIND" in x1|x2) ;; *) echo "usage: bash bench/gpu_measure.sh x1|x2" >&2; exit 2 ;; esac
+case "$KIND" in x1|x2|x2b) ;; *) echo "usage: bash bench/gpu_measure.sh x1|x2|x2b" >&2; exit 2 ;; esac
 shift
 : "${OUT:=$PWD/.device-out/gpu_measure}"
 mkdir -p "$OUT"
@@ -94,6 +101,30 @@ with open_registry() as reg, open(sys.argv[1], "w") as out:  # nccl-tests' own o
 EOF
   echo; echo "== summary =="
   python3 bench/measure_summary.py x2 --since "$SINCE" --dist-loop "$OUT/dist_loop.json" || status=1
+}
+
+run_x2b() {
+  step build-nccl-tests build_nccl_tests
+  [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
+  export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
+  local graph=(--cuda-graph --nproc-per-node 2 -p min_bytes=8 -p max_bytes=1M -p iters=20 --warmup 5 --timeout 300)
+  for op in all_reduce all_gather reduce_scatter all_to_all; do
+    step "$op graph vs nccl-tests -G 1 (NCCL_GRAPH_MIXING_SUPPORT=0 both sides)" pcheck "collectives.$op" "${graph[@]}" "$@"
+  done
+  step "all_reduce graph vs nccl-tests -G 1 (NCCL_GRAPH_MIXING_SUPPORT=1 both sides)" \
+       env NCCL_GRAPH_MIXING_SUPPORT=1 python3 -m suite crosscheck collectives.all_reduce "${graph[@]}" --device cuda "$@"
+  step "all_to_all probe" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL timeout -k 10 120 python3 -m \
+       torch.distributed.run --nproc-per-node 2 bench/alltoall_probe.py --out $OUT/alltoall_probe.json \
+       > /tmp/a2a.txt 2>&1; rc=\$?; grep -E '^all_to_all|failed' /tmp/a2a.txt;
+       echo 'NCCL calls (rank 0, first 6 of each kind):'; grep -oE 'NCCL INFO (AlltoAll|Send|Recv|AllGather|AllReduce)[^:]*: opCount [0-9a-f]+' /tmp/a2a.txt | awk '{print \$3}' | sort | uniq -c;
+       exit \$rc"
+  local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32
+               -p iters="${ITERS:-500}" -p repeats="${REPEATS:-7}" --warmup 5 --timeout 400)
+  for op in all_reduce all_gather reduce_scatter all_to_all; do
+    step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV)" pcheck "collectives.$op" "${sweep[@]}" "$@"
+  done
+  echo; echo "== summary =="
+  python3 bench/measure_summary.py x2 --since "$SINCE" || status=1
 }
 
 run_x1() {

@@ -38,7 +38,11 @@ def nccl_tests_mode(cc: dict) -> str:
     argv = cc.get("argv") or []
     flags = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("-")}
     threads = f"-t {flags['-t']} " if "-t" in flags else ""
-    env = "".join(f" {k}={v}" for k, v in (cc.get("env") or {}).items())
+    shown = dict(cc.get("env") or {})
+    mixing = (cc.get("nccl_env") or {}).get("NCCL_GRAPH_MIXING_SUPPORT")
+    if mixing is not None:  # set for both sides of a --cuda-graph comparison (suite.launcher)
+        shown.setdefault("NCCL_GRAPH_MIXING_SUPPORT", mixing)
+    env = "".join(f" {k}={v}" for k, v in shown.items())
     return f"{threads}-g {flags.get('-g', '?')} -n {flags.get('-n', '?')}{env}"
 
 

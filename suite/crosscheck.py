@@ -136,7 +136,11 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
             parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2,
                                           env={**os.environ, **extra} if extra else None)
             ref = parsed.to_dict()
-            result = {**out, "status": "measured", "argv": args[1:], "env": extra, "binary": str(binary),
+            # every NCCL_* variable nccl-tests ran with: the ranks' own (inherited: the suite's,
+            # such as NCCL_GRAPH_MIXING_SUPPORT=0 under --cuda-graph, and the user's) and the extra
+            nccl_env = {k: v for k, v in {**os.environ, **extra}.items() if k.startswith("NCCL_")}
+            result = {**out, "status": "measured", "argv": args[1:], "env": extra, "nccl_env": nccl_env,
+                      "binary": str(binary),
                       "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
                       "compare": collective_vs_nccl_tests(rows, ref), "raw": text}
         except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:

@@ -32,15 +32,26 @@ NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 # launch-bound against nccl-tests. Off for measuring processes unless the user set it.
 # torch 2.11 reads TORCH_FR_BUFFER_SIZE and still honours the older name, with a deprecation warning.
 FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+# NCCL's support for mixing graph and eager launches on one communicator puts an EVENT_RECORD
+# node after every captured kernel. Measured on 2xH200 (NCCL 2.28.9, bench/graph_probe.py):
+# a graph of 20 all_reduces of 8 B-64 KiB ran 9.3-11.3 us per call with it and 4.8-6.2 us
+# without; a graph of 200, 27-31 us with it (the gaps between kernels grow along the graph)
+# and 4.7-5.9 without. NCCL's rule with it off: no graph launch still running when an
+# eager NCCL call is issued. The suite's CUDA-graph loops keep it: every timed replay is
+# synchronised before any eager call. Off for --cuda-graph runs unless the user set it;
+# nccl-tests, started by rank 0 in the cross-check, inherits the same setting.
+GRAPH_MIXING_OFF = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
 
 
-def suite_env(device: str) -> dict[str, str]:
+def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
     """The variables the suite sets for measuring processes on ``device`` (recorded in each
     record's ``launch.env``): what they are is part of what was measured."""
     if device != "cuda":
         return {}
     env = dict(NVLS_OFF)  # NVLink multicast stays off on shared hosts
     env.update({k: v for k, v in FLIGHT_RECORDER_OFF.items() if k not in os.environ})
+    if cuda_graph:
+        env.update({k: v for k, v in GRAPH_MIXING_OFF.items() if k not in os.environ})
     return env
 TAG_ENV = "PERFSUITE_LAUNCH_TAG"
 SPEC_ENV = "PERFSUITE_SPEC"  # read by suite.distributed.note_progress
@@ -82,10 +93,10 @@ class Launch:
 _launch_counter = itertools.count()
 
 
-def build(spec_path: str, opts: LaunchOptions, device: str) -> Launch:
+def build(spec_path: str, opts: LaunchOptions, device: str, cuda_graph: bool = False) -> Launch:
     """The command that runs ``python -m suite.worker SPEC`` as the options ask."""
     env = dict(os.environ)
-    env.update(suite_env(device))
+    env.update(suite_env(device, cuda_graph))
     env[SPEC_ENV] = str(spec_path)
     index = next(_launch_counter)
     worker = [sys.executable, "-m", "suite.worker", str(spec_path)]

@@ -93,7 +93,7 @@ def build_record(req: "RunRequest", run_id: str, result: WorkerResult, launch: "
             "backend": result.backend,
             "rdzv_endpoint": launch.rdzv_endpoint if launch else None,
             "topology": result.details.get("topology") if world > 1 else None,
-            "env": launcher.suite_env(req.controls.device),
+            "env": launcher.suite_env(req.controls.device, req.controls.cuda_graph),
         },
         "environment": environment,
         "gpu_state": result.gpu_state,

@@ -217,7 +217,7 @@ class Runner:
                            result_path=str(workdir / "result.json"),
                            artifact_dir=str(self.records_dir / "artifacts" / run_id))
             spec_path = workdir / "spec.json"
-            launch = launcher.build(str(spec_path), req.launch, req.controls.device)
+            launch = launcher.build(str(spec_path), req.launch, req.controls.device, req.controls.cuda_graph)
             ncu_log = workdir / "ncu.csv"
             if req.controls.profile == "ncu":  # single local process only (checked in suite.session)
                 from suite.profiling import ncu_command
