@@ -175,3 +175,16 @@ def test_the_data_family_imports_no_torch_and_no_other_family():
             "'workloads.collectives', 'workloads.training', 'registry', 'nvidia', 'kvikio'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_the_gds_reason_is_cufiles_own_line_not_dalis_wrapper():
+    from workloads.data._common import cufile_reason
+
+    dali = RuntimeError("Critical error in pipeline:\nError in GPU operator `nvidia.dali.fn.readers.numpy`,\n"
+                        "which was used in the pipeline definition with the following traceback:\n"
+                        "  File \"x.py\", line 3\n"
+                        "[/opt/dali/dali/util/std_cufile.cc:52] CUFile import failed: file descriptor is not registered\n"
+                        "Current pipeline object is no longer valid.")
+    assert cufile_reason(dali) == ("RuntimeError: [/opt/dali/dali/util/std_cufile.cc:52] CUFile import failed: "
+                                   "file descriptor is not registered")
+    assert cufile_reason(OSError("disk gone\nmore")) == "OSError: disk gone"

@@ -29,6 +29,19 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
+CUFILE_WORDS = ("cufile", "gpudirect", "gds", "file descriptor")
+
+
+def cufile_reason(exc: BaseException) -> str:
+    """cuFile's own words from an error whose first line is only a wrapper: DALI raises
+    "Critical error in pipeline" with cuFile's message pages below; the first line naming
+    cuFile (or GDS, or the file descriptor it refuses), else the first line."""
+    for ln in str(exc).splitlines():
+        if any(w in ln.lower() for w in CUFILE_WORDS):
+            return f"{type(exc).__name__}: {ln.strip()}"
+    return first_line(exc)
+
+
 def time_passes(ctx: "RunContext", run_pass: Callable[[], Any], passes: int, warmup: int,
                 before_pass: Callable[[], None] | None = None) -> list[float]:
     """Seconds of each of ``passes`` timed calls of ``run_pass`` after ``warmup`` untimed ones;

@@ -28,14 +28,15 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Callable
 
 from suite import Check, Requirements, datasets, param
-from workloads.data._common import (PAGE_CACHE_METHOD, DataWorkload, drop_page_cache, first_line, record_passes,
-                                    resident_fraction, time_passes)
+from workloads.data._common import (PAGE_CACHE_METHOD, DataWorkload, cufile_reason, drop_page_cache, first_line,
+                                    record_passes, resident_fraction, time_passes)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from suite import RunContext
 
 PATHS = ("numpy", "dali_cpu", "dali_gpu", "kvikio")
 MIB = 1024 ** 2
+DALI_ERROR_CHARS = 2000  # of DALI's error text kept in the record beside the one-line reason
 Deliver = Callable[[int, Any], None]  # (shard index, its data as a torch tensor)
 
 
@@ -236,6 +237,8 @@ class StorageRead(DataWorkload):
                 why = self.probe_dali_gds()
                 ctx.details["gds"]["dali"] = why or "works"
                 if why:
+                    ctx.details["gds"]["dali_message"] = self.dali_gds_error
+                if why:
                     ctx.skip_case(path, f"GPUDirect Storage unavailable: {why}")
                     return None
             return DaliPasses(self, device).read_path()
@@ -252,7 +255,8 @@ class StorageRead(DataWorkload):
             pipe = self.dali_pipeline("gpu")
             pipe.run()
         except Exception as exc:  # DALI raises RuntimeError with cuFile's message: the reason recorded
-            return first_line(exc)
+            self.dali_gds_error = str(exc)[:DALI_ERROR_CHARS]  # the whole message, for the record
+            return cufile_reason(exc)
         return None
 
     def prepare_kvikio(self, ctx: "RunContext") -> Callable[[Deliver], None] | None:
