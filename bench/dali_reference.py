@@ -67,6 +67,8 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
                                         random_aspect_ratio=(3 / 4, 4 / 3), antialias=True)
         if decoder == "cpu" and on_gpu:
             images = images.gpu()
+        if on_gpu:
+            lab = lab.gpu()
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
                                           mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
                                           std=[0.229 * 255, 0.224 * 255, 0.225 * 255],

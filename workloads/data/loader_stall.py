@@ -57,7 +57,7 @@ class LoaderStallParams:
 class LoaderStall(DataWorkload):
     name = "data.loader_stall"
     controls_honoured = ()  # timed in passes of its own (its params), not by the harness's timing loop
-    version = 1
+    version = 2  # 2: the loaders hand labels to the GPU without a stream sync per batch
     description = "Share of a training-shaped step spent waiting for data, per input pipeline"
     Params = LoaderStallParams
     quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,

@@ -107,7 +107,7 @@ class Candidate:
 
 class Ceilings(KernelWorkload):
     name = "kernels.ceilings"
-    version = 3  # 3: the ceiling is the fastest call (2: median; 1: one shape, one regime)
+    version = 4  # 4: the fastest call of any run (3: of the best median's run; 2: median; 1: one shape, one regime)
     description = "This device's ceilings: matmul per precision, memory copy, host<->device links"
     Params = CeilingsParams
     quick = {"matmul_shapes": ("128x128x128", "256x256x256", "512x512x512"),
@@ -194,16 +194,21 @@ class Ceilings(KernelWorkload):
                         l2_flush=best_cand.case.l2_flush, graph=None if best_cand.case.graph_safe else False,
                         iterations=calls)
         sustained = ("sustained", best_cand, m, None)
-        winner = max(runs + [sustained], key=lambda r: _median_rate(r[1], r[2], name))
+        # The ceiling's run: the one with the fastest single call, at any shape, in either regime.
+        # The sustained run's first calls come at the full burst clock too, and there are
+        # thousands of them: on an H200 (run dde1bde2) the fp8 burst's fastest of 20 calls read
+        # 1,459 TFLOP/s, under the 1,460-1,467 median of a later 20-call kernels.gemm, while
+        # that GEMM's own sustained run reached 1,472 in its first calls.
+        winner = max(runs + [sustained], key=lambda r: max(_rates(r[1], r[2], name), default=0.0))
 
         unit = "TFLOP/s" if name == "tflops" else "GB/s"
         for label, (regime, cand, meas, _) in ((name, winner), (f"burst_{name}", burst_best),
                                                (f"sustained_{name}", sustained)):
             metric = ctx.add_metric(resource, label, unit, _rates(cand, meas, name), higher_is_better=True)
             if label == name:
-                # The ceiling is an upper bound: the fastest call of the winning regime, not its
-                # median. A median of 20 calls sits a few tenths of a percent under what a later
-                # run of the same GEMM reaches on a good clock (seen on an H200: ceilings' median
+                # The ceiling is an upper bound: the fastest call of any run, not a median. A
+                # median of 20 calls sits a few tenths of a percent under what a later run of
+                # the same GEMM reaches on a good clock (seen on an H200: ceilings' median
                 # 792.4 TFLOP/s, kernels.gemm's median 794.1), which would put it above 100%.
                 metric["value"] = max(metric["samples"])
         ctx.add_metric(resource, "time_ms", "ms", [s * 1e3 for s in winner[2].samples_s], higher_is_better=False)
@@ -215,7 +220,7 @@ class Ceilings(KernelWorkload):
         ctx.details["ceilings"][resource] = {
             "metric": name, "unit": unit, "regime": winner[0], "shape": winner[1].shape,
             "value": max(_rates(winner[1], winner[2], name)),  # fastest call: an upper bound
-            "value_statistic": "fastest call of the winning regime",
+            "value_statistic": "fastest call of any run (every shape's burst, the sustained run)",
             "burst": {"shape": best_cand.shape, "value": _median_rate(best_cand, best_burst, name),
                       "iterations": best_burst.iterations, "cool_before": burst_best[3], "nvml": best_burst.throttle,
                       "by_shape": {c.shape: _median_rate(c, mm, name) for _, c, mm, _ in runs}},
