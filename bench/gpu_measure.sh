@@ -107,7 +107,7 @@ run_x2b() {
   step build-nccl-tests build_nccl_tests
   [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
-  local graph=(--cuda-graph --nproc-per-node 2 -p min_bytes=8 -p max_bytes=1M -p iters=20 --warmup 5 --timeout 300)
+  local graph=(--cuda-graph --nproc-per-node 2 -p min_bytes=8 -p max_bytes=1M -p iters=20 --warmup 5 --timeout 120)
   for op in all_reduce all_gather reduce_scatter all_to_all; do
     step "$op graph vs nccl-tests -G 1 (NCCL_GRAPH_MIXING_SUPPORT=0 both sides)" pcheck "collectives.$op" "${graph[@]}" "$@"
   done
@@ -119,7 +119,7 @@ run_x2b() {
        echo 'NCCL calls (rank 0, first 6 of each kind):'; grep -oE 'NCCL INFO (AlltoAll|Send|Recv|AllGather|AllReduce)[^:]*: opCount [0-9a-f]+' /tmp/a2a.txt | awk '{print \$3}' | sort | uniq -c;
        exit \$rc"
   local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32
-               -p iters="${ITERS:-500}" -p repeats="${REPEATS:-7}" --warmup 5 --timeout 400)
+               -p iters="${ITERS:-500}" -p repeats="${REPEATS:-7}" --warmup 5 --timeout 240)
   for op in all_reduce all_gather reduce_scatter all_to_all; do
     step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV)" pcheck "collectives.$op" "${sweep[@]}" "$@"
   done
