@@ -16,7 +16,12 @@ import argparse
 import datetime as dt
 import json
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from suite.figures import ceiling_cell, understated  # noqa: E402 - after the repo is on the path
 
 H2D_TARGET = 0.90  # pinned host-to-device, largest size, one stream: share of the measured ceiling
 DALI_TOLERANCE = 0.05  # the suite's DALI images/s against a bare DALI loop
@@ -141,22 +146,23 @@ def h2d_table(rec: dict, cases: dict) -> bool:
     ok = True
     if not cases:
         return ok
-    print(f"  {'case':28} {'GB/s':>8} {'% of h2d.pinned':>16} {'check':>10}")
+    print(f"  {'case':28} {'GB/s':>8} {'of the measured ceiling':>24} {'check':>10}")
     for case, ms in cases.items():
         text, passed = check_text(rec, case)
         ok &= passed
-        roof = ms["gbps"].get("roofline") or {}
-        frac = roof.get("fraction")
-        print(f"  {case:28} {ms['gbps']['value']:8.2f} {'' if frac is None else f'{frac:.1%}':>16} {text:>10}")
+        # the suite's own judgement: never above 100%, an understated ceiling named instead
+        print(f"  {case:28} {ms['gbps']['value']:8.2f} {ceiling_cell(ms['gbps']):>24} {text:>10}")
     pinned_one = [c for c in cases if c.startswith("pinned.1stream.")]
     if pinned_one:
         largest = max(pinned_one, key=lambda c: rec["details"]["work"][c]["bytes"])
         roof = cases[largest]["gbps"].get("roofline") or {}
         frac = roof.get("fraction")
         met = frac is not None and frac >= H2D_TARGET
+        shown = ("no ceiling: " + str(roof.get("reason")) if frac is None
+                 else ceiling_cell(cases[largest]["gbps"]) if understated(cases[largest]["gbps"]) else f"{frac:.1%}")
         print(f"  TARGET {largest}: >= {H2D_TARGET:.0%} of the measured h2d.pinned ceiling "
               f"({roof.get('ceiling')} GB/s, run {str(roof.get('ceiling_run_id'))[:8]}): "
-              f"{'met' if met else 'NOT met'} ({'no ceiling: ' + str(roof.get('reason')) if frac is None else f'{frac:.1%}'})")
+              f"{'met' if met else 'NOT met'} ({shown})")
     return ok
 
 

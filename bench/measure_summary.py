@@ -89,10 +89,11 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
             print(f"  TARGET busbw within 3% of nccl-tests from 1 MiB up: furthest ratio "
                   f"{'-' if worst is None else f'{worst:.3f}'}: {'met' if met else 'NOT met'}")
         else:  # against nccl-tests' own graph mode (-G 1), from this record's cross-check
-            mode = "ip" if any(r.get("ip") for r in d["rows"]) else "oop"
-            small = [r for r in d["rows"] if r["size_bytes"] < SMALL_BYTES and r.get(mode)]
-            slower = [(r["size_bytes"], round(r[mode]["time_us"], 2), ref[r["size_bytes"]][mode]["time_us"])
-                      for r in small if r["size_bytes"] in ref and ref[r["size_bytes"]].get(mode)
+            # every mode the collective has (in place and out of place), each against its own column
+            small = [(r, mode) for r in d["rows"] if r["size_bytes"] < SMALL_BYTES for mode in ("oop", "ip")
+                     if r.get(mode)]
+            slower = [(r["size_bytes"], mode, round(r[mode]["time_us"], 2), ref[r["size_bytes"]][mode]["time_us"])
+                      for r, mode in small if r["size_bytes"] in ref and ref[r["size_bytes"]].get(mode)
                       and r[mode]["time_us"] > ref[r["size_bytes"]][mode]["time_us"]]
             met = bool(small) and not slower
             ok &= met

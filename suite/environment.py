@@ -125,6 +125,16 @@ def measured_device(device: str, gpu_list: list[dict], host: str, cpu: str, deep
     return {"kind": "cpu", "name": cpu, "uuid": None, "key": device_key("cpu", cpu, None, host)}
 
 
+COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "NVSHMEM_")
+
+
+def comm_env(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+    """The NCCL (and torch's NCCL, NVSHMEM) variables set where the run was started: a user's
+    NCCL_ALGO or NCCL_GRAPH_MIXING_SUPPORT changes what a collective measures. The suite's own
+    settings for its measuring processes are in the record's ``launch.env``."""
+    return {k: environ[k] for k in sorted(environ) if k.startswith(COMM_ENV_PREFIXES)}
+
+
 def collect(device: str = "cpu", deep: bool = True) -> dict:
     """The full fingerprint. ``deep`` imports torch for CUDA/cuDNN/NCCL versions and SM counts."""
     from suite.plugins import get_host
@@ -153,6 +163,7 @@ def collect(device: str = "cpu", deep: bool = True) -> dict:
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version, "error": p.error}
                     for p in get_host().plugins.values()],
         "measured_device": measured_device(device, gpu_list, host, cpu, deep),
+        "comm_env": comm_env(),
     }
     # A plugin's fingerprint bug is recorded, not fatal to the run.
     for failure in get_host().call_each("perfsuite_collect_environment", env=env):

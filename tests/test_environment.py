@@ -44,3 +44,14 @@ def test_gpu_uuids_match_across_torch_and_nvml_spellings():
     assert same_uuid("18ba22b3-baa9", "GPU-18ba22b3-baa9") and same_uuid("GPU-18ba22b3-baa9", "18ba22b3-baa9")
     assert not same_uuid("18ba22b3-baa9", "GPU-18ba22b3-baa8")
     assert not same_uuid("", "GPU-")  # torch without a UUID matches no GPU
+
+
+def test_the_users_nccl_settings_are_part_of_the_fingerprint(monkeypatch):
+    from suite import environment
+
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
+    monkeypatch.setenv("NCCLX_NOT_OURS", "1")
+    got = environment.collect("cpu", deep=False)["comm_env"]
+    assert got["NCCL_ALGO"] == "Ring" and got["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+    assert "NCCLX_NOT_OURS" not in got

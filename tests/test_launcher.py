@@ -65,6 +65,20 @@ def test_one_node_torchrun_is_standalone_and_gpu_runs_keep_nvlink_multicast_off(
     assert all(cpu.env.get(k) == os.environ.get(k) for k in launcher.NVLS_OFF)
 
 
+def test_cuda_graph_runs_turn_nccls_graph_mixing_off_unless_the_user_chose(tmp_path, monkeypatch):
+    monkeypatch.delenv("NCCL_GRAPH_MIXING_SUPPORT", raising=False)
+    spec = str(tmp_path / "s.json")
+    graph = build(spec, LaunchOptions(nproc_per_node=2), "cuda", cuda_graph=True)
+    assert graph.env["NCCL_GRAPH_MIXING_SUPPORT"] == "0"
+    assert launcher.suite_env("cuda", cuda_graph=True)["NCCL_GRAPH_MIXING_SUPPORT"] == "0"  # in the record
+    eager = build(spec, LaunchOptions(nproc_per_node=2), "cuda")
+    assert "NCCL_GRAPH_MIXING_SUPPORT" not in eager.env and "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env("cuda")
+    assert "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env("cpu", cuda_graph=True)
+    monkeypatch.setenv("NCCL_GRAPH_MIXING_SUPPORT", "1")  # the user's setting stands
+    assert build(spec, LaunchOptions(nproc_per_node=2), "cuda", cuda_graph=True).env["NCCL_GRAPH_MIXING_SUPPORT"] == "1"
+    assert "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env("cuda", cuda_graph=True)
+
+
 def test_several_nodes_use_a_static_rendezvous_so_rank_0_is_on_node_0(tmp_path):
     opts = LaunchOptions(nproc_per_node=8, nnodes=2, node_rank=1, rdzv_endpoint="head:29500")
     la = build(str(tmp_path / "s.json"), opts, "cuda")
