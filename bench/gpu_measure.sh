@@ -116,7 +116,7 @@ run_x2b() {
   step "all_to_all probe" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL timeout -k 10 120 python3 -m \
        torch.distributed.run --nproc-per-node 2 bench/alltoall_probe.py --out $OUT/alltoall_probe.json \
        > /tmp/a2a.txt 2>&1; rc=\$?; grep -E '^all_to_all|failed' /tmp/a2a.txt;
-       echo 'NCCL calls (rank 0, first 6 of each kind):'; grep -oE 'NCCL INFO (AlltoAll|Send|Recv|AllGather|AllReduce)[^:]*: opCount [0-9a-f]+' /tmp/a2a.txt | awk '{print \$3}' | sort | uniq -c;
+       echo 'NCCL calls logged, both ranks, by kind:'; grep -oE 'NCCL INFO (AlltoAll|Send|Recv|AllGather|AllReduce)[^:]*: opCount [0-9a-f]+' /tmp/a2a.txt | awk '{print \$3}' | sort | uniq -c;
        exit \$rc"
   local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32
                -p iters="${ITERS:-500}" -p repeats="${REPEATS:-7}" --warmup 5 --timeout 240)

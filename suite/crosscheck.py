@@ -133,12 +133,11 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
                                    redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check,
                                    thread_per_gpu=nccl_tests.thread_per_gpu(), cycles=cycles)
             extra = nccl_tests.extra_env()
-            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2,
-                                          env={**os.environ, **extra} if extra else None)
+            env = {**os.environ, **extra}  # the ranks' own (the suite's and the user's), and the extra
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2, env=env)
             ref = parsed.to_dict()
-            # every NCCL_* variable nccl-tests ran with: the ranks' own (inherited: the suite's,
-            # such as NCCL_GRAPH_MIXING_SUPPORT=0 under --cuda-graph, and the user's) and the extra
-            nccl_env = {k: v for k, v in {**os.environ, **extra}.items() if k.startswith("NCCL_")}
+            # every NCCL_* variable nccl-tests ran with, such as NCCL_GRAPH_MIXING_SUPPORT=0 under --cuda-graph
+            nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
             result = {**out, "status": "measured", "argv": args[1:], "env": extra, "nccl_env": nccl_env,
                       "binary": str(binary),
                       "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,

@@ -371,7 +371,7 @@ def dali_image_pipeline(dataset: "JpegDataset", spec: LoaderSpec) -> Any:
         if on_gpu:
             # DALI's own copy, in the pipeline: a label tensor handed over in pageable host memory
             # costs the consumer a stream synchronisation per batch (CUDA stages such a copy only
-            # after the stream's earlier work), which held dali_mixed 5% under a bare DALI loop
+            # after the stream's earlier work)
             labels = labels.gpu()
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
                                           mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD], mirror=mirror)

@@ -180,11 +180,16 @@ def test_the_data_family_imports_no_torch_and_no_other_family():
 def test_the_gds_reason_is_cufiles_own_line_not_dalis_wrapper():
     from workloads.data._common import cufile_reason
 
-    dali = RuntimeError("Critical error in pipeline:\nError in GPU operator `nvidia.dali.fn.readers.numpy`,\n"
-                        "which was used in the pipeline definition with the following traceback:\n"
-                        "  File \"x.py\", line 3\n"
-                        "[/opt/dali/dali/util/std_cufile.cc:52] CUFile import failed: file descriptor is not registered\n"
-                        "Current pipeline object is no longer valid.")
-    assert cufile_reason(dali) == ("RuntimeError: [/opt/dali/dali/util/std_cufile.cc:52] CUFile import failed: "
-                                   "file descriptor is not registered")
+    # DALI 2.4.0's message on an H200 without GDS, as record d299b755 holds it
+    dali = RuntimeError("Critical error in pipeline:\nCritical error in pipeline:\n"
+                        "Error in GPU operator `nvidia.dali.fn.readers.numpy`,\n"
+                        "which was used in the pipeline definition with the following traceback:\n\n"
+                        "  File \"/work/main/workloads/data/storage_read.py\", line 156, in pipeline\n"
+                        "    return fn.readers.numpy(device=device, file_root=str(self.shards.root),\n\n"
+                        "encountered:\n\n"
+                        "CUFile import failed: /tmp/cache/00000.npy. file descriptor is not registered.\n"
+                        "C++ context: [/opt/dali/dali/util/std_cufile.cc:73] \n"
+                        "Current pipeline object is no longer valid.\nCurrent pipeline object is no longer valid.")
+    assert cufile_reason(dali) == ("RuntimeError: CUFile import failed: /tmp/cache/00000.npy. "
+                                   "file descriptor is not registered.")
     assert cufile_reason(OSError("disk gone\nmore")) == "OSError: disk gone"

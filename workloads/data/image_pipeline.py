@@ -4,9 +4,10 @@ torch ``DataLoader`` (PIL in worker processes, pinned memory), ``torchvision.io.
 on the GPU, DALI on the CPU, DALI ``mixed`` (nvJPEG).
 
 Work: one sample is one epoch over the suite's JPEG data set (``suite.datasets``; full
-batches only, in a new random order each epoch unless ``shuffle=false``), timed with the host clock and the device synchronised at its end, after
-``warmup_epochs`` untimed epochs (DataLoader workers start, DALI allocates). Metrics per
-path: images/s and MB/s of encoded input (images/s x the data set's mean file size).
+batches only, in a new random order each epoch unless ``shuffle=false``), timed with the
+host clock and the device synchronised at its end, after ``warmup_epochs`` untimed epochs
+(DataLoader workers start, DALI allocates). Metrics per path: images/s and MB/s of encoded
+input (images/s x the data set's mean file size).
 
 Verified per path on a separate pass: the fixed centre square (no flip) resized to
 ``out_size``, against PIL's decode and bilinear resize of the same box, mean absolute error

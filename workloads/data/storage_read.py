@@ -234,12 +234,12 @@ class StorageRead(DataWorkload):
                 return None
             device = path.split("_")[1]
             if device == "gpu":
-                why = self.probe_dali_gds()
-                ctx.details["gds"]["dali"] = why or "works"
-                if why:
-                    ctx.details["gds"]["dali_message"] = self.dali_gds_error
-                if why:
-                    ctx.skip_case(path, f"GPUDirect Storage unavailable: {why}")
+                refused = self.probe_dali_gds()
+                ctx.details["gds"]["dali"] = "works" if refused is None else cufile_reason(refused)
+                if refused is not None:
+                    # DALI's whole message too, for the record: its first line is only a wrapper
+                    ctx.details["gds"]["dali_message"] = str(refused)[:DALI_ERROR_CHARS]
+                    ctx.skip_case(path, f"GPUDirect Storage unavailable: {ctx.details['gds']['dali']}")
                     return None
             return DaliPasses(self, device).read_path()
         why = kvikio_unavailable()
@@ -249,14 +249,13 @@ class StorageRead(DataWorkload):
         read = self.prepare_kvikio(ctx)
         return None if read is None else ReadPath(read)
 
-    def probe_dali_gds(self) -> str | None:
-        """cuFile's own reason when DALI's GPU numpy reader cannot read here, else None."""
+    def probe_dali_gds(self) -> Exception | None:
+        """DALI's error when its GPU numpy reader cannot read here (cuFile's message inside), else None."""
         try:
             pipe = self.dali_pipeline("gpu")
             pipe.run()
-        except Exception as exc:  # DALI raises RuntimeError with cuFile's message: the reason recorded
-            self.dali_gds_error = str(exc)[:DALI_ERROR_CHARS]  # the whole message, for the record
-            return cufile_reason(exc)
+        except Exception as exc:  # DALI raises RuntimeError with cuFile's message: recorded by the caller
+            return exc
         return None
 
     def prepare_kvikio(self, ctx: "RunContext") -> Callable[[Deliver], None] | None:
