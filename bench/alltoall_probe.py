@@ -1,6 +1,6 @@
 """What torch.distributed's ``all_to_all_single`` runs, beside what nccl-tests' alltoall runs:
 on 2xH200 (NCCL 2.28.9) the suite's out-of-place all_to_all read 3-7% faster than nccl-tests'
-out-of-place column at 1, 2, 8 and 16 MiB, and within 1% of nccl-tests' in-place column
+out-of-place column at 1, 2, 8 and 16 MiB, and within 0.7-2.0% of nccl-tests' in-place column
 (nccl-tests' own out-of-place and in-place figures differ by 3-9% there; both call
 ``ncclAlltoAll``). For each size this lists the GPU operations of one call (torch.profiler)
 and times, the suite's way (one interval around ``--iters`` calls behind a stream hold):
