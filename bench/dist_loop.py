@@ -1,6 +1,6 @@
 """A plain torch.distributed all_reduce loop, timed as nccl-tests and perfsuite time theirs
-(one pair of CUDA events around ``iters`` back-to-back calls, ``repeats`` times, mean over
-repeats and ranks; with ``--hold``, the default, queued behind the same stream hold as
+(one pair of CUDA events around ``iters`` back-to-back calls, ``repeats`` times, the median
+over repeats and the mean over ranks; with ``--hold``, the default, queued behind the same stream hold as
 perfsuite's ``timing=loop``): the floor perfsuite's eager collectives are compared with for
 small messages. One tensor, in place, float32 sum; no buffer rotation, no checks.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -62,8 +63,8 @@ def main() -> None:
                 unheld += 1
             samples.append(lt.seconds / args.iters)
             launches.append(lt.launch_s / args.iters)
-        mine = torch.tensor([sum(samples) / len(samples), sum(launches) / len(launches)], device="cuda",
-                            dtype=torch.float64)
+        mine = torch.tensor([statistics.median_low(samples), sum(launches) / len(launches)], device="cuda",
+                            dtype=torch.float64)  # the median of the loops, as the sweep takes it
         dist.all_reduce(mine)
         rows.append({"size_bytes": size, "time_us": float(mine[0]) / world * 1e6,
                      "launch_us": float(mine[1]) / world * 1e6})

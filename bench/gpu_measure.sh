@@ -27,6 +27,22 @@
 #     (which NCCL calls and GPU operations torch's all_to_all_single makes, NCCL_DEBUG_SUBSYS=COLL);
 #     the four eager sweeps 8 B .. 512 MiB at ITERS calls (default 500) and REPEATS loops (7) on
 #     both sides; the summary.
+# x2c: nccl-tests built as in x2, then probes of what is left between the two sides, and the
+#     acceptance sweeps taking turns with nccl-tests:
+#     1. bench/graph_sizes_probe.py (the 512 B / 1 KiB step of the first graph mode measured
+#        there): all_gather and all_reduce as the sweep captures them, all_gather again with
+#        NCCL_RUNTIME_CONNECT=0 and with every graph captured twice;
+#     2. NCCL's own log (INIT, TUNING, ENV) of the suite's ranks and of nccl-tests for the same
+#        reduce_scatter sizes (1-4 MiB): channels, algorithm and protocol per call on each side;
+#     3. nccl-tests reduce_scatter and alltoall 1-32 MiB, 500 calls, -N 3, as the cross-check
+#        runs it, with per-iteration CUDA events (-I 1: i_min, i_max, i_p99 per size), with
+#        NCCL_GRAPH_MIXING_SUPPORT=0 and with one thread for both GPUs (-g 2);
+#     4. the suite's reduce_scatter 1-32 MiB timed with its hold (timing=loop) and as Python
+#        issues the calls (timing=host_loop: the GPU keeps up with Python from 8 MiB);
+#     5. the eager sweeps 8 B .. 512 MiB of OPS (default: all four), ITERS calls (500) x
+#        REPEATS loops (3) per round, ROUNDS rounds (3) taken in turns with nccl-tests (-N
+#        REPEATS each); with all_reduce a plain torch.distributed loop at the same calls; the
+#        summary of these sweeps. PROBES=0 leaves out 1-4 (a second call for the other OPS).
 # x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
 #     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
 #        sustained (--min-time 2), each beside triton.testing.do_bench; both again with
@@ -39,7 +55,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 KIND=${1:-}
-case "$KIND" in x1|x2|x2b) ;; *) echo "usage: bash bench/gpu_measure.sh x1|x2|x2b" >&2; exit 2 ;; esac
+case "$KIND" in x1|x2|x2b|x2c) ;; *) echo "usage: bash bench/gpu_measure.sh x1|x2|x2b|x2c" >&2; exit 2 ;; esac
 shift
 : "${OUT:=$PWD/.device-out/gpu_measure}"
 mkdir -p "$OUT"
@@ -125,6 +141,79 @@ run_x2b() {
   done
   echo; echo "== summary =="
   python3 bench/measure_summary.py x2 --since "$SINCE" || status=1
+}
+
+nccl_choices() {  # nccl_choices DIR: the lines of NCCL's logs in DIR that say what it chose, per side
+  local side
+  for side in suite tests; do
+    echo "-- nccl-$side (lines by count, the host:pid:tid prefix cut)"
+    grep -hE 'Bytes ->|nChannels|Channel 0[0-9]/|P2P Chunksize|CC |workFifo|NCCL_[A-Z_]+ set|comm 0x' \
+      "$1"/nccl-$side.*.log | sed -E 's/^.*NCCL INFO //; s/0x[0-9a-f]+/0x../g' | sort | uniq -c | sort -rn | head -40
+  done
+}
+
+run_x2c() {
+  step build-nccl-tests build_nccl_tests
+  [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
+  export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
+  [ "${PROBES:-1}" = 0 ] || x2c_probes
+  SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)  # the summary reads the acceptance runs only
+  # the acceptance: every collective's eager sweep taking turns with nccl-tests
+  local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32
+               -p iters="${ITERS:-500}" -p repeats="${REPEATS:-3}" --rounds "${ROUNDS:-3}" --warmup 5 --timeout 300)
+  local op
+  for op in ${OPS:-all_reduce all_gather reduce_scatter all_to_all}; do
+    step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV), ${ROUNDS:-3} rounds" pcheck "collectives.$op" \
+         "${sweep[@]}" "$@"
+  done
+  local loop=()
+  if [[ " ${OPS:-all_reduce} " == *" all_reduce "* ]]; then
+    step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
+         bench/dist_loop.py --max-bytes 65536 --iters "${ITERS:-500}" --repeats 9 --out "$OUT/dist_loop.json"
+    loop=(--dist-loop "$OUT/dist_loop.json")
+  fi
+  echo; echo "== summary =="
+  python3 bench/measure_summary.py x2 --since "$SINCE" "${loop[@]}" || status=1
+}
+
+x2c_probes() {
+  local probe=/tmp/x2c-probes
+  mkdir -p $probe
+  gsp() {  # gsp [VAR=VALUE ...] ARGS: the graph sizes probe on both GPUs, bounded
+    local envs=()
+    while [[ "${1:-}" == *=* ]]; do envs+=("$1"); shift; done
+    env "${envs[@]}" timeout -k 10 120 python3 -m torch.distributed.run --nproc-per-node 2 \
+      bench/graph_sizes_probe.py "$@"
+  }
+  step "graph sizes: all_gather" gsp --op all_gather --out $probe/graph-default
+  step "graph sizes: all_reduce" gsp --op all_reduce --out $probe/graph-default
+  step "graph sizes: all_gather, NCCL_RUNTIME_CONNECT=0" gsp NCCL_RUNTIME_CONNECT=0 --op all_gather \
+       --out $probe/graph-connect0
+  step "graph sizes: all_gather, captured twice" gsp --op all_gather --recapture --out $probe/graph-recapture
+  step "graph sizes: all_gather, in place first" gsp --op all_gather --modes ip,oop --out $probe/graph-ipfirst
+  # NCCL's log of each side for the same calls: channels, algorithm and protocol (TUNING)
+  local log=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV)
+  step "NCCL log: suite reduce_scatter 1-4 MiB" env "${log[@]}" NCCL_DEBUG_FILE=$probe/nccl-suite.%p.log \
+       python3 -m suite run collectives.reduce_scatter --device cuda --nproc-per-node 2 -p min_bytes=1M \
+       -p max_bytes=4M -p iters=20 -p repeats=1 --warmup 5
+  step "NCCL log: nccl-tests reduce_scatter 1-4 MiB" env "${log[@]}" NCCL_DEBUG_FILE=$probe/nccl-tests.%p.log \
+       NCCL_P2P_DIRECT_DISABLE=1 /tmp/nccl-tests-build/reduce_scatter_perf -b 1M -e 4M -f 2 -t 2 -g 1 -n 20 -w 5
+  step "NCCL log: what each side chose" nccl_choices $probe
+  # nccl-tests as the cross-check runs it, then with per-iteration events, graph mixing off, one thread
+  for bin in reduce_scatter_perf alltoall_perf; do
+    for variant in "-t 2 -g 1" "-t 2 -g 1 -I 1" "-t 2 -g 1 NCCL_GRAPH_MIXING_SUPPORT=0" "-g 2"; do
+      local flags=${variant%% NCCL_*} envs=""
+      [[ "$variant" == *NCCL_* ]] && envs=${variant#* NCCL_} && envs="NCCL_$envs"
+      step "nccl-tests $bin $variant" bash -c "env NCCL_P2P_DIRECT_DISABLE=1 $envs /tmp/nccl-tests-build/$bin \
+           -b 1M -e 32M -f 2 -n 500 -w 5 $flags -d float -N 3 | grep -vE '^#? *$'"
+    done
+  done
+  # the suite's hold against Python's own issuing, same sizes
+  for timing in loop host_loop; do
+    step "suite reduce_scatter 1-32 MiB timing=$timing" prun collectives.reduce_scatter --nproc-per-node 2 \
+         -p min_bytes=1M -p max_bytes=32M -p iters=500 -p repeats=3 -p timing=$timing --warmup 5
+  done
+  tar -C /tmp -czf "$OUT/x2c-probes.tar.gz" x2c-probes
 }
 
 run_x1() {

@@ -62,7 +62,7 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
         d = rec["details"]
         cc = d.get("crosscheck") or {}
         print(f"\n{label} vs nccl-tests {nccl_tests_mode(cc)}  world {d.get('world_size')}  timing: {d.get('timing')} "
-              f"({d.get('iters')} calls x {d.get('repeats')} repeats)  "
+              f"({d.get('iters')} calls x {d.get('repeats')} repeats x {d.get('rounds', 1)} rounds in turns)  "
               f"#wrong {d.get('wrong_total')}  NCCL {d.get('nccl_version')}  nccl-tests {cc.get('version')} "
               f"{' '.join(cc.get('argv') or [])}")
         if cc.get("status") != "measured":
@@ -157,7 +157,9 @@ def kernels(records: list[dict]) -> bool:
                 print(f"  {res:12} {cd['value']:9.1f} {cd['regime'] + ' ' + cd['shape']:>22} {b['value']:9.1f} "
                       f"{s['value']:9.1f} {str(bn.get('sm_clock_mhz_median')):>13} "
                       f"{str(sn.get('sm_clock_mhz_min')) + '-' + str(sn.get('sm_clock_mhz_max')):>13} "
-                      f"{', '.join(sn.get('clock_events') or []) or 'none':>24} {spec:>18}")
+                      f"{', '.join(sn.get('clock_events') or []) or 'none':>24} {spec:>18}"
+                      + (f"  {b['other_l2']['regime']}: median {b['other_l2']['value']:.1f}, fastest "
+                         f"{b['other_l2']['fastest']:.1f}" if b.get("other_l2") else ""))
             continue
         print(f"\n{name} run {rec['run_id'][:8]} ({regime})")
         cross = rec["details"].get("crosscheck") or {}
@@ -174,7 +176,8 @@ def kernels(records: list[dict]) -> bool:
             print(f"  {m['case']:6} {m['value']:9.1f} {m['unit']:8} {figures.ceiling_cell(m) or '-':>30} "
                   f"{figures.spec_cell(rec, m) or '-':>20} throttled: {figures.throttle_cell(rec, m['case']) or 'no':34} "
                   f"do_bench {cc.get('reference_median_ms', float('nan')):.4f} ms vs {cc.get('suite_median_ms', float('nan')):.4f} "
-                  f"ratio {'' if ratio is None else f'{ratio:.3f}'} {'agrees' if agrees else cc.get('reason', 'differs')}")
+                  f"ratio {'' if ratio is None else f'{ratio:.3f}'} {'agrees' if agrees else cc.get('reason', 'differs')}"
+                  f" (medians of {len(cc.get('rounds') or [1])} rounds in turns)")
     return ok
 
 

@@ -16,11 +16,15 @@ build_nccl_tests() {
   ln -sfn "$wheel/include" "$NCCL_SHIM/include"
   ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so"
   ln -sf "$wheel/lib/libnccl.so.2" "$NCCL_SHIM/lib/libnccl.so.2"
+  export LD_LIBRARY_PATH=$NCCL_SHIM/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  if [ -x /tmp/nccl-tests-build/all_reduce_perf ] && [ -x /tmp/nccl-tests-build/alltoall_perf ]; then
+    echo "nccl-tests already built in /tmp/nccl-tests-build (an earlier call on this machine)"
+    return 0
+  fi
   rm -rf /tmp/nccl-tests-src && cp -r "$src" /tmp/nccl-tests-src
   make -C /tmp/nccl-tests-src MPI=0 NCCL_HOME="$NCCL_SHIM" CUDA_HOME=/usr/local/cuda \
        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/nccl-tests-build src.build -j 16 \
        > "$OUT/nccl-tests-build.txt" 2>&1 || { tail -20 "$OUT/nccl-tests-build.txt"; return 1; }
-  export LD_LIBRARY_PATH=$NCCL_SHIM/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   ls /tmp/nccl-tests-build/*_perf | head -20
   /tmp/nccl-tests-build/all_reduce_perf -b 8 -e 8 -g "$(nvidia-smi -L | wc -l)" -n 1 -w 1 | tail -4
 }

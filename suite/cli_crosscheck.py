@@ -3,7 +3,8 @@ the same callables in the same call (``suite.crosscheck``), then a table of both
 and their ratio per case (kernels: triton's do_bench) or per size (collectives: nccl-tests).
 
 It takes every option of ``perfsuite run`` (same controls, same parameters) plus
-``--nccl-tests DIR``, a directory of nccl-tests binaries (default: ``PERFSUITE_NCCL_TESTS``).
+``--nccl-tests DIR``, a directory of nccl-tests binaries (default: ``PERFSUITE_NCCL_TESTS``),
+and ``--rounds N``, the turns the suite and the reference take (``suite.crosscheck.take_turns``).
 """
 from __future__ import annotations
 
@@ -45,10 +46,16 @@ def attach(cli: click.Group) -> None:
     run_cmd = cli.commands["run"]
 
     @click.pass_context
-    def callback(ctx: click.Context, nccl_tests: str | None, **kwargs) -> None:
+    def callback(ctx: click.Context, nccl_tests: str | None, rounds: int | None, **kwargs) -> None:
         if not kwargs.get("names"):
             raise click.UsageError("name the workload(s) to cross-check")
         os.environ[crosscheck.ENV_REQUEST] = "1"
+        if rounds is not None:
+            os.environ[crosscheck.ENV_ROUNDS] = str(rounds)
+        try:
+            crosscheck.rounds()
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
         if nccl_tests:
             os.environ[NCCL_TESTS_ENV] = nccl_tests
         code = 0
@@ -61,7 +68,11 @@ def attach(cli: click.Group) -> None:
         sys.exit(code)
 
     params = [click.Option(["--nccl-tests", "nccl_tests"], default=None, metavar="DIR",
-                           help=f"Directory of nccl-tests binaries (default: ${NCCL_TESTS_ENV}).")]
+                           help=f"Directory of nccl-tests binaries (default: ${NCCL_TESTS_ENV})."),
+              click.Option(["--rounds"], type=click.IntRange(min=1), default=None,
+                           help=f"Rounds the suite and the reference take turns for, each side's figure the "
+                                f"median over rounds (default: ${crosscheck.ENV_ROUNDS} or "
+                                f"{crosscheck.DEFAULT_ROUNDS}).")]
     params += list(run_cmd.params)
     cli.add_command(click.Command(
         "crosscheck", callback=callback, params=params,

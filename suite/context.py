@@ -165,9 +165,21 @@ class RunContext:
         """Whether this run times its callables with the reference tools too (suite.crosscheck)."""
         return crosscheck.requested()
 
-    def crosscheck_collective(self, collective: str, rows: list[dict], **sweep: Any) -> dict:
-        """nccl-tests beside a collective sweep, same call: see suite.crosscheck.versus_nccl_tests."""
-        return crosscheck.versus_nccl_tests(self, collective, rows, **sweep)
+    def crosscheck_rounds(self) -> int:
+        """The turns a cross-checked run and its reference take (suite.crosscheck.rounds)."""
+        return crosscheck.rounds()
+
+    def run_nccl_tests(self, collective: str, **sweep: Any) -> dict:
+        """nccl-tests once, beside a collective sweep, same call: see suite.crosscheck.run_nccl_tests."""
+        return crosscheck.run_nccl_tests(self, collective, **sweep)
+
+    def nccl_tests_measured(self, run: dict) -> bool:
+        """Whether nccl-tests measured in ``run``, on any rank (suite.crosscheck.nccl_tests_measured)."""
+        return crosscheck.nccl_tests_measured(run)
+
+    def compare_nccl_tests(self, runs: list[dict], rows: list[dict]) -> dict:
+        """nccl-tests' runs folded into one table beside the sweep's rows (suite.crosscheck)."""
+        return crosscheck.compare_nccl_tests(runs, rows)
 
     def gpu_sampler(self) -> nvml_sampler.Sampler:
         """A background NVML sampler of this process's GPU (a no-op without one), for drivers
@@ -198,9 +210,13 @@ class RunContext:
             # do_bench warms up for as many calls as the suite did (its warm-up and estimate):
             # its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
             warmup_calls = self.controls.warmup + ESTIMATE_CALLS
+            # the suite's loop again as it ran (same calls), for the rounds the two take turns
+            again = lambda: self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,  # noqa: E731
+                                         graph=None if case.graph_safe else False, iterations=m.iterations).samples_s
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
-                warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush))
+                warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush),
+                suite_again=again, n_rounds=crosscheck.rounds())
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

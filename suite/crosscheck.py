@@ -6,7 +6,12 @@ and the same call, both figures and their ratio stored in the record
   (median, its own L2 flush) with ``rep`` = the wall time of the suite's timed loop, so that
   it makes about as many calls: a burst (``--iterations 20``) is compared with a burst and
   a sustained run (``--min-time 2``) with a sustained one (do_bench's default 100 ms is
-  neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670);
+  neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670).
+  The two take turns for ``rounds`` rounds (``--rounds``, ``PERFSUITE_CROSSCHECK_ROUNDS``,
+  default 3; the reference goes first in even rounds), each from a cool GPU, and the ratio is
+  of the medians over rounds: one 20-call burst of either varies by a few percent (on an
+  H200 do_bench's flushed bf16 burst read 1.428 ms once against 1.377-1.411 in three other
+  runs, a 0.961 ratio on its own);
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``workloads.collectives._sweep``).
@@ -23,6 +28,8 @@ from typing import Any, Callable
 from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
 
 ENV_REQUEST = "PERFSUITE_CROSSCHECK"
+ENV_ROUNDS = "PERFSUITE_CROSSCHECK_ROUNDS"
+DEFAULT_ROUNDS = 3
 DO_BENCH_MIN_REP_MS = 1.0  # do_bench runs at least one call whatever rep says
 DO_BENCH_WARMUP_MS = 25.0  # do_bench's default
 AGREEMENT = 0.02  # the issue's bar: within 2% of do_bench run the same way
@@ -31,6 +38,35 @@ COOL_WAIT_S = 20.0  # longest wait for a cool GPU before each of the two timings
 
 def requested() -> bool:
     return os.environ.get(ENV_REQUEST, "") not in ("", "0")
+
+
+def rounds(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> int:
+    """How many rounds the suite and the reference take turns for (``PERFSUITE_CROSSCHECK_ROUNDS``)."""
+    text = environ.get(ENV_ROUNDS, "").strip() or str(DEFAULT_ROUNDS)
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{ENV_ROUNDS}={text!r} is not a whole number of rounds") from None
+    if n < 1:
+        raise ValueError(f"{ENV_ROUNDS}={n}: at least one round")
+    return n
+
+
+def take_turns(n_rounds: int, suite_first: Any, suite_again: Callable[[], Any],
+               reference: Callable[[], Any]) -> list[dict]:
+    """``n_rounds`` rounds of the suite's timing and the reference's, taking turns: round 1
+    is the suite's recorded run (``suite_first``, already taken) then the reference; from
+    round 2 on the reference goes first in even rounds and second in odd ones, so that
+    neither always meets the GPU the other has just left."""
+    out = [{"order": "suite first", "suite": suite_first, "reference": reference()}]
+    for r in range(2, n_rounds + 1):
+        if r % 2 == 0:
+            ref = reference()
+            out.append({"order": "reference first", "suite": suite_again(), "reference": ref})
+        else:
+            mine = suite_again()
+            out.append({"order": "suite first", "suite": mine, "reference": reference()})
+    return out
 
 
 def nccl_tests_dir() -> str | None:
@@ -50,14 +86,18 @@ def do_bench_unavailable(device: str) -> str | None:
 
 def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[float], suite_wall_s: float,
                     settle: Callable[[], dict] | None = None, suite_settled: dict | None = None,
-                    warmup_calls: int | None = None, suite_l2_flush: bool = False) -> dict:
+                    warmup_calls: int | None = None, suite_l2_flush: bool = False,
+                    suite_again: Callable[[], list[float]] | None = None, n_rounds: int = 1) -> dict:
     """Time ``fn`` with do_bench for as long as the suite's loop ran; both medians and their
-    ratio. ``settle`` (the GPU's wait until cool) runs right before do_bench, as it ran before
-    the suite's loop (``suite_settled``, what it saw then): both start from the same state.
-    ``warmup_calls``: the suite's warm-up, given to do_bench as the time that many calls take
-    (default: do_bench's 25 ms). do_bench always overwrites a 256 MB buffer between calls (an
-    L2 flush): ``suite_l2_flush`` says whether the suite's loop did too (``--l2-flush``), which
-    is run the same way; without it the two loops load a power-capped GPU differently."""
+    ratio. ``settle`` (the GPU's wait until cool) runs right before each do_bench and each
+    further suite loop, as it ran before the suite's first (``suite_settled``, what it saw
+    then): every timing starts from the same state. ``warmup_calls``: the suite's warm-up,
+    given to do_bench as the time that many calls take (default: do_bench's 25 ms). do_bench
+    always overwrites a 256 MB buffer between calls (an L2 flush): ``suite_l2_flush`` says
+    whether the suite's loop did too (``--l2-flush``), which is run the same way; without it
+    the two loops load a power-capped GPU differently. ``suite_again`` times the suite's
+    loop once more (its samples): with it, the two take ``n_rounds`` turns (``take_turns``)
+    and each side's figure is the median of its rounds' medians."""
     suite_ms = statistics.median(suite_samples_s) * 1e3
     out: dict = {"tool": "triton.testing.do_bench", "suite_median_ms": suite_ms,
                  "suite_l2_flush": suite_l2_flush, "reference_l2_flush": True}
@@ -67,13 +107,28 @@ def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[fl
     import triton
     import triton.testing
 
-    if settle is not None:
-        out["settled"] = {"suite": suite_settled, "reference": settle()}
     rep_ms = max(DO_BENCH_MIN_REP_MS, suite_wall_s * 1e3)
     warmup_ms = DO_BENCH_WARMUP_MS if warmup_calls is None else max(suite_ms * warmup_calls, DO_BENCH_MIN_REP_MS)
-    ref_ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    ratio = suite_ms / ref_ms if ref_ms > 0 else None
-    return {**out, "status": "measured", "tool_version": triton.__version__, "reference_median_ms": ref_ms,
+
+    def reference() -> dict:
+        seen = settle() if settle is not None else None
+        ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+        return {"median_ms": ms, "settled": seen}
+
+    def again() -> dict:
+        seen = settle() if settle is not None else None
+        return {"median_ms": statistics.median(suite_again()) * 1e3, "settled": seen}
+
+    first = {"median_ms": suite_ms, "settled": suite_settled}
+    turns = take_turns(n_rounds if suite_again is not None else 1, first, again, reference)
+    suite_med = statistics.median(t["suite"]["median_ms"] for t in turns)
+    ref_ms = statistics.median(t["reference"]["median_ms"] for t in turns)
+    ratio = suite_med / ref_ms if ref_ms > 0 else None
+    if settle is not None:  # what NVML showed before the first round's two timings
+        out["settled"] = {"suite": suite_settled, "reference": turns[0]["reference"]["settled"]}
+    return {**out, "status": "measured", "tool_version": triton.__version__, "suite_median_ms": suite_med,
+            "reference_median_ms": ref_ms, "rounds": [{"order": t["order"], "suite_ms": t["suite"]["median_ms"],
+                                                       "reference_ms": t["reference"]["median_ms"]} for t in turns],
             "rep_ms": rep_ms, "warmup_ms": warmup_ms, "time_ratio": ratio,
             "agrees": ratio is not None and abs(ratio - 1.0) <= AGREEMENT, "tolerance": AGREEMENT}
 
@@ -97,17 +152,22 @@ def collective_vs_nccl_tests(rows: list[dict], reference: dict) -> list[dict]:
     return out
 
 
-def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes: int, max_bytes: int,
-                      step_factor: int, iters: int, dtype: str, redop: str | None, root: int | None,
-                      check: bool, cycles: int = 1) -> dict:
+def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], **sweep: Any) -> dict:
+    """nccl-tests run once beside a finished sweep (``run_nccl_tests``), compared with its
+    ``rows``. Called on every rank; rank 0's answer is the one recorded."""
+    return compare_nccl_tests([run_nccl_tests(ctx, collective, **sweep)], rows)
+
+
+def run_nccl_tests(ctx: Any, collective: str, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int,
+                   dtype: str, redop: str | None, root: int | None, check: bool, cycles: int = 1) -> dict:
     """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
-    run by rank 0 after perfsuite's while the other ranks wait on the host (a gloo barrier:
-    an NCCL barrier would keep a kernel spinning on their GPUs). One process drives all
-    local GPUs (one thread each, ``-t world -g 1``, or one for all: ``-g world``), so it
-    needs every rank on this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment
-    and recorded. ``cycles``: nccl-tests runs the sweep that many times (``-N``) and each
-    size's median is compared, as the suite compares the median of its repeated loops.
-    Called on every rank; rank 0's answer is the one recorded."""
+    run by rank 0 while the other ranks wait on the host (a gloo barrier: an NCCL barrier
+    would keep a kernel spinning on their GPUs). One process drives all local GPUs (one
+    thread each, ``-t world -g 1``, or one for all: ``-g world``), so it needs every rank on
+    this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment and recorded.
+    ``cycles``: nccl-tests runs the sweep that many times (``-N``). Its output is kept
+    (``raw``) and read by ``compare_nccl_tests``. Called on every rank; rank 0's answer is
+    the one that counts, and the others get its status (``rank0_status``)."""
     import subprocess
 
     import torch.distributed as dist
@@ -135,14 +195,37 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], *, min_bytes:
             extra = nccl_tests.extra_env()
             env = {**os.environ, **extra}  # the ranks' own (the suite's and the user's), and the extra
             parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2, env=env)
-            ref = parsed.to_dict()
             # every NCCL_* variable nccl-tests ran with, such as NCCL_GRAPH_MIXING_SUPPORT=0 under --cuda-graph
             nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
             result = {**out, "status": "measured", "argv": args[1:], "env": extra, "nccl_env": nccl_env,
-                      "binary": str(binary),
-                      "version": parsed.version, "nccl_library": parsed.nccl_library, "table": ref,
-                      "compare": collective_vs_nccl_tests(rows, ref), "raw": text}
+                      "binary": str(binary), "version": parsed.version, "nccl_library": parsed.nccl_library,
+                      "raw": text}
         except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
             result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
-    dist.barrier(group=host_group)
-    return result if result is not None else {**out, "status": "rank 0 only"}
+    status = [None if result is None else result["status"]]
+    dist.broadcast_object_list(status, src=0, group=host_group)  # every rank learns how it went
+    return result if result is not None else {**out, "status": "rank 0 only", "rank0_status": status[0]}
+
+
+def nccl_tests_measured(run: dict) -> bool:
+    """Whether nccl-tests measured in ``run`` (on any rank: the others hear it from rank 0)."""
+    return "measured" in (run.get("status"), run.get("rank0_status"))
+
+
+def compare_nccl_tests(runs: list[dict], rows: list[dict]) -> dict:
+    """nccl-tests' table from one or more runs (rounds taken in turns with the suite's
+    sweeps), each size's cycles of every round folded into their median
+    (``suite.nccl_tests.fold_cycles``), beside the suite's ``rows`` (whose loops of every
+    round are folded the same way). A run that did not measure is the answer."""
+    from suite import nccl_tests
+
+    for run in runs:
+        if run.get("status") != "measured":
+            return run
+    parsed = nccl_tests.parse("\n".join(r["raw"] for r in runs))
+    ref = parsed.to_dict()
+    first = runs[0]
+    return {**{k: v for k, v in first.items() if k != "raw"}, "rounds": len(runs), "table": ref,
+            "compare": collective_vs_nccl_tests(rows, ref),
+            "raw": "\n".join(f"# ---- round {i} of {len(runs)}\n{r['raw']}" if len(runs) > 1 else r["raw"]
+                             for i, r in enumerate(runs, 1))}

@@ -91,6 +91,26 @@ def test_merge_derives_algbw_and_busbw_from_the_time():
     assert slowest["time_us"] == pytest.approx(3000.0)
 
 
+def test_a_ranks_time_is_the_median_of_its_loops_as_nccl_tests_cycles_are_folded():
+    """One slow loop of several moves neither side of the cross-check: the suite takes the
+    median of its loops as suite.nccl_tests.fold_cycles takes the median of nccl-tests' -N
+    cycles (the lower middle one of an even count, on both sides)."""
+    from suite.nccl_tests import fold_cycles
+
+    pl = _sweep.plan(OPS["all_reduce"], params(min_bytes=1 << 20, max_bytes=1 << 20), 2)
+    loops = [15e-6, 15.2e-6, 19e-6, 15.1e-6]  # the third loop was slow
+    per_rank = [[{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": loops, "wrong": 0}}}]] * 2
+    row = _sweep.merge(pl, per_rank, "mean", 2, "loop")[0]
+    assert row["ip"]["time_us"] == pytest.approx(15.1)  # not the mean, 16.075
+    cycles = [{"size_bytes": 1 << 20, "ip": {"time_us": s * 1e6, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0}}
+              for s in loops]
+    folded, n = fold_cycles(cycles)
+    assert n == 4 and folded[0]["ip"]["time_us"] == pytest.approx(row["ip"]["time_us"])
+    # per-call samples are single calls: their mean is the loop's interval / iters
+    per_call = _sweep.merge(pl, per_rank, "mean", 2, "per_call")[0]
+    assert per_call["ip"]["time_us"] == pytest.approx(sum(loops) / 4 * 1e6)
+
+
 @pytest.mark.parametrize("name,dtype,redop,ok,bad", [
     ("all_reduce", "bf16", "sum", 84, 85),    # 3(n-1)+7 <= 2^8
     ("all_reduce", "fp16", "prod", 13, 14),   # 8 * 2^(n-1) <= 65504

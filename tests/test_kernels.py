@@ -342,6 +342,12 @@ def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
             calls = next(m["samples"] for m in ctx.metrics if m["case"] == resource and m["name"] == f"{regime}_{name}")
             assert c["value"] == pytest.approx(max(c["value"], max(calls))), (resource, regime)
         assert c["burst"]["value"] == max(c["burst"]["by_shape"].values())
+        # matmuls: the best shape's burst with the other L2 setting is a candidate too (v5)
+        other = c["burst"]["other_l2"]
+        if resource == "memory":
+            assert other is None
+        else:
+            assert other["regime"] == "burst (L2 flushed)" and 0 < other["fastest"] <= c["value"]
         assert set(c["burst"]["by_shape"]) == ({"128x128x128", "256x256x256", "512x512x512"} if resource != "memory"
                                                else {f"{n} B" for n in (64 * 1024, 1024 ** 2, 16 * 1024 ** 2)})
     shape = ctx.details["ceilings"]["memory"]["shape"]

@@ -49,6 +49,11 @@ def test_ceilings_measure_the_host_device_links():
     assert set(TRANSFERS) <= set(ctx.details["work"])
     assert {"memory", "matmul.bf16"} <= set(ctx.details["work"])
     assert all(c.passed for c in ctx.checks)
+    # a link's ceiling is an upper bound too: its fastest call, not its median (v5)
+    assert ctx.details["ceiling_statistic"] == {t: "fastest call" for t in TRANSFERS}
+    for t in TRANSFERS:
+        rate = next(m for m in ctx.metrics if m["case"] == t and m["name"] == "gbps")
+        assert rate["value"] == max(rate["samples"]) >= rate["statistics"]["median"]
 
 
 def test_graph_replay_launches_faster_than_eager():

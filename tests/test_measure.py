@@ -279,7 +279,7 @@ def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request
     assert proc.returncode == 0, proc.stderr
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
-    assert loop["workload"]["version"] == 4
+    assert loop["workload"]["version"] == 5
     d = loop["details"]
     assert d["timing"] == "loop" and d["repeats"] == 3 and "nccl-tests" in d["timing_method"]
     busbw = [m for m in loop["metrics"] if m["name"] == "busbw_gbps"]
@@ -475,3 +475,65 @@ def test_a_gemm_crosscheck_says_whether_both_loops_flushed_l2(cli):
         for cc in cases.values():
             assert cc["suite_l2_flush"] is flushed and cc["reference_l2_flush"] is True
             assert cc["status"] == "skipped" and "CUDA" in cc["reason"]
+
+
+# -- rounds: the suite and its reference take turns ------------------------------------------------
+def test_the_suite_and_its_reference_take_turns_going_first():
+    from suite.crosscheck import take_turns
+
+    log = []
+
+    def side(name):
+        def run():
+            log.append(name)
+            return len(log)
+        return run
+
+    turns = take_turns(4, "first suite loop", side("suite"), side("reference"))
+    assert log == ["reference", "reference", "suite", "suite", "reference", "reference", "suite"]
+    assert [t["order"] for t in turns] == ["suite first", "reference first", "suite first", "reference first"]
+    assert turns[0]["suite"] == "first suite loop" and turns[1] == {"order": "reference first", "suite": 3,
+                                                                      "reference": 2}
+
+
+def test_rounds_come_from_the_option_or_the_environment_and_must_be_whole_and_positive(cli, perfsuite_env):
+    from suite.crosscheck import DEFAULT_ROUNDS, ENV_ROUNDS, rounds
+
+    assert rounds({}) == DEFAULT_ROUNDS and rounds({ENV_ROUNDS: "5"}) == 5
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError, match=ENV_ROUNDS):
+            rounds({ENV_ROUNDS: bad})
+    proc = cli("crosscheck", "kernels.gemm", "--device", "cpu", "--quick", "--rounds", "0")
+    assert proc.returncode == 2 and "--rounds" in proc.stderr
+    perfsuite_env[ENV_ROUNDS] = "many"
+    proc = cli("crosscheck", "kernels.gemm", "--device", "cpu", "--quick")
+    assert proc.returncode == 2 and f"{ENV_ROUNDS}='many' is not a whole number" in proc.stderr
+
+
+def test_a_sweeps_rounds_pool_their_loops_and_nccl_tests_rounds_fold_together():
+    """Cross-checked collectives take turns with nccl-tests: each side's figure per size is
+    the median over every round's loops (cycles)."""
+    from suite.crosscheck import compare_nccl_tests
+    from workloads.collectives import _sweep
+
+    r1 = [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": [1.0, 2.0], "launch_s": [0.1, 0.1], "unheld": 0,
+                                                   "wrong": 0}}}]
+    r2 = [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": [3.0, 4.0], "launch_s": [0.2, 0.2], "unheld": 1,
+                                                   "wrong": None}}}]
+    (pooled,) = _sweep.pool_rounds([r1, r2])
+    assert pooled["modes"]["ip"] == {"samples_s": [1.0, 2.0, 3.0, 4.0], "launch_s": [0.1, 0.1, 0.2, 0.2],
+                                     "unheld": 1, "wrong": 0}
+    text = (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()
+    one = {"tool": "nccl-tests", "status": "measured", "argv": ["-n", "20"], "raw": text}
+    slower = text.replace("14.96   70.09", "15.96   70.09")  # the 1 MiB in-place time, round 2
+    assert slower != text
+    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
+                                                         "wrong": 0}}]
+    out = compare_nccl_tests([one, {**one, "raw": slower}, one], rows)
+    assert out["rounds"] == 3 and out["table"]["config"]["cycles"] == 3
+    ip = next(r for r in out["table"]["rows"] if r["size_bytes"] == 1 << 20)["ip"]
+    assert sorted(ip["time_us_cycles"]) == [14.96, 14.96, 15.96] and ip["time_us"] == 14.96
+    assert out["raw"].count("# ---- round") == 3
+    # a round that did not measure is the answer
+    failed = {"tool": "nccl-tests", "status": "failed", "reason": "TimeoutExpired"}
+    assert compare_nccl_tests([one, failed], rows) is failed

@@ -9,7 +9,8 @@ What is nccl-tests' and kept so that figures compare with it:
   cache line;
 - warm-up: ``warmup`` calls at the largest and at the smallest size, then for each size
   and mode one untimed call and a barrier before the timed loop;
-- time per call = mean over the loop; across ranks the mean by default (``-a 1``);
+- time per call = mean over the loop; across ranks the mean by default (``-a 1``); of
+  several loops (``repeats``), the median, as the cross-check takes nccl-tests' ``-N`` cycles;
 - the correctness count is taken after the timed loop, from fresh rank-dependent inputs
   and one call; #wrong is summed over ranks.
 
@@ -31,6 +32,7 @@ replay timed the same way.
 from __future__ import annotations
 
 import itertools
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -275,35 +277,35 @@ class Sweep:
         self.ctx.synchronize()
 
     # the run -------------------------------------------------------------------------
-    def run(self) -> list[dict]:
-        """This rank's raw figures: per size, per mode, seconds per call and #wrong."""
+    def run(self, first_round: bool = True) -> list[dict]:
+        """This rank's raw figures: per size, per mode, seconds per call and #wrong. Rounds
+        after the first (a cross-check's turns with nccl-tests) time again but neither check
+        the outputs again nor inject a self-test's failure (#wrong is the first round's)."""
         pl = self.plan
         first = pl.modes[0]
         for _, c in (pl.sizes[-1], pl.sizes[0]):  # nccl-tests: warm up at the largest, then the smallest size
             for call in self.calls(first, c, self.ctx.controls.warmup):
                 call()
         self.sync()
-        with self.ctx.gpu_sampler() as sampler:
-            rows = self._sizes()
-        self.throttle = sampler.summary()
+        rows = self._sizes(first_round)
         distributed.note_progress(f"{pl.op.name} sweep done")
         return rows
 
-    def _sizes(self) -> list[dict]:
+    def _sizes(self, first_round: bool) -> list[dict]:
         pl, p = self.plan, self.p
         rows = []
         for i, (size, c) in enumerate(pl.sizes):
             row: dict[str, Any] = {"size_bytes": size, "modes": {}}
             for mode in pl.modes:
                 distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}")
-                if i == 0:
+                if i == 0 and first_round:
                     self.inject_failure()
                 calls = self.calls(mode, c, p.iters)
                 calls[0]()  # untimed call, as nccl-tests' "sync" call before the loop
                 self.sync()
                 _barrier()
                 timed = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats, self.hold)
-                wrong = self.check(mode, c) if p.check else None
+                wrong = self.check(mode, c) if p.check and first_round else None
                 row["modes"][mode] = {"samples_s": timed.samples_s, "launch_s": timed.launch_s,
                                       "unheld": timed.unheld, "wrong": wrong}
             rows.append(row)
@@ -381,7 +383,19 @@ class Sweep:
 
 
 # -- merging the ranks' figures ------------------------------------------------------------
-def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> list[dict]:
+def rank_time_per_call(samples_s: list[float], timing: str) -> float:
+    """One rank's time per call at one size and mode. Timed loops (``loop``, ``host_loop``)
+    give one sample each, already the loop's interval / iters: their median (the lower middle
+    one for an even count), as the cross-check folds nccl-tests' ``-N`` cycles
+    (``suite.nccl_tests.fold_cycles``), so that one slow loop moves neither side (on 2xH200 one
+    of seven loops put a 16 MiB all_reduce's mean 3% above the other six). ``per_call``
+    samples are single calls: their mean, the interval / iters of their one loop."""
+    if timing == "per_call":
+        return sum(samples_s) / len(samples_s)
+    return statistics.median_low(samples_s)
+
+
+def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int, timing: str = "loop") -> list[dict]:
     """The nccl-tests table from every rank's raw figures (the same on every rank)."""
     factor = pl.op.bus_factor(world)
     rows = []
@@ -392,8 +406,7 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> l
             if mode not in pl.modes:
                 row[mode] = None
                 continue
-            means = [sum(r[i]["modes"][mode]["samples_s"]) / len(r[i]["modes"][mode]["samples_s"])
-                     for r in per_rank]
+            means = [rank_time_per_call(r[i]["modes"][mode]["samples_s"], timing) for r in per_rank]
             t = distributed.aggregate(means, rank_time)
             wrongs = [r[i]["modes"][mode]["wrong"] for r in per_rank]
             algbw = size / t / 1e9
@@ -409,31 +422,64 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int) -> l
     return rows
 
 
+def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
+    """One rank's raw figures of several rounds as one: per size and mode every round's
+    timed loops (and host launch times) together, the loops whose hold ran out summed, #wrong
+    from the first round (the only one checked)."""
+    out = []
+    for rows in zip(*rounds):
+        row = {"size_bytes": rows[0]["size_bytes"], "modes": {}}
+        for mode, first in rows[0]["modes"].items():
+            each = [r["modes"][mode] for r in rows]
+            row["modes"][mode] = {"samples_s": [s for e in each for s in e["samples_s"]],
+                                  "launch_s": [s for e in each for s in e["launch_s"]],
+                                  "unheld": sum(e["unheld"] for e in each), "wrong": first["wrong"]}
+        out.append(row)
+    return out
+
+
 def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
-    """The driver behind every ``collectives.<op>`` workload's ``execute``."""
+    """The driver behind every ``collectives.<op>`` workload's ``execute``. Cross-checked,
+    the sweep and nccl-tests take turns for the cross-check's rounds (nccl-tests first in
+    even rounds, ``suite.crosscheck.take_turns``' order), each ``repeats`` loops or cycles
+    per size, and both sides' figures are the medians over every round."""
     import torch.distributed as dist
 
     pl = plan(op, p, ctx.world_size)
     sweep = Sweep(ctx, pl, p)
-    mine = sweep.run()
+    checking = ctx.crosscheck_requested
+    n_rounds = ctx.crosscheck_rounds() if checking else 1
+    nccl_sweep = dict(min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor, iters=p.iters,
+                      dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
+                      check=p.check, cycles=1 if p.timing == "per_call" else p.repeats)
+    rounds, references = [], []
+    with ctx.gpu_sampler() as sampler:  # every round, nccl-tests' turns included
+        for r in range(1, n_rounds + 1):
+            if checking and r % 2 == 0:
+                references.append(ctx.run_nccl_tests(pl.op.name, **nccl_sweep))
+            rounds.append(sweep.run(first_round=r == 1))
+            if checking and r % 2 == 1:
+                references.append(ctx.run_nccl_tests(pl.op.name, **nccl_sweep))
+            if checking and not ctx.nccl_tests_measured(references[-1]):
+                break  # nccl-tests cannot run here (skipped or failed): nothing to take turns with
+    throttle = sampler.summary()
+    mine = pool_rounds(rounds)
     gathered: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(gathered, mine)
-    rows = merge(pl, gathered, p.rank_time, ctx.world_size)
+    rows = merge(pl, gathered, p.rank_time, ctx.world_size, p.timing)
     factor = op.bus_factor(ctx.world_size)
     single_node = distributed.local_world_size() == ctx.world_size
     roofline = "p2p" if ctx.device == "cuda" and single_node else None
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
-    if ctx.crosscheck_requested:  # nccl-tests' binary, same sweep, same call (suite.crosscheck)
-        details["crosscheck"] = ctx.crosscheck_collective(
-            pl.op.name, rows, min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor,
-            iters=p.iters, dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
-            check=p.check, cycles=1 if p.timing == "per_call" else p.repeats)
+    if checking:  # nccl-tests' binary, same sweep, same call (suite.crosscheck)
+        details["crosscheck"] = ctx.compare_nccl_tests(references, rows)
+        details["rounds"] = n_rounds
     if sweep.hold is not None:
         details["hold_s"] = sweep.hold.seconds  # the stream hold's final length (it doubles when it ran out)
-    if sweep.throttle is not None:
-        details["throttle"] = {"run": sweep.throttle}  # the whole sweep: every case
+    if throttle is not None:
+        details["throttle"] = {"run": throttle}  # the whole sweep: every case
     bus_all = []
     for mode in pl.modes:
         label = MODE_LABELS[mode]
@@ -491,8 +537,8 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
         "peak": {},
         "metrics_note": ("busbw_gbps: samples (one per timed loop with timing=loop or host_loop, one per call with "
                          "timing=per_call) at the size of peak table busbw, per rank, aggregated across ranks as "
-                         "declared; the table's time is each rank's mean time per call aggregated by rank_time "
-                         "(mean: nccl-tests' -a 1)"),
+                         "declared; the table's time is each rank's time per call (the median of its timed loops; "
+                         "per_call: the mean of its calls) aggregated by rank_time (mean: nccl-tests' -a 1)"),
     }
 
 

@@ -80,9 +80,10 @@ class Collective(Workload):
     """One collective's sweep; subclasses name the op."""
 
     category = "collectives"
-    # 4: the loop queued behind a stream hold on the GPU (host launch beside); 3: an untimed
-    # aligning call before each timed loop; 2: one interval around the loop, repeats
-    version = 4
+    # 5: a rank's time per size is the median of its timed loops, not their mean; 4: the loop
+    # queued behind a stream hold on the GPU (host launch beside); 3: an untimed aligning call
+    # before each timed loop; 2: one interval around the loop, repeats
+    version = 5
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
