@@ -42,7 +42,9 @@
 #     5. the eager sweeps 8 B .. 512 MiB of OPS (default: all four), ITERS calls (500) x
 #        REPEATS loops (3) per round, ROUNDS rounds (3) taken in turns with nccl-tests (-N
 #        REPEATS each); with all_reduce a plain torch.distributed loop at the same calls; the
-#        summary of these sweeps. PROBES=0 leaves out 1-4 (a second call for the other OPS).
+#        summary of these sweeps. PROBES=0 leaves out 1-4 (a second call for the other OPS);
+#        GRAPH_OPS: these collectives' --cuda-graph sweeps to 1 MiB, in rounds, beside -G 1;
+#        CPUTIME_PROBE=1: nccl-tests' host issue time (-C 1) beside its time (-C 0) at 1-8 MiB.
 # x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
 #     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
 #        sustained (--min-time 2), each beside triton.testing.do_bench; both again with
@@ -166,6 +168,22 @@ run_x2c() {
     step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV), ${ROUNDS:-3} rounds" pcheck "collectives.$op" \
          "${sweep[@]}" "$@"
   done
+  # graph mode below 64 KiB (GRAPH_OPS), taking turns with nccl-tests -G 1 as well
+  for op in ${GRAPH_OPS:-}; do
+    step "$op graph vs nccl-tests -G 1, ${ROUNDS:-3} rounds" pcheck "collectives.$op" --cuda-graph --nproc-per-node 2 \
+         -p min_bytes=8 -p max_bytes=1M -p iters=20 --rounds "${ROUNDS:-3}" --warmup 5 --timeout 200 "$@"
+  done
+  # nccl-tests' host: the time to issue its calls (-C 1, before the stream is synchronised)
+  # beside its usual figure (-C 0), where it and the suite part (1-8 MiB)
+  if [ -n "${CPUTIME_PROBE:-}" ]; then
+    local bin c
+    for bin in reduce_scatter_perf all_gather_perf; do
+      for c in 0 1; do
+        step "nccl-tests $bin -C $c" bash -c "env NCCL_P2P_DIRECT_DISABLE=1 /tmp/nccl-tests-build/$bin -b 1M -e 8M \
+             -f 2 -n 500 -w 5 -t 2 -g 1 -d float -N 3 -C $c | grep -E '^ +[0-9]+ |cputime|time'"
+      done
+    done
+  fi
   local loop=()
   if [[ " ${OPS:-all_reduce} " == *" all_reduce "* ]]; then
     step "plain torch.distributed loop" python3 -m torch.distributed.run --nproc-per-node 2 \
