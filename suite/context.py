@@ -17,6 +17,9 @@ from suite.workload import Case, Check, Work
 
 MIN_SAMPLES = 10
 ESTIMATE_CALLS = 3
+# Seconds without a power or thermal clock event before a burst: the GPU's rest since the loop
+# before it (suite.nvml_sampler.wait_until_cool says why the event flag alone is not enough).
+COOL_REST_S = 2.0
 
 
 def throughput_metrics(work: Work) -> list[tuple[str, str, float, float]]:
@@ -187,9 +190,9 @@ class RunContext:
         return nvml_sampler.sample(self.nvml_index())
 
     def wait_until_cool(self, max_s: float) -> dict:
-        """Wait until NVML shows no power or thermal clock event (at most ``max_s``), so that a
-        burst figure starts from a cool GPU; returns what was seen."""
-        return nvml_sampler.wait_until_cool(self.nvml_index(), max_s)
+        """Wait until NVML has shown no power or thermal clock event for ``COOL_REST_S`` on end
+        (at most ``max_s``), so that a burst figure starts from a cool GPU; returns what was seen."""
+        return nvml_sampler.wait_until_cool(self.nvml_index(), max_s, rest_s=COOL_REST_S)
 
     def measure(self, case: Case) -> Measurement:
         """Time a case and record its metrics: time per call, throughput from its declared

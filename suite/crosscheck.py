@@ -8,10 +8,11 @@ and the same call, both figures and their ratio stored in the record
   a sustained run (``--min-time 2``) with a sustained one (do_bench's default 100 ms is
   neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670).
   The two take turns for ``rounds`` rounds (``--rounds``, ``PERFSUITE_CROSSCHECK_ROUNDS``,
-  default 3; the reference goes first in even rounds), each from a cool GPU, and the ratio is
-  of the medians over rounds: one 20-call burst of either varies by a few percent (on an
-  H200 do_bench's flushed bf16 burst read 1.428 ms once against 1.377-1.411 in three other
-  runs, a 0.961 ratio on its own);
+  default 4: each goes first as often as the other), each from a GPU rested for
+  ``suite.context.COOL_REST_S``, and the ratio is of the medians over rounds: one 20-call
+  burst of either varies by a few percent (on an H200 do_bench's flushed bf16 burst read
+  1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
+  second of two bursts run without a rest between them read up to 5% slower;
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``workloads.collectives._sweep``).
@@ -29,7 +30,7 @@ from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
 
 ENV_REQUEST = "PERFSUITE_CROSSCHECK"
 ENV_ROUNDS = "PERFSUITE_CROSSCHECK_ROUNDS"
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 4  # even: the suite and the reference each go first in half the rounds
 DO_BENCH_MIN_REP_MS = 1.0  # do_bench runs at least one call whatever rep says
 DO_BENCH_WARMUP_MS = 25.0  # do_bench's default
 AGREEMENT = 0.02  # the bar: within 2% of do_bench run the same way

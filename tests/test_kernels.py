@@ -342,6 +342,8 @@ def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
             calls = next(m["samples"] for m in ctx.metrics if m["case"] == resource and m["name"] == f"{regime}_{name}")
             assert c["value"] == pytest.approx(max(c["value"], max(calls))), (resource, regime)
         assert c["burst"]["value"] == max(c["burst"]["by_shape"].values())
+        # the best shape's burst again, twice by default (v6): each a candidate
+        assert len(c["burst"]["again"]) == 2 and all(0 < a["fastest"] <= c["value"] for a in c["burst"]["again"])
         # matmuls: the best shape's burst with the other L2 setting is a candidate too (v5)
         other = c["burst"]["other_l2"]
         if resource == "memory":

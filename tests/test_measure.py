@@ -70,6 +70,24 @@ def test_waiting_for_a_cool_gpu_stops_when_the_power_cap_clears():
     assert stuck["cool"] is False and stuck["events"] == ["software power cap"]
 
 
+def test_a_cool_gpu_has_rested_without_an_event_for_the_whole_rest():
+    """The event flag clears within a fraction of a second of a burst: a burst waits until
+    NVML has shown no power or thermal event for ``rest_s`` on end, counted from the call."""
+    seen = []
+
+    def reader(t):
+        seen.append(t)
+        hot = ("software power cap",) if len(seen) in (3, 4) else ()  # the cap shows twice, then clears
+        return Reading(t, 1455.0 if hot else 1980.0, 690.0 if hot else 150.0, hot)
+
+    state = wait_until_cool(None, max_s=5.0, poll_s=0.005, read=reader, rest_s=0.1)
+    assert state["cool"] is True and state["rest_s"] == 0.1
+    last_hot = seen[3]
+    assert state["waited_s"] >= last_hot + 0.1  # a full rest after the last reading with the cap
+    quick = wait_until_cool(None, max_s=5.0, poll_s=0.001, read=lambda t: Reading(t, 1980.0, 100.0, ()), rest_s=0.0)
+    assert quick["cool"] is True and quick["waited_s"] < 0.05
+
+
 def record_with(metrics, throttle=None, workload="kernels.gemm", device="NVIDIA H200"):
     return {"workload": {"name": workload}, "environment": {"measured_device": {"name": device}},
             "details": {"throttle": throttle or {}}, "metrics": metrics}
