@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -105,8 +104,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException as exc:  # noqa: BLE001 - leave at once: NCCL's exit can wait on ranks still in a collective
-        print(f"alltoall_probe failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        os._exit(1)
+    from bench.nccl_rank import run_rank
+
+    run_rank(main, "alltoall_probe")

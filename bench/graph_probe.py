@@ -208,8 +208,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException as exc:  # noqa: BLE001 - leave at once: NCCL's exit path can wait on ranks still in a collective
-        print(f"graph_probe failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        os._exit(1)
+    from bench.nccl_rank import run_rank
+
+    run_rank(main, "graph_probe")

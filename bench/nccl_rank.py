@@ -19,3 +19,15 @@ def init_nccl_rank() -> tuple[int, int]:
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     return dist.get_rank(), dist.get_world_size()
+
+
+def run_rank(main, name: str) -> None:
+    """Run a bench script's ``main`` on this rank; on any failure print one line and leave at
+    once: NCCL's exit path can wait on ranks still inside a collective."""
+    import sys
+
+    try:
+        main()
+    except BaseException as exc:  # noqa: BLE001 - reported, then the process leaves
+        print(f"{name} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
