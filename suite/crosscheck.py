@@ -12,7 +12,7 @@ and the same call, both figures and their ratio stored in the record
   ``suite.context.COOL_REST_S``, and the ratio is of the medians over rounds: one 20-call
   burst of either varies by a few percent (on an H200 do_bench's flushed bf16 burst read
   1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
-  second of two bursts run without a rest between them read up to 5% slower;
+  second of two bursts run without a rest between them read 5-6% slower;
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``workloads.collectives._sweep``).
