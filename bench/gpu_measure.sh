@@ -44,7 +44,12 @@
 #        REPEATS each); with all_reduce a plain torch.distributed loop at the same calls; the
 #        summary of these sweeps. PROBES=0 leaves out 1-4 (a second call for the other OPS);
 #        GRAPH_OPS: these collectives' --cuda-graph sweeps to 1 MiB, in rounds, beside -G 1;
-#        CPUTIME_PROBE=1: nccl-tests' host issue time (-C 1) beside its time (-C 0) at 1-8 MiB.
+#        CPUTIME_PROBE=1: nccl-tests' host issue time (-C 1) beside its time (-C 0) at 1-8 MiB;
+#        LAYOUT_PROBE=1 (with MPICH's wheel carried in .ref, see bench/nccl_tests_build.sh):
+#        nccl-tests' all_reduce, all_gather and alltoall at 256 KiB-32 MiB as one process per
+#        GPU (its time and, -C 1, its host's) and as a thread per GPU, before the sweeps.
+#     The sweeps' nccl-tests runs as one process per GPU under MPICH's mpiexec where the wheel
+#     is carried (the suite's layout), else as a thread per GPU (NCCL_TESTS_LAYOUT).
 # x1: 1. kernels.ceilings (burst at 3 shapes per precision, sustained 2 s; memory at 3 sizes);
 #     2. perfsuite crosscheck kernels.gemm bf16 + fp8 8192^3: burst (--iterations 20) and
 #        sustained (--min-time 2), each beside triton.testing.do_bench; both again with
@@ -156,16 +161,17 @@ nccl_choices() {  # nccl_choices DIR: the lines of NCCL's logs in DIR that say w
 
 run_x2c() {
   step build-nccl-tests build_nccl_tests
-  [ -x /tmp/nccl-tests-build/all_reduce_perf ] || { echo "nccl-tests did not build: stopping"; return 1; }
+  [ "$status" = 0 ] || { echo "nccl-tests did not build or its first run failed: stopping"; return 1; }
   export PERFSUITE_NCCL_TESTS=/tmp/nccl-tests-build
   [ "${PROBES:-1}" = 0 ] || x2c_probes
+  [ -z "${LAYOUT_PROBE:-}" ] || layout_probe
   SINCE=$(date -u +%Y-%m-%dT%H:%M:%S+00:00)  # the summary reads the acceptance runs only
   # the acceptance: every collective's eager sweep taking turns with nccl-tests
   local sweep=(--nproc-per-node 2 -p min_bytes=8 -p max_bytes=512M -p step_factor=2 -p dtype=fp32
                -p iters="${ITERS:-500}" -p repeats="${REPEATS:-3}" --rounds "${ROUNDS:-3}" --warmup 5 --timeout 300)
   local op
   for op in ${OPS:-all_reduce all_gather reduce_scatter all_to_all}; do
-    step "$op eager vs nccl-tests -t 2 -g 1 ($PERFSUITE_NCCL_TESTS_ENV), ${ROUNDS:-3} rounds" pcheck "collectives.$op" \
+    step "$op eager vs nccl-tests $NCCL_TESTS_LAYOUT, ${ROUNDS:-3} rounds" pcheck "collectives.$op" \
          "${sweep[@]}" "$@"
   done
   # graph mode below 64 KiB (GRAPH_OPS), taking turns with nccl-tests -G 1 as well
@@ -192,6 +198,19 @@ run_x2c() {
   fi
   echo; echo "== summary =="
   python3 bench/measure_summary.py x2 --since "$SINCE" "${loop[@]}" || status=1
+}
+
+layout_probe() {  # nccl-tests' own figures at 256 KiB-32 MiB as one process per GPU and as a thread per GPU
+  [ -n "${PERFSUITE_NCCL_TESTS_MPIRUN:-}" ] || { echo "layout probe: no MPI build (carry .ref/mpich-*.whl)"; return 1; }
+  local bin flags=(-b 256K -e 32M -f 2 -n 500 -w 5 -d float -N 3)
+  for bin in all_reduce_perf all_gather_perf alltoall_perf; do
+    step "nccl-tests $bin, mpiexec -n 2 -g 1" bash -c "$PERFSUITE_NCCL_TESTS_MPIRUN -n 2 /tmp/nccl-tests-build/$bin \
+         ${flags[*]} -g 1 | grep -E '^ +[0-9]+ |Rank|nThread'"
+    step "nccl-tests $bin, mpiexec -n 2 -g 1, host issue time (-C 1)" bash -c "$PERFSUITE_NCCL_TESTS_MPIRUN -n 2 \
+         /tmp/nccl-tests-build/$bin ${flags[*]} -g 1 -C 1 | grep -E '^ +[0-9]+ '"
+    step "nccl-tests $bin, -t 2 -g 1 NCCL_P2P_DIRECT_DISABLE=1" bash -c "env NCCL_P2P_DIRECT_DISABLE=1 \
+         /tmp/nccl-tests-build/$bin ${flags[*]} -t 2 -g 1 | grep -E '^ +[0-9]+ '"
+  done
 }
 
 x2c_probes() {

@@ -33,11 +33,15 @@ def load(since: str) -> list[dict]:
 
 
 def nccl_tests_mode(cc: dict) -> str:
-    """How nccl-tests ran, from its command line and extra environment: its GPUs per thread,
-    calls per loop and any NCCL setting of its own."""
+    """How nccl-tests ran, from its command line and extra environment: its launcher and
+    processes (one per GPU) or threads, GPUs per thread, calls per loop and any NCCL setting
+    of its own."""
     argv = cc.get("argv") or []
     flags = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("-")}
     threads = f"-t {flags['-t']} " if "-t" in flags else ""
+    if cc.get("launcher"):  # one process per GPU, as many as the devices it listed
+        ranks = len({d["rank"] for d in (cc.get("table") or {}).get("devices") or []}) or "?"
+        threads = f"{Path(cc['launcher'][0]).name} -n {ranks} "
     shown = dict(cc.get("env") or {})
     mixing = (cc.get("nccl_env") or {}).get("NCCL_GRAPH_MIXING_SUPPORT")
     if mixing is not None:  # set for both sides of a --cuda-graph comparison (suite.launcher)

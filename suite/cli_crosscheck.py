@@ -4,7 +4,9 @@ and their ratio per case (kernels: triton's do_bench) or per size (collectives: 
 
 It takes every option of ``perfsuite run`` (same controls, same parameters) plus
 ``--nccl-tests DIR``, a directory of nccl-tests binaries (default: ``PERFSUITE_NCCL_TESTS``),
-and ``--rounds N``, the turns the suite and the reference take (``suite.crosscheck.take_turns``).
+``--mpirun CMD``, the MPI launcher that runs them as one process per GPU (default:
+``PERFSUITE_NCCL_TESTS_MPIRUN``; ``suite.nccl_tests.layout``), and ``--rounds N``, the turns
+the suite and the reference take (``suite.crosscheck.take_turns``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import click
 
 from suite import crosscheck
 from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
+from suite.nccl_tests import ENV_MPIRUN as NCCL_TESTS_MPIRUN_ENV
 
 
 def crosscheck_rows(record: dict) -> list[list[str]]:
@@ -27,7 +30,9 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
         if found.get("status") != "measured":
             return [[name, "", "nccl-tests", "", "", "", f"{found.get('status')}: {found.get('reason', '')}"]]
         mode = {"oop": "out-of-place", "ip": "in-place"}
-        return [[name, f"{c['size_bytes']} B {mode[c['mode']]}", "nccl-tests busbw GB/s",
+        # where nccl-tests' ranks lived (records before the MPI layout name none)
+        placed = f" ({found['layout']})" if found.get("layout") else ""
+        return [[name, f"{c['size_bytes']} B {mode[c['mode']]}", f"nccl-tests{placed} busbw GB/s",
                  f"{c['suite_busbw_gbps']:.2f}", f"{c['nccl_tests_busbw_gbps']:.2f}",
                  f"{c['busbw_ratio']:.3f}" if c["busbw_ratio"] is not None else "", ""]
                 for c in found["compare"]]
@@ -46,7 +51,8 @@ def attach(cli: click.Group) -> None:
     run_cmd = cli.commands["run"]
 
     @click.pass_context
-    def callback(ctx: click.Context, nccl_tests: str | None, rounds: int | None, **kwargs) -> None:
+    def callback(ctx: click.Context, nccl_tests: str | None, mpirun: str | None, rounds: int | None,
+                 **kwargs) -> None:
         if not kwargs.get("names"):
             raise click.UsageError("name the workload(s) to cross-check")
         os.environ[crosscheck.ENV_REQUEST] = "1"
@@ -58,6 +64,8 @@ def attach(cli: click.Group) -> None:
             raise click.UsageError(str(exc)) from None
         if nccl_tests:
             os.environ[NCCL_TESTS_ENV] = nccl_tests
+        if mpirun:
+            os.environ[NCCL_TESTS_MPIRUN_ENV] = mpirun
         code = 0
         try:
             ctx.invoke(run_cmd, **kwargs)
@@ -69,6 +77,10 @@ def attach(cli: click.Group) -> None:
 
     params = [click.Option(["--nccl-tests", "nccl_tests"], default=None, metavar="DIR",
                            help=f"Directory of nccl-tests binaries (default: ${NCCL_TESTS_ENV})."),
+              click.Option(["--mpirun"], default=None, metavar="CMD",
+                           help="MPI launcher that runs nccl-tests (built with MPI=1) as one process per GPU, "
+                                "as the suite's ranks run, e.g. 'mpirun' (default: "
+                                f"${NCCL_TESTS_MPIRUN_ENV}; without one, one process with a thread per GPU)."),
               click.Option(["--rounds"], type=click.IntRange(min=1), default=None,
                            help=f"Rounds the suite and the reference take turns for, each side's figure the "
                                 f"median over rounds (default: ${crosscheck.ENV_ROUNDS} or "

@@ -14,8 +14,9 @@ and the same call, both figures and their ratio stored in the record
   1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
   second of two bursts run without a rest between them read 5-6% slower;
 - collectives: the nccl-tests binary of the collective, from the directory in
-  ``PERFSUITE_NCCL_TESTS``, run by rank 0 after the sweep with the same sizes, type,
-  reduction, warm-up and iterations (``workloads.collectives._sweep``).
+  ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
+  reduction, warm-up and iterations (``workloads.collectives._sweep``), as one process per
+  GPU under an MPI launcher where one is given (``PERFSUITE_NCCL_TESTS_MPIRUN``).
 
 Asked for with ``perfsuite crosscheck`` (or ``PERFSUITE_CROSSCHECK=1`` in the environment of
 ``perfsuite run``). A reference that cannot run here is recorded as skipped with the reason.
@@ -162,10 +163,12 @@ def versus_nccl_tests(ctx: Any, collective: str, rows: list[dict], **sweep: Any)
 def run_nccl_tests(ctx: Any, collective: str, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int,
                    dtype: str, redop: str | None, root: int | None, check: bool, cycles: int = 1) -> dict:
     """nccl-tests' binary for ``collective``, the same sweep (``dtype`` in nccl-tests' spelling),
-    run by rank 0 while the other ranks wait on the host (a gloo barrier: an NCCL barrier
-    would keep a kernel spinning on their GPUs). One process drives all local GPUs (one
-    thread each, ``-t world -g 1``, or one for all: ``-g world``), so it needs every rank on
-    this node; ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment and recorded.
+    started by rank 0 while the other ranks wait on the host (a gloo barrier: an NCCL barrier
+    would keep a kernel spinning on their GPUs). Its ranks are laid out as
+    ``suite.nccl_tests.layout`` says: one process per GPU under an MPI launcher
+    (``PERFSUITE_NCCL_TESTS_MPIRUN``), else one process with a thread per GPU or one thread
+    for all; either way on this node's GPUs, so it needs every rank on this node.
+    ``PERFSUITE_NCCL_TESTS_ENV`` is added to its environment and recorded.
     ``cycles``: nccl-tests runs the sweep that many times (``-N``). Its output is kept
     (``raw``) and read by ``compare_nccl_tests``. Called on every rank; rank 0's answer is
     the one that counts, and the others get its status (``rank0_status``)."""
@@ -189,18 +192,20 @@ def run_nccl_tests(ctx: Any, collective: str, *, min_bytes: int, max_bytes: int,
     if ctx.rank == 0:
         try:
             binary = nccl_tests.find_binary(directory, collective)
+            placement, launcher = nccl_tests.layout(), nccl_tests.mpirun()
             args = nccl_tests.argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, step_factor=step_factor,
                                    iters=iters, warmup=ctx.controls.warmup, gpus=ctx.world_size, dtype=dtype,
                                    redop=redop, root=root, graph=ctx.controls.cuda_graph, check=check,
-                                   thread_per_gpu=nccl_tests.thread_per_gpu(), cycles=cycles)
+                                   placement=placement, cycles=cycles)
             extra = nccl_tests.extra_env()
             env = {**os.environ, **extra}  # the ranks' own (the suite's and the user's), and the extra
-            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2, env=env)
+            parsed, text = nccl_tests.run(args, timeout_s=ctx.controls.timeout_s / 2, env=env, launcher=launcher,
+                                          ranks=ctx.world_size)
             # every NCCL_* variable nccl-tests ran with, such as NCCL_GRAPH_MIXING_SUPPORT=0 under --cuda-graph
             nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
-            result = {**out, "status": "measured", "argv": args[1:], "env": extra, "nccl_env": nccl_env,
-                      "binary": str(binary), "version": parsed.version, "nccl_library": parsed.nccl_library,
-                      "raw": text}
+            result = {**out, "status": "measured", "layout": placement, "launcher": launcher, "argv": args[1:],
+                      "env": extra, "nccl_env": nccl_env, "binary": str(binary), "version": parsed.version,
+                      "nccl_library": parsed.nccl_library, "raw": text}
         except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
             result = {**out, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
     status = [None if result is None else result["status"]]

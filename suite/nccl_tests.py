@@ -13,30 +13,54 @@ the collectives' own table (``size_bytes``, ``count``, ``dtype``, ``redop``, ``r
 can be printed side by side and divided.
 
 ``run`` starts a binary from a directory of them (``PERFSUITE_NCCL_TESTS`` or a parameter)
-with the flags that match a perfsuite sweep, and parses its output.
+with the flags that match a perfsuite sweep, and parses its output. Where its ranks live
+(``layout``): one process per GPU under an MPI launcher (``PERFSUITE_NCCL_TESTS_MPIRUN``, a
+binary built with ``MPI=1``), as nccl-tests' own README runs it and as the suite's ranks are
+laid out, so both sides use the same NCCL transport between processes; else one process with
+a thread per GPU (``-t N -g 1``, the default) or one thread for every GPU (``-g N``).
 """
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_DIR = "PERFSUITE_NCCL_TESTS"
-# "0": one nccl-tests thread drives every GPU (-g N); unset or "1": one thread per GPU (-t N -g 1)
+# an MPI launcher command ("mpirun", "/opt/mpich/bin/mpiexec"): nccl-tests, built with MPI=1,
+# runs as one process per GPU (LAUNCHER -n N BINARY ... -g 1)
+ENV_MPIRUN = "PERFSUITE_NCCL_TESTS_MPIRUN"
+# without a launcher, "0": one nccl-tests thread drives every GPU (-g N); unset or "1": one thread per GPU (-t N -g 1)
 ENV_THREADS = "PERFSUITE_NCCL_TESTS_THREADS"
 # "K=V K=V": environment for the nccl-tests process only (e.g. NCCL_P2P_DIRECT_DISABLE=1), recorded
 ENV_EXTRA = "PERFSUITE_NCCL_TESTS_ENV"
 
+# Where nccl-tests' ranks live (``layout``), as the record names it.
+PROCESS_PER_GPU = "process per GPU"
+THREAD_PER_GPU = "thread per GPU"
+ONE_THREAD = "one thread"
 
-def thread_per_gpu(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> bool:
-    """Whether nccl-tests gives each GPU its own host thread (the default). The suite has one
-    process per GPU, as nccl-tests under MPI; with ``-g N`` one thread launches for every GPU,
-    and on 2xH200 that launch bounds its 1-4 MiB figures (all_reduce 1 MiB: 19.9 us with -g 2,
-    13.2 us with -t 2 -g 1, both at 200 calls)."""
-    return environ.get(ENV_THREADS, "1").strip() != "0"
+
+def mpirun(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> list[str] | None:
+    """The MPI launcher's words from ``PERFSUITE_NCCL_TESTS_MPIRUN`` (shell quoting), or None."""
+    return shlex.split(environ.get(ENV_MPIRUN, "")) or None
+
+
+def layout(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> str:
+    """Where nccl-tests' ranks live. With an MPI launcher, one process per GPU: the suite's own
+    layout, so both sides reach the peer through the same NCCL transport (between processes
+    NCCL cannot use the peer's buffers directly), and each rank issues its calls from a process
+    of its own. Without one, one process: a thread per GPU by default; ``-g N`` (one thread
+    launching for every GPU) bounds its 1-4 MiB figures on 2xH200 (all_reduce 1 MiB: 19.9 us
+    with -g 2, 13.2 us with -t 2 -g 1, both at 200 calls), and even with a thread per GPU the
+    host issues a call every 7.3-11.5 us (``-C 1``) with stalls of 66-260 us in a 500-call loop
+    (``-I 1``), which bound its 1 MiB figures against 10-15 us of GPU time."""
+    if mpirun(environ):
+        return PROCESS_PER_GPU
+    return ONE_THREAD if environ.get(ENV_THREADS, "1").strip() == "0" else THREAD_PER_GPU
 
 
 def extra_env(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
@@ -189,15 +213,16 @@ def find_binary(directory: str | os.PathLike, collective: str) -> Path:
 
 def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iters: int, warmup: int, gpus: int,
          dtype: str, redop: str | None, root: int | None, graph: bool, check: bool,
-         thread_per_gpu: bool = False, cycles: int = 1) -> list[str]:
-    """nccl-tests flags for the same sweep as a perfsuite collective's parameters. With
-    ``thread_per_gpu`` each GPU has its own thread (``-t N -g 1``), which divides nccl-tests'
-    own launch time per call among the threads; without it one thread drives every GPU
-    (``-g N``). ``cycles`` > 1 runs the sweep that many times (``-N``; ``parse`` keeps each
-    size's median), as the suite times ``repeats`` loops per size."""
-    placement = ["-t", str(gpus), "-g", "1"] if thread_per_gpu else ["-g", str(gpus)]
+         placement: str = ONE_THREAD, cycles: int = 1) -> list[str]:
+    """nccl-tests flags for the same sweep as a perfsuite collective's parameters, for ranks
+    placed as ``placement`` says (``layout``): ``-g 1`` in each of the launcher's processes,
+    ``-t N -g 1`` for a thread per GPU, ``-g N`` for one thread. ``cycles`` > 1 runs the
+    sweep that many times (``-N``; ``parse`` keeps each size's median), as the suite times
+    ``repeats`` loops per size. The launcher's own words are ``command``'s."""
+    placement_flags = {PROCESS_PER_GPU: ["-g", "1"], THREAD_PER_GPU: ["-t", str(gpus), "-g", "1"],
+                       ONE_THREAD: ["-g", str(gpus)]}[placement]
     args = [str(binary), "-b", str(min_bytes), "-e", str(max_bytes), "-f", str(step_factor), "-n", str(iters),
-            "-w", str(warmup), *placement, "-d", dtype, "-c", "1" if check else "0"]
+            "-w", str(warmup), *placement_flags, "-d", dtype, "-c", "1" if check else "0"]
     if redop:
         args += ["-o", redop]
     if root is not None and root >= 0:
@@ -209,15 +234,63 @@ def argv(binary: Path, *, min_bytes: int, max_bytes: int, step_factor: int, iter
     return args
 
 
-def run(args: list[str], timeout_s: float, env: dict | None = None) -> tuple[NcclTestsOutput, str]:
-    """Run an nccl-tests command line; (parsed table, raw text). A failed run raises
-    RuntimeError with the end of its output (as plain text)."""
+def command(args: list[str], launcher: list[str] | None, ranks: int) -> list[str]:
+    """The whole command line: ``args`` (binary and flags) as they are, or under the MPI
+    launcher as ``ranks`` processes."""
+    return [*launcher, "-n", str(ranks), *args] if launcher else list(args)
+
+
+def check_ranks(out: NcclTestsOutput, ranks: int) -> None:
+    """ParseError unless nccl-tests listed exactly ranks 0..ranks-1: a binary built with
+    ``MPI=0`` under an MPI launcher runs one single-GPU test per process, each printing its
+    own rank 0, and its figures are not those of one communicator of ``ranks`` GPUs."""
+    listed = sorted(d["rank"] for d in out.devices)
+    if listed != list(range(ranks)):
+        raise ParseError(f"nccl-tests listed ranks {listed} where the sweep has {ranks} "
+                         f"(under an MPI launcher the binaries must be built with MPI=1)")
+
+
+def run(args: list[str], timeout_s: float, env: dict | None = None, launcher: list[str] | None = None,
+        ranks: int | None = None) -> tuple[NcclTestsOutput, str]:
+    """Run an nccl-tests command line (under ``launcher`` as ``ranks`` processes, if given);
+    (parsed table, raw text). With ``ranks`` the table must list exactly that many ranks
+    (``check_ranks``). A failed run raises RuntimeError with the end of its output (as plain
+    text); one that outlives ``timeout_s`` is killed with every process it started (the
+    launcher's ranks hold GPUs) and raises subprocess.TimeoutExpired."""
     if shutil.which(args[0]) is None and not Path(args[0]).is_file():
         raise FileNotFoundError(f"{args[0]} not found")
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=env,
-                          stdin=subprocess.DEVNULL)
-    text = proc.stdout
+    if launcher and shutil.which(launcher[0]) is None:
+        raise FileNotFoundError(f"MPI launcher {launcher[0]} not found ({ENV_MPIRUN})")
+    cmd = command(args, launcher, ranks or 1)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+    try:
+        text, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_with_children(proc)
+        raise
     if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-        raise RuntimeError(f"{Path(args[0]).name} exited with code {proc.returncode}: {tail}")
-    return parse(text), text
+        tail = "\n".join((text + err).strip().splitlines()[-5:])
+        raise RuntimeError(f"{Path(cmd[0]).name} exited with code {proc.returncode}: {tail}")
+    parsed = parse(text)
+    if ranks is not None:
+        check_ranks(parsed, ranks)
+    return parsed, text
+
+
+def _kill_with_children(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and every process it started (an MPI launcher's proxies and ranks)."""
+    import psutil
+
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    proc.kill()
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            continue  # exited while we looked
+    psutil.wait_procs(family, timeout=5)
+    proc.communicate()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -233,8 +234,17 @@ def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
     assert args[1:] == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5", "-g", "2", "-d", "float",
                         "-c", "1", "-o", "sum"]
     threads = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=4,
-                              dtype="float", redop=None, root=None, graph=True, check=False, thread_per_gpu=True)
+                              dtype="float", redop=None, root=None, graph=True, check=False,
+                              placement=nccl_tests.THREAD_PER_GPU)
     assert threads[11:15] == ["-t", "4", "-g", "1"] and threads[-2:] == ["-G", "1"]
+    # one process per GPU: each of the launcher's processes drives one GPU, no threads
+    procs = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=4,
+                            dtype="float", redop="sum", root=None, graph=False, check=True,
+                            placement=nccl_tests.PROCESS_PER_GPU)
+    assert procs[11:13] == ["-g", "1"] and "-t" not in procs
+    assert nccl_tests.command(procs, ["mpiexec", "--bind-to", "none"], 4) == [
+        "mpiexec", "--bind-to", "none", "-n", "4", *procs]
+    assert nccl_tests.command(procs, None, 4) == procs
 
 
 def test_nccl_tests_cycles_fold_into_each_sizes_median():
@@ -270,8 +280,14 @@ def test_nccl_tests_cycles_fold_into_each_sizes_median():
 
 
 def test_nccl_tests_gives_each_gpu_a_thread_unless_told_and_takes_extra_environment():
-    assert nccl_tests.thread_per_gpu({}) and nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "1"})
-    assert not nccl_tests.thread_per_gpu({"PERFSUITE_NCCL_TESTS_THREADS": "0"})
+    layout = nccl_tests.layout
+    assert layout({}) == layout({"PERFSUITE_NCCL_TESTS_THREADS": "1"}) == nccl_tests.THREAD_PER_GPU
+    assert layout({"PERFSUITE_NCCL_TESTS_THREADS": "0"}) == nccl_tests.ONE_THREAD
+    # an MPI launcher puts each GPU in a process of its own, whatever the thread setting says
+    mpi = {"PERFSUITE_NCCL_TESTS_MPIRUN": "'/opt/my mpi/bin/mpiexec' -bind-to none", "PERFSUITE_NCCL_TESTS_THREADS": "0"}
+    assert layout(mpi) == nccl_tests.PROCESS_PER_GPU
+    assert nccl_tests.mpirun(mpi) == ["/opt/my mpi/bin/mpiexec", "-bind-to", "none"]
+    assert nccl_tests.mpirun({"PERFSUITE_NCCL_TESTS_MPIRUN": "  "}) is None and layout({"PERFSUITE_NCCL_TESTS_MPIRUN": ""}) == nccl_tests.THREAD_PER_GPU
     env = {"PERFSUITE_NCCL_TESTS_ENV": "NCCL_P2P_DIRECT_DISABLE=1  NCCL_DEBUG=INFO"}
     assert nccl_tests.extra_env(env) == {"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_DEBUG": "INFO"}
     assert nccl_tests.extra_env({}) == {}
@@ -412,8 +428,9 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     monkeypatch.delenv("PERFSUITE_NCCL_TESTS_THREADS", raising=False)
     monkeypatch.delenv("NCCL_P2P_DIRECT_DISABLE", raising=False)
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS_ENV", "NCCL_P2P_DIRECT_DISABLE=1")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
-    ctx = types.SimpleNamespace(device="cuda", world_size=1, rank=0,
+    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_MPIRUN", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # the fixture's two ranks (this test's process group has one)
+    ctx = types.SimpleNamespace(device="cuda", world_size=2, rank=0,
                                 controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
     rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
                                                          "wrong": 0}}]
@@ -426,13 +443,117 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     assert out["status"] == "measured", out
     # one thread per GPU by default; the extra environment reached the binary and the record
     assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
-                                             "-t", "1", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+                                             "-t", "2", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+    assert out["layout"] == nccl_tests.THREAD_PER_GPU and out["launcher"] is None
     assert out["argv"] == args_file.read_text().split()
     assert out["env"] == {"NCCL_P2P_DIRECT_DISABLE": "1"}
     assert Path(f"{args_file}.env").read_text().strip() == "1"
     assert out["version"] == "2.19.6" and len(out["table"]["rows"]) == 27
     (c,) = out["compare"]
     assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)
+
+
+def _cuda_ctx(world: int):
+    import types
+
+    from suite.controls import Controls
+
+    return types.SimpleNamespace(device="cuda", world_size=world, rank=0,
+                                 controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
+
+
+def _versus_nccl_tests_on_one_process(ctx, rows):
+    """``versus_nccl_tests`` with this test's single gloo rank standing in for the sweep's ranks."""
+    import torch.distributed as dist
+
+    from suite.crosscheck import versus_nccl_tests
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        return versus_nccl_tests(ctx, "all_reduce", rows, min_bytes=8, max_bytes=512 << 20, step_factor=2,
+                                 iters=20, dtype="float", redop="sum", root=None, check=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def _launcher(tmp_path, body: str) -> Path:
+    """A stand-in MPI launcher: takes ``-n N BINARY ARGS``, records them, then runs ``body``."""
+    launcher = tmp_path / "bin" / "fake-mpiexec"
+    launcher.parent.mkdir(exist_ok=True)
+    launcher.write_text(f'#!/bin/sh\nprintf "%s " "$@" > {tmp_path}/launcher-args.txt\n[ "$1" = "-n" ] || exit 9\n'
+                        f'n=$2; shift 2\n{body}\n')
+    launcher.chmod(0o755)
+    return launcher
+
+
+def test_nccl_tests_runs_as_one_process_per_gpu_under_an_mpi_launcher(tmp_path, monkeypatch):
+    """With ``PERFSUITE_NCCL_TESTS_MPIRUN`` rank 0 starts the launcher with one process per
+    rank, each driving one GPU (-g 1), and the record says so."""
+    fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/binary-args.txt\ncat {fixture}\n")
+    binary.chmod(0o755)
+    launcher = _launcher(tmp_path, 'exec "$@"')  # MPI=1: one table, printed by rank 0
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS_MPIRUN", str(launcher))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
+                                                         "wrong": 0}}]
+    out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), rows)
+    assert out["status"] == "measured", out
+    assert (tmp_path / "launcher-args.txt").read_text().split()[:3] == ["-n", "2", str(binary)]
+    flags = (tmp_path / "binary-args.txt").read_text().split()
+    assert flags[10:12] == ["-g", "1"] and "-t" not in flags and out["argv"] == flags
+    assert out["layout"] == nccl_tests.PROCESS_PER_GPU and out["launcher"] == [str(launcher)]
+    (c,) = out["compare"]
+    assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)
+
+
+def test_a_binary_built_without_mpi_under_the_launcher_is_refused_not_compared(tmp_path, monkeypatch):
+    """An MPI=0 binary under mpiexec runs one single-GPU test per process: two tables, each
+    with its own rank 0. That is no communicator of two GPUs: the cross-check fails, saying
+    why, instead of folding the two tables as if they were cycles."""
+    one_rank = "\n".join(line for line in (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text().splitlines()
+                         if "Rank  1" not in line)
+    (tmp_path / "table.txt").write_text(one_rank)
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(f"#!/bin/sh\ncat {tmp_path}/table.txt\n")
+    binary.chmod(0o755)
+    launcher = _launcher(tmp_path, 'i=0; while [ $i -lt $n ]; do "$@" || exit 1; i=$((i+1)); done')
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS_MPIRUN", str(launcher))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), [])
+    assert out["status"] == "failed"
+    assert "listed ranks [0, 0] where the sweep has 2" in out["reason"] and "MPI=1" in out["reason"]
+
+
+def test_an_nccl_tests_run_past_its_timeout_is_killed_with_the_processes_it_started(tmp_path):
+    """A launcher whose ranks hang: the timeout kills the launcher and its ranks (they hold GPUs)."""
+    import psutil
+
+    pids = tmp_path / "pids.txt"
+    launcher = _launcher(tmp_path, f'sleep 300 & echo $! >> {pids}\nsleep 300 & echo $! >> {pids}\nwait')
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    with pytest.raises(subprocess.TimeoutExpired):
+        nccl_tests.run([str(binary)], timeout_s=1.0, launcher=[str(launcher)], ranks=2)
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    for pid in started:  # gone, or a zombie left for init to reap: either way no longer running
+        try:
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            pass
+
+
+def test_a_missing_mpi_launcher_is_named(tmp_path):
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    with pytest.raises(FileNotFoundError, match="MPI launcher /nonexistent/mpiexec not found"):
+        nccl_tests.run([str(binary)], timeout_s=5.0, launcher=["/nonexistent/mpiexec"], ranks=2)
 
 
 # -- the throttle flag in `perfsuite results`, from the registry ------------------------------------
