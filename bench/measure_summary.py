@@ -134,6 +134,14 @@ def collectives(records: list[dict], dist_loop: dict | None) -> bool:
     return ok
 
 
+def _clock_cell(clocks: dict | None) -> str:
+    """A round's SM clock (min-median MHz) and clock events, or '-' where none was sampled."""
+    if not clocks:
+        return "-"
+    events = ", ".join(clocks.get("clock_events") or []) or "no events"
+    return f"SM {clocks['sm_clock_mhz_min']:.0f}-{clocks['sm_clock_mhz_median']:.0f} MHz, {events}"
+
+
 def kernels(records: list[dict]) -> bool:
     from suite import figures
 
@@ -182,6 +190,9 @@ def kernels(records: list[dict]) -> bool:
                   f"do_bench {cc.get('reference_median_ms', float('nan')):.4f} ms vs {cc.get('suite_median_ms', float('nan')):.4f} "
                   f"ratio {'' if ratio is None else f'{ratio:.3f}'} {'agrees' if agrees else cc.get('reason', 'differs')}"
                   f" (medians of {len(cc.get('rounds') or [1])} rounds in turns)")
+            for rd in cc.get("rounds") or []:  # each round's two timings and the clocks NVML saw during them
+                print(f"      {rd['order']:15} suite {rd['suite_ms']:.4f} ms {_clock_cell(rd.get('suite_clocks')):28} "
+                      f"do_bench {rd['reference_ms']:.4f} ms {_clock_cell(rd.get('reference_clocks'))}")
     return ok
 
 

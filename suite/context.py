@@ -210,16 +210,20 @@ class RunContext:
         for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
-            # do_bench warms up for as many calls as the suite did (its warm-up and estimate):
-            # its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
+            # do_bench makes as many calls before its timed ones as the suite did (its warm-up
+            # and estimate): its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
             warmup_calls = self.controls.warmup + ESTIMATE_CALLS
-            # the suite's loop again as it ran (same calls), for the rounds the two take turns
-            again = lambda: self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,  # noqa: E731
-                                         graph=None if case.graph_safe else False, iterations=m.iterations).samples_s
+
+            def again() -> tuple[list[float], dict | None]:  # the suite's loop as it ran, for the later rounds
+                r = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
+                                 graph=None if case.graph_safe else False, iterations=m.iterations)
+                return r.samples_s, r.throttle
+
             self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
                 case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
                 warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush),
-                suite_again=again, n_rounds=crosscheck.rounds())
+                suite_again=again, n_rounds=crosscheck.rounds(),
+                sampler=lambda: nvml_sampler.sample(self.nvml_index()), suite_nvml=m.throttle)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

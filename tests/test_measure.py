@@ -635,6 +635,66 @@ def test_the_suite_and_its_reference_take_turns_going_first():
                                                                       "reference": 2}
 
 
+def _fake_do_bench(monkeypatch, times_ms):
+    """A stand-in ``triton.testing.do_bench`` that makes the calls real do_bench makes before
+    its timed ones (one, five to estimate, then ``int(warmup / estimate)``), counting them,
+    and returns the next of ``times_ms``."""
+    import types
+
+    seen = {"calls_before_timing": [], "warmup": []}
+    left = list(times_ms)
+
+    def do_bench(fn, warmup=25, rep=100, return_mode="mean"):
+        estimate_ms = 1.04 * 1.37  # a 1.37 ms call plus do_bench's L2 flush
+        seen["warmup"].append(warmup)
+        seen["calls_before_timing"].append(1 + 5 + max(1, int(warmup / estimate_ms)))
+        return left.pop(0)
+
+    testing = types.SimpleNamespace(do_bench=do_bench)
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__="3.x", testing=testing))
+    monkeypatch.setitem(sys.modules, "triton.testing", testing)
+    return seen
+
+
+def test_do_bench_makes_as_many_calls_before_timing_as_the_suite_did(monkeypatch):
+    """The suite makes warm-up + estimate calls (8) before its timed loop; do_bench makes six
+    of its own first, so it is given the time of the rest: 8 before timing on both sides."""
+    from suite.crosscheck import do_bench_warmup_ms, versus_do_bench
+
+    seen = _fake_do_bench(monkeypatch, [1.40])
+    out = versus_do_bench(lambda: None, "cuda", [1.37e-3] * 20, 0.0288, warmup_calls=8)
+    assert seen["calls_before_timing"] == [8]
+    assert out["warmup_ms"] == pytest.approx(1.37 * 2.5) and out["time_ratio"] == pytest.approx(1.37 / 1.40)
+    assert do_bench_warmup_ms(1.37, 3) == pytest.approx(1.37 * 1.5)  # fewer than its own: its one warm-up call
+    assert do_bench_warmup_ms(1.37, None) == 25.0
+
+
+def test_each_round_records_both_sides_clocks_so_a_slow_round_shows_its_clock(monkeypatch):
+    """NVML is sampled during every do_bench as during the suite's loops: a do_bench round that
+    read 4.6% slower is seen at a lower SM clock under a power cap, beside the suite's."""
+    from suite.crosscheck import versus_do_bench
+    from suite.nvml_sampler import Reading, sample
+
+    _fake_do_bench(monkeypatch, [1.37, 1.4335, 1.37, 1.37])
+    clocks = iter([(1980, ()), (1890, ("software power cap",)), (1980, ()), (1980, ())])
+
+    def sampler():
+        mhz, reasons = next(clocks)
+        return sample(None, read=lambda t: Reading(t, mhz, 690.0, reasons))
+
+    cool = {"sm_clock_mhz_min": 1980, "sm_clock_mhz_median": 1980, "clock_events": []}
+    again = lambda: ([1.37e-3] * 20, cool)  # noqa: E731
+    out = versus_do_bench(lambda: None, "cuda", [1.37e-3] * 20, 0.0288, warmup_calls=8, suite_again=again,
+                          n_rounds=4, sampler=sampler, suite_nvml=cool)
+    slow = out["rounds"][1]
+    assert slow["order"] == "reference first" and slow["reference_ms"] == 1.4335
+    assert slow["reference_clocks"] == {"sm_clock_mhz_min": 1890, "sm_clock_mhz_median": 1890,
+                                        "clock_events": ["software power cap"]}
+    assert slow["suite_clocks"] == {"sm_clock_mhz_min": 1980, "sm_clock_mhz_median": 1980, "clock_events": []}
+    assert [r["reference_clocks"]["sm_clock_mhz_min"] for r in out["rounds"]] == [1980, 1890, 1980, 1980]
+    assert out["agrees"]  # the median over four rounds: one slow round moves neither side
+
+
 def test_rounds_come_from_the_option_or_the_environment_and_must_be_whole_and_positive(cli, perfsuite_env):
     from suite.crosscheck import DEFAULT_ROUNDS, ENV_ROUNDS, rounds
 
