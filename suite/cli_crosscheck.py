@@ -18,6 +18,7 @@ import click
 from suite import crosscheck
 from suite.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
 from suite.nccl_tests import ENV_MPIRUN as NCCL_TESTS_MPIRUN_ENV
+from suite.nccl_tests import mpirun as nccl_tests_launcher
 
 
 def crosscheck_rows(record: dict) -> list[list[str]]:
@@ -66,6 +67,10 @@ def attach(cli: click.Group) -> None:
             os.environ[NCCL_TESTS_ENV] = nccl_tests
         if mpirun:
             os.environ[NCCL_TESTS_MPIRUN_ENV] = mpirun
+        try:
+            nccl_tests_launcher()  # the launcher's words, read as the run will read them
+        except ValueError as exc:
+            raise click.UsageError(f"{NCCL_TESTS_MPIRUN_ENV} / --mpirun: {exc}") from None
         code = 0
         try:
             ctx.invoke(run_cmd, **kwargs)

@@ -548,6 +548,12 @@ def test_an_nccl_tests_run_past_its_timeout_is_killed_with_the_processes_it_star
             pass
 
 
+def test_a_launcher_that_does_not_parse_is_refused_before_anything_runs(cli):
+    proc = cli("crosscheck", "collectives.all_reduce", "--device", "cpu", "--mpirun", "mpiexec 'unclosed", timeout=120)
+    assert proc.returncode == 2 and "--mpirun: No closing quotation" in proc.stderr, proc.stderr
+    assert "running collectives.all_reduce" not in proc.stdout
+
+
 def test_a_missing_mpi_launcher_is_named(tmp_path):
     binary = tmp_path / "all_reduce_perf"
     binary.write_text("#!/bin/sh\n")
