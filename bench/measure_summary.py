@@ -38,16 +38,17 @@ def nccl_tests_mode(cc: dict) -> str:
     of its own."""
     argv = cc.get("argv") or []
     flags = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("-")}
-    threads = f"-t {flags['-t']} " if "-t" in flags else ""
-    if cc.get("launcher"):  # one process per GPU, as many as the devices it listed
+    if cc.get("launcher"):  # one process per GPU, as many as the ranks it listed
         ranks = len({d["rank"] for d in (cc.get("table") or {}).get("devices") or []}) or "?"
-        threads = f"{Path(cc['launcher'][0]).name} -n {ranks} "
+        placement = f"{Path(cc['launcher'][0]).name} -n {ranks} "
+    else:
+        placement = f"-t {flags['-t']} " if "-t" in flags else ""
     shown = dict(cc.get("env") or {})
     mixing = (cc.get("nccl_env") or {}).get("NCCL_GRAPH_MIXING_SUPPORT")
     if mixing is not None:  # set for both sides of a --cuda-graph comparison (suite.launcher)
         shown.setdefault("NCCL_GRAPH_MIXING_SUPPORT", mixing)
     env = "".join(f" {k}={v}" for k, v in shown.items())
-    return f"{threads}-g {flags.get('-g', '?')} -n {flags.get('-n', '?')}{env}"
+    return f"{placement}-g {flags.get('-g', '?')} -n {flags.get('-n', '?')}{env}"
 
 
 def collectives(records: list[dict], dist_loop: dict | None) -> bool:

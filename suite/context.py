@@ -223,7 +223,7 @@ class RunContext:
                 case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
                 warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush),
                 suite_again=again, n_rounds=crosscheck.rounds(),
-                sampler=lambda: nvml_sampler.sample(self.nvml_index()), suite_nvml=m.throttle)
+                sampler=self.gpu_sampler, suite_nvml=m.throttle)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m

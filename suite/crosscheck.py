@@ -23,6 +23,7 @@ Asked for with ``perfsuite crosscheck`` (or ``PERFSUITE_CROSSCHECK=1`` in the en
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 from typing import Any, Callable
@@ -132,12 +133,9 @@ def versus_do_bench(fn: Callable[[], Any], device: str, suite_samples_s: list[fl
 
     def reference() -> dict:
         seen = settle() if settle is not None else None
-        if sampler is None:
-            return {"median_ms": float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms,
-                                                               return_mode="median")), "settled": seen, "nvml": None}
-        with sampler() as s:
+        with sampler() if sampler is not None else contextlib.nullcontext() as s:
             ms = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-        return {"median_ms": ms, "settled": seen, "nvml": s.summary()}
+        return {"median_ms": ms, "settled": seen, "nvml": s.summary() if s is not None else None}
 
     def again() -> dict:
         seen = settle() if settle is not None else None

@@ -287,12 +287,37 @@ def kill_tree(pid: int, tag: str | None = None) -> None:
         # An exited root's pid may already belong to someone else: touch the root only if
         # it carries this launch's tag (any launch's tag when none is given).
         if _has_tag(root, tag):
-            root.send_signal(signal.SIGSTOP)
-            procs = [root] + root.children(recursive=True)
+            procs = _stopped_family(root)
     except psutil.NoSuchProcess:
         pass  # the root already exited; tagged orphans may remain
     if tag:
         procs += [p for p in _tagged(tag) if p.pid not in {q.pid for q in procs}]
+    _kill_all(procs)
+
+
+def kill_family(pid: int) -> None:
+    """SIGKILL a child of this process that it has not yet waited for, and everything that
+    child started (an MPI launcher's proxies and ranks, which hold GPUs). Its pid cannot have
+    been handed to anyone else, so it needs no launch tag; the root is stopped first, as in
+    :func:`kill_tree`."""
+    import psutil
+
+    try:
+        procs = _stopped_family(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        procs = []
+    _kill_all(procs)
+
+
+def _stopped_family(root) -> list:
+    """``root``, stopped so that it starts nothing new, and all its descendants."""
+    root.send_signal(signal.SIGSTOP)
+    return [root] + root.children(recursive=True)
+
+
+def _kill_all(procs: list) -> None:
+    import psutil
+
     for p in procs:
         try:
             p.kill()

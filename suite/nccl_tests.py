@@ -267,7 +267,10 @@ def run(args: list[str], timeout_s: float, env: dict | None = None, launcher: li
     try:
         text, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_with_children(proc)
+        from suite.launcher import kill_family
+
+        kill_family(proc.pid)
+        proc.communicate()
         raise
     if proc.returncode != 0:
         tail = "\n".join((text + err).strip().splitlines()[-5:])
@@ -277,20 +280,3 @@ def run(args: list[str], timeout_s: float, env: dict | None = None, launcher: li
         check_ranks(parsed, ranks)
     return parsed, text
 
-
-def _kill_with_children(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc`` and every process it started (an MPI launcher's proxies and ranks)."""
-    import psutil
-
-    try:
-        family = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        family = []
-    proc.kill()
-    for p in family:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            continue  # exited while we looked
-    psutil.wait_procs(family, timeout=5)
-    proc.communicate()

@@ -408,49 +408,9 @@ def test_the_nvml_reader_reads_clock_power_and_reasons(monkeypatch):
     assert wait_until_cool(0, max_s=0.0)["events"] == ["software power cap"]
 
 
-def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monkeypatch):
-    """The GPU path of the collectives' cross-check, with a stand-in binary that records its
-    arguments and prints a captured table: rank 0 runs it, all ranks meet at a host barrier."""
-    import types
-
-    import torch.distributed as dist
-
-    from suite.controls import Controls
-    from suite.crosscheck import versus_nccl_tests
-
-    fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
-    args_file = tmp_path / "args.txt"
-    binary = tmp_path / "all_reduce_perf"
-    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\necho "$NCCL_P2P_DIRECT_DISABLE" > {args_file}.env\n'
-                      f'cat {fixture}\n')
-    binary.chmod(0o755)
-    monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
-    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_THREADS", raising=False)
-    monkeypatch.delenv("NCCL_P2P_DIRECT_DISABLE", raising=False)
-    monkeypatch.setenv("PERFSUITE_NCCL_TESTS_ENV", "NCCL_P2P_DIRECT_DISABLE=1")
-    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_MPIRUN", raising=False)
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # the fixture's two ranks (this test's process group has one)
-    ctx = types.SimpleNamespace(device="cuda", world_size=2, rank=0,
-                                controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
-    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
-                                                         "wrong": 0}}]
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        out = versus_nccl_tests(ctx, "all_reduce", rows, min_bytes=8, max_bytes=512 << 20, step_factor=2,
-                                iters=20, dtype="float", redop="sum", root=None, check=True)
-    finally:
-        dist.destroy_process_group()
-    assert out["status"] == "measured", out
-    # one thread per GPU by default; the extra environment reached the binary and the record
-    assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
-                                             "-t", "2", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
-    assert out["layout"] == nccl_tests.THREAD_PER_GPU and out["launcher"] is None
-    assert out["argv"] == args_file.read_text().split()
-    assert out["env"] == {"NCCL_P2P_DIRECT_DISABLE": "1"}
-    assert Path(f"{args_file}.env").read_text().strip() == "1"
-    assert out["version"] == "2.19.6" and len(out["table"]["rows"]) == 27
-    (c,) = out["compare"]
-    assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)
+# the suite's 1 MiB in-place row that the cross-check tests compare with the fixture's 70.09 GB/s
+_MIB_ROWS = [{"size_bytes": 1 << 20, "oop": None,
+              "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0, "wrong": 0}}]
 
 
 def _cuda_ctx(world: int):
@@ -476,6 +436,35 @@ def _versus_nccl_tests_on_one_process(ctx, rows):
         dist.destroy_process_group()
 
 
+def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monkeypatch):
+    """The GPU path of the collectives' cross-check, with a stand-in binary that records its
+    arguments and prints a captured table: rank 0 runs it, all ranks meet at a host barrier."""
+    fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
+    args_file = tmp_path / "args.txt"
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\necho "$NCCL_P2P_DIRECT_DISABLE" > {args_file}.env\n'
+                      f'cat {fixture}\n')
+    binary.chmod(0o755)
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
+    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_THREADS", raising=False)
+    monkeypatch.delenv("NCCL_P2P_DIRECT_DISABLE", raising=False)
+    monkeypatch.setenv("PERFSUITE_NCCL_TESTS_ENV", "NCCL_P2P_DIRECT_DISABLE=1")
+    monkeypatch.delenv("PERFSUITE_NCCL_TESTS_MPIRUN", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # the fixture's two ranks (this test's process group has one)
+    out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), _MIB_ROWS)
+    assert out["status"] == "measured", out
+    # one thread per GPU by default; the extra environment reached the binary and the record
+    assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
+                                             "-t", "2", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+    assert out["layout"] == nccl_tests.THREAD_PER_GPU and out["launcher"] is None
+    assert out["argv"] == args_file.read_text().split()
+    assert out["env"] == {"NCCL_P2P_DIRECT_DISABLE": "1"}
+    assert Path(f"{args_file}.env").read_text().strip() == "1"
+    assert out["version"] == "2.19.6" and len(out["table"]["rows"]) == 27
+    (c,) = out["compare"]
+    assert c["busbw_ratio"] == pytest.approx(69.0 / 70.09, abs=1e-3)
+
+
 def _launcher(tmp_path, body: str) -> Path:
     """A stand-in MPI launcher: takes ``-n N BINARY ARGS``, records them, then runs ``body``."""
     launcher = tmp_path / "bin" / "fake-mpiexec"
@@ -497,9 +486,7 @@ def test_nccl_tests_runs_as_one_process_per_gpu_under_an_mpi_launcher(tmp_path, 
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS_MPIRUN", str(launcher))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
-                                                         "wrong": 0}}]
-    out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), rows)
+    out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), _MIB_ROWS)
     assert out["status"] == "measured", out
     assert (tmp_path / "launcher-args.txt").read_text().split()[:3] == ["-n", "2", str(binary)]
     flags = (tmp_path / "binary-args.txt").read_text().split()
