@@ -207,6 +207,24 @@ def test_parser_reads_an_all_reduce_capture():
             assert r[mode]["busbw_gbps"] == pytest.approx(r[mode]["algbw_gbps"], abs=0.006)
 
 
+def test_parser_reads_a_run_captured_as_one_process_per_gpu():
+    """Captured on 2xH200 (record 552c89a4, round 1 of its cross-check): nccl-tests 2.19.6
+    built with MPI=1 under MPICH's mpiexec -n 2, -g 1 in each process, -N 3. Each process is
+    one rank on its own GPU, the three cycles fold into each size's median, and the ranks
+    listed are exactly the sweep's."""
+    out = nccl_tests.parse((FIXTURES / "nccl_tests_all_reduce_perf_2xh200_mpi.txt").read_text())
+    assert out.config["threads"] == 1 and out.config["gpus"] == 1 and out.config["cycles"] == 3
+    assert out.config["iters"] == 500 and out.nccl_library == 22809
+    assert [(d["rank"], d["device"]) for d in out.devices] == [(0, 0), (1, 1)]
+    assert len({d["host"] for d in out.devices}) == 1 and len(out.rows) == 27
+    nccl_tests.check_ranks(out, 2)
+    with pytest.raises(nccl_tests.ParseError, match="listed ranks \\[0, 1\\] where the sweep has 4"):
+        nccl_tests.check_ranks(out, 4)
+    mib = out.row(1 << 20)["ip"]
+    assert mib["time_us_cycles"] == [15.16, 15.17, 15.17] and mib["time_us"] == 15.17
+    assert out.wrong_total == 0
+
+
 def test_parser_reads_unchecked_in_place_all_to_all_as_none():
     out = nccl_tests.parse((FIXTURES / "nccl_tests_alltoall_perf_2xh200.txt").read_text())
     assert all(r["ip"]["wrong"] is None and r["oop"]["wrong"] == 0 for r in out.rows)
