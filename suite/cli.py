@@ -462,6 +462,9 @@ for _command in (compare.compare_cmd, history.history_cmd, reproduce.reproduce_c
 from suite.cli_crosscheck import attach as _attach_crosscheck  # noqa: E402 (takes run's options)
 _attach_crosscheck(cli)
 
+from suite.cli_slurm import attach as _attach_slurm  # noqa: E402 (takes run's and crosscheck's commands)
+_attach_slurm(cli)
+
 
 def main() -> None:
     cli(prog_name="perfsuite")

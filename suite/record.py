@@ -101,6 +101,9 @@ def build_record(req: "RunRequest", run_id: str, result: WorkerResult, launch: "
         "verification": {"status": verification, "checks": result.checks},
         "details": result.details,
     }
+    slurm = launcher.slurm_job()
+    if slurm is not None:
+        record["launch"]["slurm"] = slurm
     if req.reproduces:
         record["reproduces"] = req.reproduces
     return record
