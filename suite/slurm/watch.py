@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from suite.slurm import scheduler
@@ -14,6 +15,7 @@ from suite.slurm.jobs import Job, missing_runs, stored_records
 from suite.slurm.scheduler import TaskState
 
 POLL_S = 1.0
+STOP_LINES = ("Interrupted: ", "Stopped: ")  # how `perfsuite run` sums up runs it did not finish (suite.session)
 EXIT_OK = 0
 EXIT_UNFINISHED = 1
 
@@ -63,9 +65,22 @@ def look(job: Job) -> Outcome:
         named = ", ".join(f"{name} ({expected[name] - n} of {expected[name]} runs stored)"
                           for name, n in sorted(missing.items()))
         where = state_text(state) if state else "unknown to the scheduler"
-        outcome.unfinished.append(f"job {job.job_id} [{task.index}] {where}: not finished: {named}; "
-                                  f"its log: {job.log(task.index, state.job_id if state else None)}")
+        log = job.log(task.index, state.job_id if state else None)
+        said = last_word(log)
+        outcome.unfinished.append(f"job {job.job_id} [{task.index}] {where}: not finished: {named}"
+                                  + (f"; perfsuite in the job said: {said}" if said else "") + f"; its log: {log}")
     return outcome
+
+
+def last_word(log: Path) -> str | None:
+    """The last summary line ``perfsuite run`` printed in a task's log as it stopped
+    ("Interrupted: stored: ...; not finished: ...; not run: ..."), if any."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    said = [line.strip() for line in lines if line.startswith(STOP_LINES)]
+    return said[-1] if said else None
 
 
 def follow(job: Job, echo: Callable[[str], None], poll_s: float = POLL_S,
