@@ -17,8 +17,9 @@ import functools
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -36,7 +37,6 @@ JOB_FIELDS = {"nodes": "nodes", "ntasks": "ntasks", "ntasks_per_node": "ntasks_p
               "time_limit": "time", "exclusive": "exclusive", "container_image": "container_image",
               "container_mounts": "container_mounts", "mpi": "mpi", "array_parallel": "array_parallel",
               "job_name": "job_name"}
-PLAN_SLURM_KEYS = {field.name for field in dataclasses.fields(JobOptions)}
 # run's own launch options (torchrun here) and their defaults: under --slurm the tasks are the ranks
 LOCAL_LAUNCH = {"nproc_per_node": ("--nproc-per-node", None), "nnodes": ("--nnodes", 1),
                 "node_rank": ("--node-rank", 0), "rdzv_endpoint": ("--rdzv-endpoint", None)}
@@ -150,32 +150,25 @@ def checked_task(root: click.Context, index: int, command_name: str, argv: list[
     return ArrayTask(index, command_name, list(argv), names, values["repeat"], ntasks_per_node), values
 
 
-def job_options(given: dict[str, Any], plan_defaults: dict[str, Any], devices: set[str],
-                min_world: int) -> JobOptions:
-    """The command line's job options over the plan's ``[slurm]`` table, with the defaults:
-    one task per GPU, or on CPUs as many tasks as the workloads' world size."""
-    unknown = set(plan_defaults) - PLAN_SLURM_KEYS
-    if unknown:
-        fail(f"plan [slurm]: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(PLAN_SLURM_KEYS))})")
-    merged = dict(plan_defaults)
-    merged.update({JOB_FIELDS[k]: v for k, v in given.items() if k in JOB_FIELDS and v not in (None, False)})
-    try:
-        options = JobOptions(**merged)
-    except TypeError as exc:
-        fail(f"plan [slurm]: {exc}")
+def job_options(given: dict[str, Any], devices: set[str], min_world: int, plan_gpus: int | None = None) -> JobOptions:
+    """The job's options from the command line, with the defaults: GPUs per node as many as
+    the plan's runs use at most (``plan_gpus``), one task per GPU, or on CPUs as many tasks as
+    the workloads' world size."""
+    options = JobOptions(**{JOB_FIELDS[k]: v for k, v in given.items() if k in JOB_FIELDS and v not in (None, False)})
     if "cuda" in devices and options.gpus_per_node is None:
-        fail("runs on cuda need --gpus-per-node N: the job holds no GPU otherwise (one task per GPU by default)")
+        if plan_gpus is None:
+            fail("runs on cuda need --gpus-per-node N: the job holds no GPU otherwise (one task per GPU by default)")
+        options = dataclasses.replace(options, gpus_per_node=plan_gpus)
     if options.ntasks is None and options.ntasks_per_node is None:
         per_node = options.gpus_per_node if options.gpus_per_node is not None else max(1, min_world)
         options = dataclasses.replace(options, ntasks_per_node=per_node)
     return options
 
 
-def default_device(options_given: dict[str, Any], plan_defaults: dict[str, Any]) -> str:
+def default_device(given: dict[str, Any]) -> str:
     """A job's device where its command names none: cuda where it holds GPUs, else cpu
     (the submitting host's GPUs say nothing about the nodes')."""
-    gpus = options_given.get("gpus_per_node") or plan_defaults.get("gpus_per_node")
-    return "cuda" if gpus else "cpu"
+    return "cuda" if given.get("gpus_per_node") else "cpu"
 
 
 def with_launcher(tasks: list[ArrayTask], options: JobOptions) -> list[ArrayTask]:
@@ -196,7 +189,7 @@ def is_sqlite(url: str) -> bool:
 
 
 def submit(ctx: click.Context, tasks: list[ArrayTask], options: JobOptions, given: dict[str, Any],
-           plan: str | None = None) -> None:
+           plan: str | None = None, as_json: bool = False) -> None:
     """Write the job's script and submit it (or print it: ``--dry-run``); ``--wait`` follows it."""
     from registry import RegistryError, check_url, default_url, records_dir
 
@@ -233,13 +226,13 @@ def submit(ctx: click.Context, tasks: list[ArrayTask], options: JobOptions, give
         fail(f"the job's folder {job.folder} cannot be written: {exc.strerror or exc}")
     job.submitted_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     job.save()
-    click.echo(f"Submitted batch job {job.job_id}: {job.script}")
+    click.echo(f"Submitted batch job {job.job_id}: {job.script}", err=as_json)
     if store == STORE_BESIDE:
         click.echo(f"Note: the registry {clean(db_url)} is a SQLite file the job's nodes may not reach: each index "
                    f"stores beside its records in {job.folder}, and 'perfsuite slurm wait {job.job_id}' loads them "
                    f"into it", err=True)
     if given.get("wait"):
-        finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S), as_json=False)
+        finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S), as_json=as_json)
 
 
 def _progress(line: str) -> None:
@@ -249,7 +242,7 @@ def _progress(line: str) -> None:
 def finish(ctx: click.Context, job: Job, follow: Callable[[Job], watch.Outcome], as_json: bool) -> None:
     """Follow the job to its end, store its records in the registry named now, print the
     summary and what did not finish, and exit 0 only if every run finished and passed."""
-    from registry import RegistryError, RecordInvalid, open_registry
+    from registry import RecordInvalid, RegistryError, open_registry
 
     try:
         outcome = follow(job)
@@ -283,12 +276,12 @@ def _submit_command(ctx: click.Context, command: click.Command, values: dict[str
     skip = set(LOCAL_LAUNCH) | {"as_json"}
     argv = command_argv(command, values, skip)
     if values.get("device") is None:
-        argv += ["--device", default_device(given, {})]
+        argv += ["--device", default_device(given)]
     task, parsed_values = checked_task(ctx.find_root(), 0, command.name or "run", argv, "")
     host = load_host()
     min_world = max(host.get(n).cls.requirements.min_world_size for n in task.workloads)
-    options = job_options(given, {}, {parsed_values["device"]}, min_world)
-    submit(ctx, with_launcher([task], options), options, given)
+    options = job_options(given, {parsed_values["device"]}, min_world)
+    submit(ctx, with_launcher([task], options), options, given, as_json=bool(values.get("as_json")))
 
 
 def _with_job_options(command: click.Command) -> None:
@@ -329,7 +322,7 @@ def submit_cmd(ctx: click.Context, plan_name: str, **given: Any) -> None:
         plan = plans.load(plan_name)
     except PlanError as exc:
         fail(str(exc))
-    device = default_device(given, plan.slurm)
+    device = default_device(given)
     tasks, devices = [], set()
     host = load_host()
     min_world = 1
@@ -342,7 +335,7 @@ def submit_cmd(ctx: click.Context, plan_name: str, **given: Any) -> None:
         tasks.append(task)
         devices.add(values["device"])
         min_world = max([min_world] + [host.get(n).cls.requirements.min_world_size for n in task.workloads])
-    options = job_options(given, plan.slurm, devices, min_world)
+    options = job_options(given, devices, min_world, plan.max_ntasks_per_node())
     submit(ctx, with_launcher(tasks, options), options, given, plan=plan.name)
 
 

@@ -11,13 +11,14 @@ import json
 import subprocess
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import psutil
 import pytest
-
 import slurm_cluster
 from conftest import run_cli
+
 from registry import open_registry
 from suite import launcher
 from suite.slurm import plans
@@ -112,55 +113,62 @@ def test_a_crosscheck_job_runs_nccl_tests_under_srun_one_process_per_gpu(cli, tm
 
 def test_slurm_options_without_slurm_are_a_usage_error(cli):
     proc = cli("run", "kernels.memory", "--partition", "gpu")
-    assert proc.returncode == 2 and "--partition needs --slurm" in proc.stderr
+    assert proc.returncode == 2
+    assert "--partition needs --slurm" in proc.stderr
 
 
 def test_torchrun_options_are_refused_under_slurm(cli, tmp_path):
     proc = cli("run", "collectives.all_reduce", "--slurm", "--nproc-per-node", "2", "--dry-run")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["Error: --nproc-per-node is for torchrun here; under --slurm every task "
-                                                "is one rank (give --nodes, --ntasks-per-node or --ntasks)"]
+    assert proc.stderr.strip().splitlines() == [
+        "Error: --nproc-per-node is for torchrun here; under --slurm every task is one rank "
+        "(give --nodes, --ntasks-per-node or --ntasks)"]
 
 
 def test_runs_on_cuda_need_gpus_in_the_job(cli):
     proc = cli("run", "kernels.gemm", "--device", "cuda", "--slurm", "--dry-run")
-    assert proc.returncode == 2 and "--gpus-per-node" in proc.stderr
+    assert proc.returncode == 2
+    assert "--gpus-per-node" in proc.stderr
 
 
 # -- plans as job arrays (no cluster) ----------------------------------------------------------------
 def test_each_run_of_a_plan_becomes_one_array_command(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text('name = "p"\n[defaults]\ndevice = "cuda"\nnproc_per_node = 8\nparams = { dtype = "fp32" }\n'
-                    '[slurm]\ngpus_per_node = 8\n'
                     '[[run]]\nworkloads = ["collectives.all_reduce"]\nparams = { max_bytes = "1G" }\nl2_flush = false\n'
                     '[[run]]\nworkloads = ["training.gpt"]\nnproc_per_node = 2\nrepeat = 3\ncuda_graph = true\n'
                     '[[run]]\nworkloads = ["collectives.all_gather"]\ncrosscheck = true\n')
     plan = plans.load(str(path))
-    assert plan.slurm == {"gpus_per_node": 8}
+    assert plan.max_ntasks_per_node() == 8
     first, second, third = plan.runs
-    assert first.command == "run" and first.ntasks_per_node == 8
+    assert first.command == "run"
+    assert first.ntasks_per_node == 8
     assert first.argv == ["collectives.all_reduce", "--param", "dtype=fp32", "--param", "max_bytes=1G",
                           "--device", "cuda"]
     assert second.argv == ["training.gpt", "--param", "dtype=fp32", "--device", "cuda", "--repeat", "3",
                            "--cuda-graph"]
-    assert second.ntasks_per_node == 2 and second.repeat == 3
-    assert third.command == "crosscheck" and "--crosscheck" not in third.argv
+    assert second.ntasks_per_node == 2
+    assert second.repeat == 3
+    assert third.command == "crosscheck"
+    assert "--crosscheck" not in third.argv
     path.write_text('[[run]]\nworkloads = ["kernels.gemm"]\n[oops]\n')
     with pytest.raises(plans.PlanError, match="unknown key"):
         plans.load(str(path))
 
 
-@pytest.mark.parametrize("plan,gpus", [("scaleout-collectives-x4", 4), ("scaleout-collectives-x8", 8),
+@pytest.mark.parametrize(("plan", "gpus"), [("scaleout-collectives-x4", 4), ("scaleout-collectives-x8", 8),
                                        ("scaleout-training-x4", 4), ("scaleout-training-x8", 8)])
 def test_the_shipped_multi_gpu_plans_make_a_job_array_every_command_of_which_parses(cli, tmp_path, plan, gpus):
     """Each [[run]] is checked as the job would check it (options, workloads, parameters)."""
-    proc = cli("slurm", "submit", "--plan", plan, "--job-dir", str(tmp_path), "--dry-run", check=True)
+    proc = cli("slurm", "submit", "--plan", plan, "--exclusive", "--job-dir", str(tmp_path), "--dry-run", check=True)
     script = proc.stdout
-    assert f"#SBATCH --gpus-per-node={gpus}" in script and "#SBATCH --exclusive" in script
+    assert f"#SBATCH --gpus-per-node={gpus}" in script
+    assert "#SBATCH --exclusive" in script
     runs = len(plans.load(plan).runs)
     assert f"#SBATCH --array=0-{runs - 1}" in script
     steps = [line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=")]
-    assert len(steps) == runs and all("--device cuda" in s for s in steps)
+    assert len(steps) == runs
+    assert all("--device cuda" in s for s in steps)
 
 
 # -- the launcher in a job (no cluster) ----------------------------------------------------------------
@@ -181,7 +189,8 @@ def test_the_record_states_the_job_from_slurms_variables(monkeypatch):
         monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-09]")
         monkeypatch.setenv("SLURM_TASKS_PER_NODE", "8(x3)")
         job = launcher.slurm_job()
-        assert job["step_id"] is None and job["nodelist"] == ["gpu07", "gpu08", "gpu09"]
+        assert job["step_id"] is None
+        assert job["nodelist"] == ["gpu07", "gpu08", "gpu09"]
         assert job["tasks_per_node"] == [8, 8, 8]
         monkeypatch.delenv("SLURM_JOB_ID")
         assert launcher.slurm_job() is None
@@ -190,6 +199,7 @@ def test_the_record_states_the_job_from_slurms_variables(monkeypatch):
 
 
 # -- jobs on the real cluster ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_run_slurm_stores_a_record_naming_the_job_and_two_ranks_over_gloo(env, cluster):
     proc = run_cli(env, "run", *SMALL_ALL_REDUCE, "--slurm", "--ntasks", "2", "--wait", timeout=JOB_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
@@ -198,8 +208,11 @@ def test_run_slurm_stores_a_record_naming_the_job_and_two_ranks_over_gloo(env, c
     assert "collectives.all_reduce" in proc.stdout  # the summary table
     (record,) = _records(env)
     launch = record["launch"]
-    assert record["status"] == "success" and record["verification"]["status"] == "passed"
-    assert launch["launcher"] == "slurm" and launch["world_size"] == 2 and launch["backend"] == "gloo"
+    assert record["status"] == "success"
+    assert record["verification"]["status"] == "passed"
+    assert launch["launcher"] == "slurm"
+    assert launch["world_size"] == 2
+    assert launch["backend"] == "gloo"
     version = cluster.client("scontrol", "--version").stdout.split()[-1]
     assert launch["slurm"] == {"job_id": job_id, "array_job_id": None, "array_index": None, "step_id": "0",
                                "nodelist": [cluster.node], "tasks_per_node": [2], "partition": "debug",
@@ -208,9 +221,11 @@ def test_run_slurm_stores_a_record_naming_the_job_and_two_ranks_over_gloo(env, c
     assert sorted(p.name for p in (folder / "records" / "0").glob("*.json")) == [f"{record['run_id']}.json"]
     status = json.loads(run_cli(env, "slurm", "status", job_id, "--json", check=True).stdout)
     (task,) = status["tasks"]
-    assert task["state"].startswith("COMPLETED") and task["stored"] == task["expected"] == 1
+    assert task["state"].startswith("COMPLETED")
+    assert task["stored"] == task["expected"] == 1
 
 
+@pytest.mark.slow
 def test_a_plan_submitted_as_a_job_array_stores_every_run(env, tmp_path, pg_registry):
     """Two [[run]]s, two array indices at once (one CPU each); the job's ranks store straight
     into the registry named (PostgreSQL where its server is installed, else SQLite files
@@ -228,28 +243,30 @@ def test_a_plan_submitted_as_a_job_array_stores_every_run(env, tmp_path, pg_regi
     assert ("SQLite" in proc.stderr) is not bool(pg_registry)  # the one line where the nodes may not reach it
     by_index = {r["launch"]["slurm"]["array_index"]: r for r in _records(env)}
     assert sorted(by_index) == [0, 1]
-    assert by_index[0]["workload"]["name"] == "kernels.memory" and by_index[0]["status"] == "success"
+    assert by_index[0]["workload"]["name"] == "kernels.memory"
+    assert by_index[0]["status"] == "success"
     # the run the CPU cannot make is recorded as skipped, once, with its reason
-    assert by_index[1]["workload"]["name"] == "collectives.copy_bandwidth" and by_index[1]["status"] == "skipped"
+    assert by_index[1]["workload"]["name"] == "collectives.copy_bandwidth"
+    assert by_index[1]["status"] == "skipped"
     assert {r["launch"]["slurm"]["array_job_id"] for r in by_index.values()} == {job_id}
 
 
 @pytest.fixture
-def pg_registry(request):
+def pg_registry():
     """A PostgreSQL registry URL where the server and driver are installed, else None."""
     import pg_cluster
 
-    if pg_cluster.server_bin() is None:
-        return None
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return None
+    if pg_cluster.server_bin() is None or find_spec("psycopg") is None:
+        yield None
+        return
     server = pg_cluster.start()
-    request.addfinalizer(server.remove)
-    return server.url()
+    try:
+        yield server.url()
+    finally:
+        server.remove()
 
 
+@pytest.mark.slow
 def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_process(env):
     proc = run_cli(env, "run", *SMALL_COPY, "--min-time", "2", "--repeat", "3", "--slurm", timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -267,10 +284,12 @@ def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_proc
     assert "kernels.memory (1 of 3 runs stored)" in line
     assert "not finished: kernels.memory (repeat 2/3); not run: kernels.memory (repeat 3/3)" in line
     (record,) = _records(env)
-    assert record["status"] == "success" and record["launch"]["slurm"]["job_id"] == job_id
+    assert record["status"] == "success"
+    assert record["launch"]["slurm"]["job_id"] == job_id
 
 
-@pytest.mark.parametrize("args,answer", [
+@pytest.mark.slow
+@pytest.mark.parametrize(("args", "answer"), [
     (["--partition", "nope"], "sbatch: Batch job submission failed: Invalid partition name specified"),
     (["--time", "2:00:00"], "sbatch: Batch job submission failed: Requested time limit is invalid "
                             "(missing or exceeds some limit)"),
@@ -293,6 +312,7 @@ def test_a_refused_job_is_the_schedulers_answer_in_one_line_exit_2_and_nothing_k
     assert not Path(env["PERFSUITE_DB"].removeprefix("sqlite:///")).exists()  # the registry never opened
 
 
+@pytest.mark.slow
 def test_the_crosscheck_launcher_starts_one_process_per_task_from_inside_a_step(cluster):
     """The --mpirun a cross-check gets in a job, run as rank 0 of a two-task step runs it
     (with the MPI plugin this cluster offers): nccl-tests' ranks are a step of their own."""

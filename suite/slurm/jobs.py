@@ -41,7 +41,7 @@ class ArrayTask:
 
     def expected(self) -> Counter:
         """Runs per workload this index should store."""
-        return Counter({name: self.repeat for name in self.workloads})
+        return Counter(dict.fromkeys(self.workloads, self.repeat))
 
 
 @dataclass

@@ -5,19 +5,20 @@ Each ``[[run]]``, over the plan's ``[defaults]``, becomes the arguments of one `
 names with underscores, ``workloads`` the names, ``params`` one ``--param`` each. Under SLURM
 every task is one rank, so the local launch keys (``nproc_per_node``, ``nnodes``,
 ``node_rank``, ``rdzv_endpoint``) are not passed on: ``nproc_per_node`` becomes that index's
-tasks per node. A plan's ``[slurm]`` table holds the job's defaults (``gpus_per_node``,
-``time``, ``exclusive`` ...), which the command line overrides.
+tasks per node, and the most of them the GPUs per node the job asks for where the command
+line names none.
 """
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 PLANS_DIR = Path(__file__).resolve().parent.parent / "plans"
 LOCAL_LAUNCH_KEYS = ("nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint")
-PLAN_KEYS = {"name", "description", "defaults", "run", "slurm"}
+PLAN_KEYS = {"name", "description", "defaults", "run"}
 
 
 class PlanError(ValueError):
@@ -41,7 +42,11 @@ class Plan:
     name: str
     source: Path
     runs: list[PlanRun]
-    slurm: dict[str, Any] = field(default_factory=dict)
+
+    def max_ntasks_per_node(self) -> int | None:
+        """The most ranks per node any run asks for (``nproc_per_node``), if any does."""
+        counts = [r.ntasks_per_node for r in self.runs if r.ntasks_per_node is not None]
+        return max(counts) if counts else None
 
 
 def find(name_or_file: str) -> Path:
@@ -64,14 +69,14 @@ def load(name_or_file: str) -> Plan:
         raise PlanError(f"plan {path}: {exc}") from exc
     unknown = set(data) - PLAN_KEYS
     if unknown:
-        raise PlanError(f"plan {path}: unknown key(s) {', '.join(sorted(unknown))} (a plan has {', '.join(sorted(PLAN_KEYS))})")
+        raise PlanError(f"plan {path}: unknown key(s) {', '.join(sorted(unknown))} "
+                        f"(a plan has {', '.join(sorted(PLAN_KEYS))})")
     runs = data.get("run")
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
         raise PlanError(f"plan {path}: no [[run]] tables")
     defaults = data.get("defaults", {})
-    slurm = data.get("slurm", {})
-    if not isinstance(defaults, dict) or not isinstance(slurm, dict):
-        raise PlanError(f"plan {path}: [defaults] and [slurm] must be tables")
+    if not isinstance(defaults, dict):
+        raise PlanError(f"plan {path}: [defaults] must be a table")
     out = []
     for number, table in enumerate(runs, 1):
         try:
@@ -79,12 +84,13 @@ def load(name_or_file: str) -> Plan:
                                                                  **table.get("params", {})}}))
         except PlanError as exc:
             raise PlanError(f"plan {path}, [[run]] {number}: {exc}") from exc
-    return Plan(str(data.get("name") or path.stem), path, out, slurm)
+    return Plan(str(data.get("name") or path.stem), path, out)
 
 
 def plan_run(values: dict[str, Any]) -> PlanRun:
     """One run's merged keys as a command and its arguments."""
     values = dict(values)
+    values.pop("label", None)
     command = "crosscheck" if values.pop("crosscheck", False) else "run"
     workloads = values.pop("workloads", [])
     if isinstance(workloads, str):
@@ -109,9 +115,6 @@ def plan_run(values: dict[str, Any]) -> PlanRun:
             argv.append(option)
         elif value is False:
             continue
-        elif isinstance(value, list):
-            for item in value:
-                argv += [option, _text(item)]
         elif isinstance(value, dict):
             raise PlanError(f"{key} must be a value, not a table")
         else:
@@ -125,6 +128,9 @@ def plan_run(values: dict[str, Any]) -> PlanRun:
 
 
 def _text(value: Any) -> str:
+    """A TOML value as the command line gives it: booleans lower case, lists comma-joined."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_text(v) for v in value)
     return str(value)

@@ -42,7 +42,7 @@ class JobOptions:
         tasks per node than the job holds (a plan's run at 2 of 8 GPUs)."""
         out = [f"--nodes={self.nodes}"]
         if ntasks_per_node is not None:
-            return out + [f"--ntasks-per-node={ntasks_per_node}"]
+            return [*out, f"--ntasks-per-node={ntasks_per_node}"]
         if self.ntasks is not None:
             out.append(f"--ntasks={self.ntasks}")
         if self.ntasks_per_node is not None:

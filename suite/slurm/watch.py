@@ -6,9 +6,9 @@ records of its finished runs; the runs it did not finish are named with the task
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from suite.slurm import scheduler
 from suite.slurm.jobs import Job, missing_runs, stored_records
