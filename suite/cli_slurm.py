@@ -205,6 +205,9 @@ def submit(ctx: click.Context, tasks: list[ArrayTask], options: JobOptions, give
         return
     try:
         scheduler.command("sbatch")
+        if options.container_image and not scheduler.has_pyxis():
+            fail("--container-image: this cluster's srun has no --container-image (the pyxis plugin is not "
+                 "installed); run without a container, or where pyxis is")
     except scheduler.SchedulerError as exc:
         fail(str(exc))
     env = {}

@@ -131,6 +131,13 @@ def test_runs_on_cuda_need_gpus_in_the_job(cli):
     assert "--gpus-per-node" in proc.stderr
 
 
+def test_a_job_perfsuite_did_not_submit_is_one_line(cli, tmp_path):
+    proc = cli("slurm", "status", "424242", "--job-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"Error: no perfsuite job 424242 under {tmp_path} (jobs submitted with --job-dir " \
+                                  "elsewhere: give the same --job-dir)"
+
+
 # -- plans as job arrays (no cluster) ----------------------------------------------------------------
 def test_each_run_of_a_plan_becomes_one_array_command(tmp_path):
     path = tmp_path / "p.toml"
@@ -296,6 +303,8 @@ def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_proc
     (["--ntasks", str(slurm_cluster.NODE_CPUS + 1)], "sbatch: Batch job submission failed: "
                                                      "More processors requested than permitted"),
     (["no-sbatch"], "sbatch not found on PATH"),
+    (["--container-image", "nvcr.io#nvidia/pytorch:25.01-py3"],
+     "--container-image: this cluster's srun has no --container-image (the pyxis plugin is not installed)"),
 ])
 def test_a_refused_job_is_the_schedulers_answer_in_one_line_exit_2_and_nothing_kept(env, tmp_path, args, answer):
     if args == ["no-sbatch"]:

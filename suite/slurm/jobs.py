@@ -109,21 +109,26 @@ def find(root: Path, job_id: str) -> Job:
                       f"give the same --job-dir)")
 
 
-def stored_records(job: Job) -> dict[int, list[dict]]:
+def stored_records(job: Job, seen: dict[Path, dict] | None = None) -> dict[int, list[dict]]:
     """The records each array index has written so far, oldest first, each checked (schema,
-    hash) as ``perfsuite import`` checks it; a file that fails is an error, never skipped."""
+    hash) as ``perfsuite import`` checks it; a file that fails is an error, never skipped.
+    ``seen``: records already read, by path (a record file is written once, whole), so that
+    following a long job does not read and check every record at every look."""
     from registry import RecordInvalid, check_record, load_record_file
 
+    seen = {} if seen is None else seen
     out: dict[int, list[dict]] = {}
     for task in job.tasks:
-        found = []
         for path in sorted(job.records_dir(task.index).glob("*.json")):
+            if path in seen:
+                continue
             try:
                 record = load_record_file(path)
                 check_record(record)
             except RecordInvalid as exc:
                 raise RecordInvalid(f"{path}: {exc}") from exc
-            found.append(record)
+            seen[path] = record
+        found = [record for path, record in seen.items() if path.parent == job.records_dir(task.index)]
         out[task.index] = sorted(found, key=lambda r: r["started_at"])
     return out
 

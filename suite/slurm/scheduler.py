@@ -75,6 +75,15 @@ def submit(script: Path, env: dict[str, str] | None = None) -> str:
     return job_id
 
 
+def has_pyxis() -> bool:
+    """Whether srun here takes pyxis's ``--container-image`` (its options are listed in
+    ``srun --help`` beside srun's own); SchedulerError where srun cannot answer."""
+    done = _call(["srun", "--help"])
+    if done.returncode != 0:
+        raise SchedulerError(answer("srun", done.stderr + done.stdout))
+    return "--container-image" in done.stdout
+
+
 def cancel(job_id: str) -> None:
     """``scancel JOB`` (every task of an array); SchedulerError with scancel's answer."""
     done = _call(["scancel", job_id])

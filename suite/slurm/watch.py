@@ -51,11 +51,12 @@ def state_text(task: TaskState) -> str:
     return task.state + (f" ({task.reason})" if task.reason else "") + (f" on {task.nodes}" if task.nodes else "")
 
 
-def look(job: Job) -> Outcome:
-    """The job as it stands now: every task's state and every record stored so far."""
+def look(job: Job, seen: dict[Path, dict] | None = None) -> Outcome:
+    """The job as it stands now: every task's state and every record stored so far
+    (``seen``: the records read at earlier looks, by path)."""
     assert job.job_id is not None, "a job that was never submitted has nothing to look at"
     states = {t.array_index: t for t in scheduler.tasks(job.job_id)}
-    outcome = Outcome(job, states, stored_records(job))
+    outcome = Outcome(job, states, stored_records(job, seen))
     for task in job.tasks:
         missing = missing_runs(task, outcome.records[task.index])
         state = states.get(task.index)
@@ -90,8 +91,9 @@ def follow(job: Job, echo: Callable[[str], None], poll_s: float = POLL_S,
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     shown_states: dict[int, str] = {}
     shown_records: set[str] = set()
+    seen: dict[Path, dict] = {}
     while True:
-        outcome = look(job)
+        outcome = look(job, seen)
         for index, state in sorted(outcome.states.items()):
             text = state_text(state)
             if shown_states.get(index) != text:
