@@ -368,7 +368,7 @@ def status_cmd(job_id: str, job_dir: Path | None, as_json: bool) -> None:
         outcome = watch.look(job)
     except (scheduler.SchedulerError, RecordInvalid) as exc:
         fail(str(exc), 1)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for task in job.tasks:
         state = outcome.states.get(task.index)
         records = outcome.records[task.index]

@@ -43,6 +43,13 @@ def _find(name: str) -> str | None:
                                       None)
 
 
+def _binary(name: str) -> str:
+    found = _find(name)
+    if found is None:
+        raise RuntimeError(f"SLURM test cluster: {name} is not installed")
+    return found
+
+
 def unavailable() -> str | None:
     """Why a cluster cannot be started here, or None."""
     missing = [n for n in DAEMONS + CLIENTS if _find(n) is None]
@@ -70,7 +77,7 @@ class Cluster:
     root: Path
     node: str
     ctld_port: int
-    daemons: list[subprocess.Popen] = field(default_factory=list)
+    daemons: dict[str, subprocess.Popen] = field(default_factory=dict)  # by name, in the order started
 
     @property
     def conf(self) -> Path:
@@ -97,12 +104,12 @@ class Cluster:
     def stop(self) -> None:
         """Cancel every job, wait until none runs, stop the daemons (SIGTERM, then SIGKILL
         after a bound) and delete the folder."""
-        if self.daemons and all(d.poll() is None for d in self.daemons):
+        if self.daemons and all(d.poll() is None for d in self.daemons.values()):
             self.client("scancel", "--full", f"--partition={PARTITION}")
             deadline = time.monotonic() + STOP_TIMEOUT_S
             while time.monotonic() < deadline and self.client("squeue", "-h", "-o", "%i").stdout.strip():
                 time.sleep(0.2)
-        for daemon in reversed(self.daemons):  # slurmd, slurmctld, then munged
+        for daemon in reversed(list(self.daemons.values())):  # slurmd, slurmctld, then munged
             if daemon.poll() is None:
                 daemon.terminate()
             try:
@@ -167,15 +174,15 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
     cluster.conf.write_text(_conf(root, node, cluster.ctld_port, _free_port()))
     key = root / "munge-key" / "munge.key"
     try:
-        subprocess.run([_find("mungekey"), "--create", f"--keyfile={key}"], check=True, capture_output=True,
+        subprocess.run([_binary("mungekey"), "--create", f"--keyfile={key}"], check=True, capture_output=True,
                        timeout=30)
-        munged = [_find("munged"), "--foreground", "--force", f"--key-file={key}",
+        munged = [_binary("munged"), "--foreground", "--force", f"--key-file={key}",
                   f"--socket={cluster.munge_socket}", f"--pid-file={root / 'munge' / 'munged.pid'}",
                   f"--log-file={root / 'log' / 'munged.log'}", f"--seed-file={root / 'munge-key' / 'munged.seed'}"]
-        _spawn(cluster, munged, "munged.out")
+        _spawn(cluster, "munged", munged)
         _wait_for(lambda: cluster.munge_socket.exists(), cluster, "munged's socket")
-        _spawn(cluster, [_find("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], "slurmctld.out")
-        _spawn(cluster, [_find("slurmd"), "-D", "-f", str(cluster.conf)], "slurmd.out")
+        _spawn(cluster, "slurmctld", [_binary("slurmctld"), "-D", "-i", "-f", str(cluster.conf)])
+        _spawn(cluster, "slurmd", [_binary("slurmd"), "-D", "-f", str(cluster.conf)])
         _wait_for(lambda: cluster.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split() == [node, "idle"],
                   cluster, f"node {node} idle in sinfo")
     except BaseException:
@@ -184,20 +191,19 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
     return cluster
 
 
-def _spawn(cluster: Cluster, argv: list, out_name: str) -> None:
-    with open(cluster.root / "log" / out_name, "wb") as out:
-        cluster.daemons.append(subprocess.Popen([str(a) for a in argv], stdout=out, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, env=cluster.env(),
-                                                preexec_fn=_die_with_parent))
+def _spawn(cluster: Cluster, name: str, argv: list[str]) -> None:
+    with open(cluster.root / "log" / f"{name}.out", "wb") as out:
+        cluster.daemons[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                 env=cluster.env(), preexec_fn=_die_with_parent)
 
 
 def _wait_for(ready, cluster: Cluster, what: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():
-        dead = [d.args[0] for d in cluster.daemons if d.poll() is not None]
+        dead = [name for name, d in cluster.daemons.items() if d.poll() is not None]
         if dead or time.monotonic() > deadline:
             logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
                              for p in sorted((cluster.root / "log").iterdir()))
-            reason = f"{', '.join(map(str, dead))} exited" if dead else f"not within {START_TIMEOUT_S:g} s"
+            reason = f"{', '.join(dead)} exited" if dead else f"not within {START_TIMEOUT_S:g} s"
             raise RuntimeError(f"SLURM test cluster: waiting for {what}: {reason}\n{logs}")
         time.sleep(0.2)

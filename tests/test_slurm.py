@@ -38,7 +38,7 @@ def cluster():
         pytest.skip(why)
     started = slurm_cluster.start()
     yield started
-    daemons = [d.pid for d in started.daemons]
+    daemons = [d.pid for d in started.daemons.values()]
     started.stop()
     assert not [pid for pid in daemons if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
 
