@@ -97,6 +97,12 @@ class Cluster:
         """A client command (sinfo, squeue, scancel ...) against this cluster."""
         return subprocess.run(list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout)
 
+    def wait_until_idle(self) -> None:
+        """Return once ``sinfo`` shows the node idle; RuntimeError with the logs after
+        :data:`START_TIMEOUT_S`."""
+        _wait_for(lambda: self.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split() == [self.node, "idle"],
+                  self, f"node {self.node} idle in sinfo")
+
     def log(self, name: str) -> str:
         path = self.root / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""
@@ -183,8 +189,7 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
         _wait_for(lambda: cluster.munge_socket.exists(), cluster, "munged's socket")
         _spawn(cluster, "slurmctld", [_binary("slurmctld"), "-D", "-i", "-f", str(cluster.conf)])
         _spawn(cluster, "slurmd", [_binary("slurmd"), "-D", "-f", str(cluster.conf)])
-        _wait_for(lambda: cluster.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split() == [node, "idle"],
-                  cluster, f"node {node} idle in sinfo")
+        cluster.wait_until_idle()
     except BaseException:
         cluster.stop()
         raise

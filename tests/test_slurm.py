@@ -86,9 +86,9 @@ def test_dry_run_of_two_nodes_of_eight_gpus_in_a_container_has_the_shape_of_mlpe
                "--job-dir", str(tmp_path / "jobs"), "--dry-run", check=True)
     script = proc.stdout
     directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
-    assert directives[:10] == ["--job-name=perfsuite", "--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8",
+    assert directives[:11] == ["--job-name=perfsuite", "--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8",
                                "--partition=batch", "--account=perf", "--qos=high", "--time=01:00:00", "--exclusive",
-                               "--export=ALL"]
+                               "--export=ALL", "--no-requeue"]
     assert not any(d.startswith("--array") for d in directives)
     assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
     assert ('srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
@@ -273,16 +273,29 @@ def pg_registry():
         server.remove()
 
 
-@pytest.mark.slow
-def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_process(env):
+def _three_runs_one_finished(env: dict) -> tuple[str, Path]:
+    """A job of three runs of a few seconds each, once the first has stored its record and
+    the second is under way: (job id, job folder)."""
     proc = run_cli(env, "run", *SMALL_COPY, "--min-time", "2", "--repeat", "3", "--slurm", timeout=60)
     assert proc.returncode == 0, proc.stderr
     job_id, folder = _submitted(proc)
     deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not list((folder / "records" / "0").glob("*.json")):  # the first of three runs has finished
+    while not list((folder / "records" / "0").glob("*.json")):
         assert time.monotonic() < deadline, (folder / "logs" / f"{job_id}.out").read_text()
         time.sleep(0.3)
-    assert _job_processes(job_id)  # the second run is under way
+    assert _job_processes(job_id)
+    return job_id, folder
+
+
+def _only_the_first_run_stored(env: dict, job_id: str) -> None:
+    (record,) = _records(env)
+    assert record["status"] == "success"
+    assert record["launch"]["slurm"]["job_id"] == job_id
+
+
+@pytest.mark.slow
+def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_process(env):
+    job_id, _ = _three_runs_one_finished(env)
     cancelled = run_cli(env, "slurm", "cancel", job_id, timeout=JOB_TIMEOUT_S)
     assert cancelled.returncode == 1, cancelled.stderr
     assert _job_processes(job_id) == []
@@ -290,9 +303,30 @@ def test_cancel_mid_run_keeps_finished_records_names_the_rest_and_leaves_no_proc
     assert line.startswith(f"Not finished: job {job_id} [0] CANCELLED")
     assert "kernels.memory (1 of 3 runs stored)" in line
     assert "not finished: kernels.memory (repeat 2/3); not run: kernels.memory (repeat 3/3)" in line
-    (record,) = _records(env)
-    assert record["status"] == "success"
-    assert record["launch"]["slurm"]["job_id"] == job_id
+    _only_the_first_run_stored(env, job_id)
+
+
+@pytest.mark.slow
+def test_a_job_whose_node_fails_keeps_finished_records_and_names_the_rest(env, cluster):
+    """The node marked DOWN mid-run (as the controller does when a node stops answering):
+    the job ends NODE_FAIL, is not requeued, and its processes are killed by slurmd."""
+    job_id, _ = _three_runs_one_finished(env)
+    down = cluster.client("scontrol", "update", f"nodename={cluster.node}", "state=down", "reason=perfsuite-test")
+    assert down.returncode == 0, down.stderr
+    try:
+        waited = run_cli(env, "slurm", "wait", job_id, timeout=JOB_TIMEOUT_S)
+    finally:
+        cluster.client("scontrol", "update", f"nodename={cluster.node}", "state=resume")  # if not back already
+        cluster.wait_until_idle()
+    assert waited.returncode == 1, waited.stderr
+    (line,) = [s for s in waited.stderr.splitlines() if s.startswith("Not finished: ")]
+    assert line.startswith(f"Not finished: job {job_id} [0] NODE_FAIL")
+    assert "kernels.memory (1 of 3 runs stored)" in line
+    _only_the_first_run_stored(env, job_id)
+    deadline = time.monotonic() + 30  # slurmd kills the steps of a job its controller gave up
+    while _job_processes(job_id):
+        assert time.monotonic() < deadline, _job_processes(job_id)
+        time.sleep(0.3)
 
 
 @pytest.mark.slow

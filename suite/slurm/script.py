@@ -73,6 +73,7 @@ def render(job: Job, options: JobOptions, program: list[str]) -> str:
     if options.exclusive:
         directives.append("--exclusive")
     directives.append("--export=ALL")  # the submitter's environment (PATH, PYTHONPATH, PERFSUITE_*) reaches the ranks
+    directives.append("--no-requeue")  # a job that lost a node stops and says so; it never measures again unasked
     if job.is_array:
         throttle = f"%{options.array_parallel}" if options.array_parallel else ""
         directives += [f"--array=0-{len(job.tasks) - 1}{throttle}", f"--output={job.logs}/%A_%a.out"]
