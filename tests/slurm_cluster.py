@@ -15,6 +15,7 @@ test process killed outright leaves none behind; :meth:`Cluster.stop` cancels wh
 runs, stops the daemons and removes the folder. Starting needs root (``slurmd`` runs jobs
 as their users) and the binaries: :func:`unavailable` says why not, for a skip.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,8 +40,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def _find(name: str) -> str | None:
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)),
-                                      None)
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None
+    )
 
 
 def _binary(name: str) -> str:
@@ -54,8 +56,10 @@ def unavailable() -> str | None:
     """Why a cluster cannot be started here, or None."""
     missing = [n for n in DAEMONS + CLIENTS if _find(n) is None]
     if missing:
-        return (f"SLURM test cluster: {', '.join(missing)} not installed "
-                "(scripts/test.sh installs them as root: apt-get install slurm-wlm munge)")
+        return (
+            f"SLURM test cluster: {', '.join(missing)} not installed "
+            "(scripts/test.sh installs them as root: apt-get install slurm-wlm munge)"
+        )
     if os.geteuid() != 0:
         return "SLURM test cluster: slurmd must run as root to start jobs"
     return None
@@ -100,8 +104,11 @@ class Cluster:
     def wait_until_idle(self) -> None:
         """Return once ``sinfo`` shows the node idle; RuntimeError with the logs after
         :data:`START_TIMEOUT_S`."""
-        _wait_for(lambda: self.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split() == [self.node, "idle"],
-                  self, f"node {self.node} idle in sinfo")
+        _wait_for(
+            lambda: self.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split() == [self.node, "idle"],
+            self,
+            f"node {self.node} idle in sinfo",
+        )
 
     def log(self, name: str) -> str:
         path = self.root / "log" / name
@@ -128,38 +135,40 @@ class Cluster:
 
 
 def _conf(root: Path, node: str, ctld_port: int, slurmd_port: int) -> str:
-    return "\n".join([
-        "ClusterName=perfsuite-test",
-        f"SlurmctldHost={node}(127.0.0.1)",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={root / 'munge' / 'munge.socket'}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        f"StateSaveLocation={root / 'state'}",
-        f"SlurmdSpoolDir={root / 'spool'}",
-        f"SlurmctldPidFile={root / 'slurmctld.pid'}",
-        f"SlurmdPidFile={root / 'slurmd.pid'}",
-        f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
-        f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        "EnforcePartLimits=ALL",
-        "KillWait=10",
-        "MinJobAge=600",
-        "InactiveLimit=0",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN",
-        f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime={PARTITION_MAX_TIME} State=UP",
-        "",
-    ])
+    return "\n".join(
+        [
+            "ClusterName=perfsuite-test",
+            f"SlurmctldHost={node}(127.0.0.1)",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={root / 'munge' / 'munge.socket'}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "EnforcePartLimits=ALL",
+            "KillWait=10",
+            "MinJobAge=600",
+            "InactiveLimit=0",
+            f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN",
+            f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime={PARTITION_MAX_TIME} State=UP",
+            "",
+        ]
+    )
 
 
 def start(prefix: str = "perfsuite-slurm-") -> Cluster:
@@ -180,11 +189,19 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
     cluster.conf.write_text(_conf(root, node, cluster.ctld_port, _free_port()))
     key = root / "munge-key" / "munge.key"
     try:
-        subprocess.run([_binary("mungekey"), "--create", f"--keyfile={key}"], check=True, capture_output=True,
-                       timeout=30)
-        munged = [_binary("munged"), "--foreground", "--force", f"--key-file={key}",
-                  f"--socket={cluster.munge_socket}", f"--pid-file={root / 'munge' / 'munged.pid'}",
-                  f"--log-file={root / 'log' / 'munged.log'}", f"--seed-file={root / 'munge-key' / 'munged.seed'}"]
+        subprocess.run(
+            [_binary("mungekey"), "--create", f"--keyfile={key}"], check=True, capture_output=True, timeout=30
+        )
+        munged = [
+            _binary("munged"),
+            "--foreground",
+            "--force",
+            f"--key-file={key}",
+            f"--socket={cluster.munge_socket}",
+            f"--pid-file={root / 'munge' / 'munged.pid'}",
+            f"--log-file={root / 'log' / 'munged.log'}",
+            f"--seed-file={root / 'munge-key' / 'munged.seed'}",
+        ]
         _spawn(cluster, "munged", munged)
         _wait_for(lambda: cluster.munge_socket.exists(), cluster, "munged's socket")
         _spawn(cluster, "slurmctld", [_binary("slurmctld"), "-D", "-i", "-f", str(cluster.conf)])
@@ -198,8 +215,14 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
 
 def _spawn(cluster: Cluster, name: str, argv: list[str]) -> None:
     with open(cluster.root / "log" / f"{name}.out", "wb") as out:
-        cluster.daemons[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                 env=cluster.env(), preexec_fn=_die_with_parent)
+        cluster.daemons[name] = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=cluster.env(),
+            preexec_fn=_die_with_parent,
+        )
 
 
 def _wait_for(ready, cluster: Cluster, what: str) -> None:
@@ -207,8 +230,10 @@ def _wait_for(ready, cluster: Cluster, what: str) -> None:
     while not ready():
         dead = [name for name, d in cluster.daemons.items() if d.poll() is not None]
         if dead or time.monotonic() > deadline:
-            logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
-                             for p in sorted((cluster.root / "log").iterdir()))
+            logs = "\n".join(
+                f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}"
+                for p in sorted((cluster.root / "log").iterdir())
+            )
             reason = f"{', '.join(dead)} exited" if dead else f"not within {START_TIMEOUT_S:g} s"
             raise RuntimeError(f"SLURM test cluster: waiting for {what}: {reason}\n{logs}")
         time.sleep(0.2)

@@ -5,6 +5,7 @@ in a scratch folder for this module and stopped after it), on the CPU.
 What one host cannot give (several nodes, GPUs, pyxis) is tested through the script the
 job would run (``--dry-run``) and the scheduler's own variables.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,10 @@ import pytest
 import slurm_cluster
 from conftest import run_cli
 
-from registry import open_registry
-from suite import launcher
-from suite.slurm import plans
-from suite.slurm.script import JobOptions
+from perfsuite.engine import launcher
+from perfsuite.engine.plan import load
+from perfsuite.engine.slurm.script import JobOptions
+from perfsuite.registry import open_registry
 
 # one all_reduce of 8-256 B, 2 calls a loop: the collective over gloo, in seconds
 SMALL_ALL_REDUCE = ["collectives.all_reduce", "--quick", "--device", "cpu", "-p", "max_bytes=256", "-p", "iters=2"]
@@ -80,35 +81,86 @@ def test_dry_run_of_two_nodes_of_eight_gpus_in_a_container_has_the_shape_of_mlpe
     once per node (srun --ntasks=$SLURM_JOB_NUM_NODES --container-image --container-name ...
     true); the benchmark as one srun step of one task per GPU using the container by name
     with its mounts. The script is printed, not submitted: nothing is written."""
-    proc = cli("run", "collectives.all_reduce", "-p", "max_bytes=1G", "--slurm", "--nodes", "2", "--gpus-per-node", "8",
-               "--partition", "batch", "--account", "perf", "--qos", "high", "--time", "01:00:00", "--exclusive",
-               "--container-image", "nvcr.io#nvidia/pytorch:25.01-py3", "--container-mounts", "/lustre/data:/data",
-               "--job-dir", str(tmp_path / "jobs"), "--dry-run", check=True)
+    proc = cli(
+        "run",
+        "collectives.all_reduce",
+        "-p",
+        "max_bytes=1G",
+        "--slurm",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--partition",
+        "batch",
+        "--account",
+        "perf",
+        "--qos",
+        "high",
+        "--time",
+        "01:00:00",
+        "--exclusive",
+        "--container-image",
+        "nvcr.io#nvidia/pytorch:25.01-py3",
+        "--container-mounts",
+        "/lustre/data:/data",
+        "--job-dir",
+        str(tmp_path / "jobs"),
+        "--dry-run",
+        check=True,
+    )
     script = proc.stdout
     directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
-    assert directives[:11] == ["--job-name=perfsuite", "--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8",
-                               "--partition=batch", "--account=perf", "--qos=high", "--time=01:00:00", "--exclusive",
-                               "--export=ALL", "--no-requeue"]
+    assert directives[:11] == [
+        "--job-name=perfsuite",
+        "--nodes=2",
+        "--ntasks-per-node=8",
+        "--gpus-per-node=8",
+        "--partition=batch",
+        "--account=perf",
+        "--qos=high",
+        "--time=01:00:00",
+        "--exclusive",
+        "--export=ALL",
+        "--no-requeue",
+    ]
     assert not any(d.startswith("--array") for d in directives)
     assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
-    assert ('srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
-            "--container-image='nvcr.io#nvidia/pytorch:25.01-py3' --container-name=\"$container\" true") in script
+    assert (
+        'srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
+        "--container-image='nvcr.io#nvidia/pytorch:25.01-py3' --container-name=\"$container\" true"
+    ) in script
     (step,) = [line for line in script.splitlines() if line.startswith("srun --nodes=")]
     folder = directives[-1].removeprefix("--output=").removesuffix("/logs/%j.out")
-    assert step == ("srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 --container-name=\"$container\" "
-                    f"--container-mounts=/lustre/data:/data,{folder}:{folder} "
-                    "perfsuite run collectives.all_reduce --param max_bytes=1G --device cuda")
+    assert step == (
+        'srun --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 --container-name="$container" '
+        f"--container-mounts=/lustre/data:/data,{folder}:{folder} "
+        "perfsuite run collectives.all_reduce --param max_bytes=1G --device cuda"
+    )
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0  # it parses as bash
     assert not (tmp_path / "jobs").exists()
 
 
 def test_a_crosscheck_job_runs_nccl_tests_under_srun_one_process_per_gpu(cli, tmp_path):
-    proc = cli("crosscheck", "collectives.all_reduce", "--slurm", "--gpus-per-node", "8", "--mpi", "pmi2",
-               "--job-dir", str(tmp_path), "--dry-run", check=True)
+    proc = cli(
+        "crosscheck",
+        "collectives.all_reduce",
+        "--slurm",
+        "--gpus-per-node",
+        "8",
+        "--mpi",
+        "pmi2",
+        "--job-dir",
+        str(tmp_path),
+        "--dry-run",
+        check=True,
+    )
     (step,) = [line for line in proc.stdout.splitlines() if line.startswith("srun --nodes=")]
     assert step.startswith("srun --nodes=1 --ntasks-per-node=8 --kill-on-bad-exit=1 ")
-    assert step.endswith(" crosscheck collectives.all_reduce --device cuda "
-                         "--mpirun 'srun --overlap --mpi=pmi2 --nodes=1 --gpus-per-node=8'")
+    assert step.endswith(
+        " crosscheck collectives.all_reduce --device cuda "
+        "--mpirun 'srun --overlap --mpi=pmi2 --nodes=1 --gpus-per-node=8'"
+    )
 
 
 def test_slurm_options_without_slurm_are_a_usage_error(cli):
@@ -122,7 +174,8 @@ def test_torchrun_options_are_refused_under_slurm(cli, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "Error: --nproc-per-node is for torchrun here; under --slurm every task is one rank "
-        "(give --nodes, --ntasks-per-node or --ntasks)"]
+        "(give --nodes, --ntasks-per-node or --ntasks)"
+    ]
 
 
 def test_runs_on_cuda_need_gpus_in_the_job(cli):
@@ -134,64 +187,105 @@ def test_runs_on_cuda_need_gpus_in_the_job(cli):
 def test_a_job_perfsuite_did_not_submit_is_one_line(cli, tmp_path):
     proc = cli("slurm", "status", "424242", "--job-dir", str(tmp_path))
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"Error: no perfsuite job 424242 under {tmp_path} (jobs submitted with --job-dir " \
-                                  "elsewhere: give the same --job-dir)"
+    assert (
+        proc.stderr.strip() == f"Error: no perfsuite job 424242 under {tmp_path} (jobs submitted with --job-dir "
+        "elsewhere: give the same --job-dir)"
+    )
 
 
 # -- plans as job arrays (no cluster) ----------------------------------------------------------------
-def test_each_run_of_a_plan_becomes_one_array_command(tmp_path):
-    path = tmp_path / "p.toml"
-    path.write_text('name = "p"\n[defaults]\ndevice = "cuda"\nnproc_per_node = 8\nparams = { dtype = "fp32" }\n'
-                    '[[run]]\nworkloads = ["collectives.all_reduce"]\nparams = { max_bytes = "1G" }\nl2_flush = false\n'
-                    '[[run]]\nworkloads = ["training.gpt"]\nnproc_per_node = 2\nrepeat = 3\ncuda_graph = true\n'
-                    '[[run]]\nworkloads = ["collectives.all_gather"]\ncrosscheck = true\n')
-    plan = plans.load(str(path))
-    assert plan.max_ntasks_per_node() == 8
-    first, second, third = plan.runs
-    assert first.command == "run"
-    assert first.ntasks_per_node == 8
-    assert first.argv == ["collectives.all_reduce", "--param", "dtype=fp32", "--param", "max_bytes=1G",
-                          "--device", "cuda"]
-    assert second.argv == ["training.gpt", "--param", "dtype=fp32", "--device", "cuda", "--repeat", "3",
-                           "--cuda-graph"]
-    assert second.ntasks_per_node == 2
-    assert second.repeat == 3
-    assert third.command == "crosscheck"
-    assert "--crosscheck" not in third.argv
-    path.write_text('[[run]]\nworkloads = ["kernels.gemm"]\n[oops]\n')
-    with pytest.raises(plans.PlanError, match="unknown key"):
-        plans.load(str(path))
+def _steps(script: str) -> list[str]:
+    return [line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=")]
 
 
-@pytest.mark.parametrize(("plan", "gpus"), [("scaleout-collectives-x4", 4), ("scaleout-collectives-x8", 8),
-                                       ("scaleout-training-x4", 4), ("scaleout-training-x8", 8)])
+def test_each_run_of_a_plan_is_one_index_of_a_job_array(cli, tmp_path):
+    """run --plan --slurm: one array index per [[run]], each its own command (crosscheck where
+    the entry is one); the plan's nproc_per_node is the index's tasks per node and its largest
+    the job's GPUs per node; options given on the command line apply to every entry."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        'name = "p"\ndescription = "three"\n[defaults]\ndevice = "cuda"\nnproc_per_node = 8\n'
+        '[[run]]\nworkloads = ["collectives.all_reduce"]\nparams = { max_bytes = "1G" }\n'
+        '[[run]]\nworkloads = ["training.gpt"]\nnproc_per_node = 2\nrepeat = 3\ncuda_graph = true\n'
+        '[[run]]\nworkloads = ["collectives.all_gather"]\ncrosscheck = true\nrounds = 2\n'
+    )
+    proc = cli(
+        "run", "--plan", str(plan), "--warmup", "5", "--slurm", "--job-dir", str(tmp_path), "--dry-run", check=True
+    )
+    script = proc.stdout
+    assert "#SBATCH --gpus-per-node=8" in script
+    assert "#SBATCH --ntasks-per-node=8" in script
+    assert "#SBATCH --array=0-2" in script
+    first, second, third = (step.split(" -m perfsuite ", 1) for step in _steps(script))
+    assert first[0].startswith("srun --nodes=1 --ntasks-per-node=8 ")
+    assert first[1] == "run collectives.all_reduce --param max_bytes=1G --device cuda --warmup 5"
+    assert second[0].startswith("srun --nodes=1 --ntasks-per-node=2 ")
+    assert second[1] == "run training.gpt --device cuda --repeat 3 --warmup 5 --cuda-graph"
+    assert third[1] == (
+        "crosscheck collectives.all_gather --rounds 2 --device cuda --warmup 5 "
+        "--mpirun 'srun --overlap --mpi=pmix --nodes=1 --gpus-per-node=8'"
+    )
+
+
+def test_a_plan_entry_naming_a_job_option_is_refused(cli, tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text('[[run]]\nworkloads = ["kernels.gemm"]\npartition = "gpu"\n')
+    proc = cli("run", "--plan", str(plan), "--slurm", "--dry-run")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("Error: plan p, run 1: partition: the job's options go on the command line")
+
+
+@pytest.mark.parametrize(
+    ("plan", "gpus"),
+    [
+        ("scaleout-collectives-x4", 4),
+        ("scaleout-collectives-x8", 8),
+        ("scaleout-training-x4", 4),
+        ("scaleout-training-x8", 8),
+    ],
+)
 def test_the_shipped_multi_gpu_plans_make_a_job_array_every_command_of_which_parses(cli, tmp_path, plan, gpus):
     """Each [[run]] is checked as the job would check it (options, workloads, parameters)."""
-    proc = cli("slurm", "submit", "--plan", plan, "--exclusive", "--job-dir", str(tmp_path), "--dry-run", check=True)
+    proc = cli("run", "--plan", plan, "--slurm", "--exclusive", "--job-dir", str(tmp_path), "--dry-run", check=True)
     script = proc.stdout
     assert f"#SBATCH --gpus-per-node={gpus}" in script
     assert "#SBATCH --exclusive" in script
-    runs = len(plans.load(plan).runs)
+    runs = len(load(plan, lambda option, value: value).runs)
     assert f"#SBATCH --array=0-{runs - 1}" in script
-    steps = [line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=")]
+    steps = _steps(script)
     assert len(steps) == runs
     assert all("--device cuda" in s for s in steps)
 
 
 # -- the launcher in a job (no cluster) ----------------------------------------------------------------
 def test_the_record_states_the_job_from_slurms_variables(monkeypatch):
-    for key, value in {"SLURM_JOB_ID": "1234", "SLURM_ARRAY_JOB_ID": "1230", "SLURM_ARRAY_TASK_ID": "4",
-                       "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_STEP_NODELIST": "gpu[07-08]",
-                       "SLURM_STEP_TASKS_PER_NODE": "8(x2)", "SLURM_TASKS_PER_NODE": "8(x2)",
-                       "SLURM_JOB_PARTITION": "batch", "SLURM_CLUSTER_NAME": "eos",
-                       launcher.SLURM_VERSION_ENV: "slurm 23.11.4"}.items():
+    for key, value in {
+        "SLURM_JOB_ID": "1234",
+        "SLURM_ARRAY_JOB_ID": "1230",
+        "SLURM_ARRAY_TASK_ID": "4",
+        "SLURM_STEP_ID": "0",
+        "SLURM_JOB_NODELIST": "gpu[07-08]",
+        "SLURM_STEP_NODELIST": "gpu[07-08]",
+        "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+        "SLURM_TASKS_PER_NODE": "8(x2)",
+        "SLURM_JOB_PARTITION": "batch",
+        "SLURM_CLUSTER_NAME": "eos",
+        launcher.SLURM_VERSION_ENV: "slurm 23.11.4",
+    }.items():
         monkeypatch.setenv(key, value)
     launcher.slurm_version.cache_clear()
     try:
         assert launcher.slurm_job() == {
-            "job_id": "1234", "array_job_id": "1230", "array_index": 4, "step_id": "0",
-            "nodelist": ["gpu07", "gpu08"], "tasks_per_node": [8, 8], "partition": "batch", "cluster": "eos",
-            "version": "23.11.4"}
+            "job_id": "1234",
+            "array_job_id": "1230",
+            "array_index": 4,
+            "step_id": "0",
+            "nodelist": ["gpu07", "gpu08"],
+            "tasks_per_node": [8, 8],
+            "partition": "batch",
+            "cluster": "eos",
+            "version": "23.11.4",
+        }
         monkeypatch.delenv("SLURM_STEP_ID")  # the batch script itself, outside any step: the job's nodes
         monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-09]")
         monkeypatch.setenv("SLURM_TASKS_PER_NODE", "8(x3)")
@@ -221,9 +315,17 @@ def test_run_slurm_stores_a_record_naming_the_job_and_two_ranks_over_gloo(env, c
     assert launch["world_size"] == 2
     assert launch["backend"] == "gloo"
     version = cluster.client("scontrol", "--version").stdout.split()[-1]
-    assert launch["slurm"] == {"job_id": job_id, "array_job_id": None, "array_index": None, "step_id": "0",
-                               "nodelist": [cluster.node], "tasks_per_node": [2], "partition": "debug",
-                               "cluster": "perfsuite-test", "version": version}
+    assert launch["slurm"] == {
+        "job_id": job_id,
+        "array_job_id": None,
+        "array_index": None,
+        "step_id": "0",
+        "nodelist": [cluster.node],
+        "tasks_per_node": [2],
+        "partition": "debug",
+        "cluster": "perfsuite-test",
+        "version": version,
+    }
     assert (folder / "job.sbatch").read_text().splitlines()[0] == "#!/bin/bash"
     assert sorted(p.name for p in (folder / "records" / "0").glob("*.json")) == [f"{record['run_id']}.json"]
     status = json.loads(run_cli(env, "slurm", "status", job_id, "--json", check=True).stdout)
@@ -240,10 +342,12 @@ def test_a_plan_submitted_as_a_job_array_stores_every_run(env, tmp_path, pg_regi
     if pg_registry:
         env["PERFSUITE_DB"] = pg_registry
     plan = tmp_path / "plan.toml"
-    plan.write_text('name = "two"\n[defaults]\ndevice = "cpu"\nquick = true\n'
-                    '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "1M", ops = "copy" }\n'
-                    '[[run]]\nworkloads = ["collectives.copy_bandwidth"]\n')
-    proc = run_cli(env, "slurm", "submit", "--plan", str(plan), "--wait", timeout=JOB_TIMEOUT_S)
+    plan.write_text(
+        'name = "two"\n[defaults]\ndevice = "cpu"\nquick = true\n'
+        '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "1M", ops = "copy" }\n'
+        '[[run]]\nworkloads = ["collectives.copy_bandwidth"]\n'
+    )
+    proc = run_cli(env, "run", "--plan", str(plan), "--slurm", "--wait", timeout=JOB_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     job_id, folder = _submitted(proc)
     assert "#SBATCH --array=0-1" in (folder / "job.sbatch").read_text()
@@ -330,16 +434,25 @@ def test_a_job_whose_node_fails_keeps_finished_records_and_names_the_rest(env, c
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "answer"), [
-    (["--partition", "nope"], "sbatch: Batch job submission failed: Invalid partition name specified"),
-    (["--time", "2:00:00"], "sbatch: Batch job submission failed: Requested time limit is invalid "
-                            "(missing or exceeds some limit)"),
-    (["--ntasks", str(slurm_cluster.NODE_CPUS + 1)], "sbatch: Batch job submission failed: "
-                                                     "More processors requested than permitted"),
-    (["no-sbatch"], "sbatch not found on PATH"),
-    (["--container-image", "nvcr.io#nvidia/pytorch:25.01-py3"],
-     "--container-image: this cluster's srun has no --container-image (the pyxis plugin is not installed)"),
-])
+@pytest.mark.parametrize(
+    ("args", "answer"),
+    [
+        (["--partition", "nope"], "sbatch: Batch job submission failed: Invalid partition name specified"),
+        (
+            ["--time", "2:00:00"],
+            "sbatch: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+        ),
+        (
+            ["--ntasks", str(slurm_cluster.NODE_CPUS + 1)],
+            "sbatch: Batch job submission failed: More processors requested than permitted",
+        ),
+        (["no-sbatch"], "sbatch not found on PATH"),
+        (
+            ["--container-image", "nvcr.io#nvidia/pytorch:25.01-py3"],
+            "--container-image: this cluster's srun has no --container-image (the pyxis plugin is not installed)",
+        ),
+    ],
+)
 def test_a_refused_job_is_the_schedulers_answer_in_one_line_exit_2_and_nothing_kept(env, tmp_path, args, answer):
     if args == ["no-sbatch"]:
         env["PATH"] = str(tmp_path / "empty")  # SLURM's clients are not on it
@@ -360,9 +473,8 @@ def test_the_crosscheck_launcher_starts_one_process_per_task_from_inside_a_step(
     """The --mpirun a cross-check gets in a job, run as rank 0 of a two-task step runs it
     (with the MPI plugin this cluster offers): nccl-tests' ranks are a step of their own."""
     mpirun = JobOptions(mpi="pmi2").nccl_tests_launcher()
-    probe = f"{sys.executable} -c 'import os; print(os.environ[\"SLURM_PROCID\"], os.environ[\"SLURM_STEP_ID\"])'"
+    probe = f'{sys.executable} -c \'import os; print(os.environ["SLURM_PROCID"], os.environ["SLURM_STEP_ID"])\''
     inner = f'if [ "$SLURM_PROCID" = 0 ]; then {mpirun} -n 2 {probe}; fi'
     done = cluster.client("srun", "--ntasks=2", "bash", "-c", inner, timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split("\n")[:-1]) == ["0 1", "1 1"]  # ranks 0 and 1 of step 1, beside step 0
-
