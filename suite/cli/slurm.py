@@ -202,23 +202,10 @@ def plan_entries(ctx: click.Context, plan_name: str, given: dict[str, Any]) -> l
     """A plan's ``[[run]]`` entries as (command, arguments, ranks per node) for the job array,
     each entry's options under those ``given`` on the command line (as ``run --plan`` does).
     A plan's ``nproc_per_node`` is how many tasks per node its index starts."""
-    from perfsuite.cli._reference import CROSSCHECK_OPTIONS
-    from perfsuite.engine.plan import PlanError, load
+    from perfsuite.cli.run import load_plan
 
     commands = _run_commands()
-    by_name = {p.name: p for p in [*commands["run"].params, *CROSSCHECK_OPTIONS] if p.name}
-
-    def check(name: str, value: Any) -> Any:
-        param = by_name[name]  # KeyError: not an option of run
-        try:
-            return param.type_cast_value(ctx, value) if not param.multiple else value
-        except click.BadParameter as exc:
-            raise ValueError(exc.format_message()) from None
-
-    try:
-        plan = load(plan_name, check)
-    except PlanError as exc:
-        fail(str(exc))
+    plan = load_plan(ctx, plan_name)
     entries = []
     for run in plan.runs:
         options = {**run.options, **given}
