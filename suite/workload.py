@@ -47,6 +47,10 @@ class Requirements:
     min_world_size: int = 1
     max_world_size: int | None = None  # 1: one process that drives its devices itself
     packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
+    # True: a run on one node gets one rank per GPU visible (two gloo ranks on the CPU) unless
+    # --nproc-per-node says otherwise, as nccl-tests -g takes the GPUs it is given (the collectives);
+    # False: one process (perfsuite.engine.launcher.default_nproc_per_node decides).
+    rank_per_gpu: bool = False
 
 
 class Workload:

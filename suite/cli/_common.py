@@ -63,9 +63,10 @@ def open_db(ctx: click.Context):
 
 
 def default_device() -> str:
-    from perfsuite.measure import nvml
+    """cuda where a GPU is visible to the processes started here (CUDA_VISIBLE_DEVICES honoured), else cpu."""
+    from perfsuite.engine.launcher import gpus_visible
 
-    return "cuda" if nvml.device_count() > 0 else "cpu"
+    return "cuda" if gpus_visible() > 0 else "cpu"
 
 
 VERDICT_COLOURS = {

@@ -184,7 +184,7 @@ def build_requests(
     Anything that cannot run as asked is one line and exit 2, before anything runs."""
     from perfsuite.controls import QUICK_MIN_TIME_S
     from perfsuite.engine import params as params_mod
-    from perfsuite.engine.launcher import LaunchOptions, slurm_world
+    from perfsuite.engine.launcher import LaunchOptions, default_nproc_per_node, gpus_visible, slurm_world
     from perfsuite.engine.runner import repeat_seeds, resolve_controls
     from perfsuite.engine.runspec import RunRequest
     from perfsuite.plugins import UnknownWorkload
@@ -213,13 +213,14 @@ def build_requests(
     if min_time_s is None and quick:
         min_time_s = QUICK_MIN_TIME_S
     nnodes = o["nnodes"]
+    gpus = gpus_visible() if device == "cuda" else 0
     requests = []
     for n in names_list:
         entry = host.get(n)
-        # A workload that needs several ranks gets them locally unless told otherwise; under
-        # srun every task is already one rank.
+        # The ranks follow the GPUs visible here unless told otherwise (--nproc-per-node); across
+        # nodes one per node unless told, and under srun every task is already one rank.
         reqs = entry.cls.requirements
-        auto = max(1, reqs.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
+        auto = default_nproc_per_node(reqs, device, gpus) if nnodes == 1 and slurm_world() == 1 else 1
         nproc = o["nproc_per_node"] or auto
         if reqs.max_world_size is not None and nnodes == 1 and nproc > reqs.max_world_size:
             nproc = reqs.max_world_size  # --nproc-per-node is for the multi-rank workloads named beside it

@@ -28,6 +28,7 @@ import sys
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
@@ -66,6 +67,47 @@ SPEC_ENV = "PERFSUITE_SPEC"  # read by perfsuite.distributed.note_progress
 SLURM_PORT_BASE = 20000
 SLURM_PORT_SPAN = 12000
 KILL_WAIT_S = 10.0
+
+
+# Ranks of a rank-per-GPU workload (the collectives) on the CPU, where no GPU count says how
+# many: two gloo processes, the fewest between which a collective moves anything.
+CPU_RANKS = 2
+
+
+def gpus_visible(environ: "os._Environ[str] | dict[str, str]" = os.environ, count: int | None = None) -> int:
+    """The GPUs a process started here may use: NVML's count (``count`` when given), narrowed by
+    ``CUDA_VISIBLE_DEVICES`` as CUDA reads it: an empty value hides every GPU, and the list ends
+    at its first entry that names no GPU (an index past the count, ``-1``, anything else)."""
+    if count is None:
+        from perfsuite.measure import nvml
+
+        count = nvml.device_count()
+    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return count
+    seen = 0
+    for item in (s.strip() for s in spec.split(",")):
+        named = int(item) < count if item.isdigit() else item.startswith(("GPU-", "MIG-"))
+        if not named:
+            break
+        seen += 1
+    return min(seen, count)
+
+
+def default_nproc_per_node(requirements: Any, device: str, gpus: int) -> int:
+    """Ranks a run gets on one node when ``--nproc-per-node`` is not given, from the workload's
+    requirements (``perfsuite.Requirements``) and the GPUs visible: one process, or for a
+    rank-per-GPU workload one rank per GPU on ``cuda`` (``CPU_RANKS`` gloo ranks on the CPU).
+    On ``cuda`` never more ranks than GPUs: NCCL refuses two ranks on one GPU ("Duplicate GPU
+    detected"), so a workload that needs more ranks than there are GPUs gets the GPUs there are
+    and is skipped with its reason (``perfsuite.engine.runner.static_unmet``), never failed."""
+    wanted = (gpus if device == "cuda" else CPU_RANKS) if requirements.rank_per_gpu else 1
+    wanted = max(wanted, requirements.min_world_size, 1)
+    if device == "cuda" and gpus >= 1:
+        wanted = min(wanted, gpus)
+    if requirements.max_world_size is not None:
+        wanted = min(wanted, requirements.max_world_size)
+    return wanted
 
 
 class LaunchError(ValueError):

@@ -37,7 +37,8 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -378,11 +379,38 @@ def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
     return out
 
 
+@contextmanager
+def process_group(ctx: "RunContext") -> Iterator[str]:
+    """The run's process group, and its backend. A run of one process (world size 1: one GPU
+    visible, or ``--nproc-per-node 1``) joins none, so the sweep makes a group of one rank for its
+    own calls, as nccl-tests -g 1 runs its collectives on one rank (NCCL on the GPU, gloo on the
+    CPU), and leaves it afterwards."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        yield str(dist.get_backend())
+        return
+    if ctx.world_size != 1:
+        raise RuntimeError(f"a run of {ctx.world_size} ranks reached the sweep without a process group")
+    backend = "nccl" if ctx.device == "cuda" else "gloo"
+    bound = {"device_id": ctx.torch_device} if ctx.device == "cuda" else {}
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, **bound)
+    try:
+        yield backend
+    finally:
+        dist.destroy_process_group()
+
+
 def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     """The driver behind every ``collectives.<op>`` workload's ``execute``. Cross-checked,
     the sweep and nccl-tests take turns for the cross-check's rounds (nccl-tests first in
     even rounds, ``perfsuite.crosscheck.take_turns``' order), each ``repeats`` loops or cycles
     per size, and both sides' figures are the medians over every round."""
+    with process_group(ctx) as backend:
+        _run_collective(ctx, op, p, backend)
+
+
+def _run_collective(ctx: "RunContext", op: OpSpec, p: Any, backend: str) -> None:
     import torch.distributed as dist
 
     pl = plan(op, p, ctx.world_size)
@@ -419,7 +447,7 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     single_node = distributed.local_world_size() == ctx.world_size
     roofline = "p2p" if ctx.device == "cuda" and single_node else None
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
-    details = describe(ctx, pl, p, factor)
+    details = describe(ctx, pl, p, factor, backend)
     details["rows"] = rows
     if checking:  # nccl-tests' binary, same sweep, same call (perfsuite.crosscheck)
         details["crosscheck"] = ctx.crosscheck.compare_nccl_tests(references, rows)
@@ -431,7 +459,9 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     bus_all = []
     for mode in pl.modes:
         label = MODE_LABELS[mode]
-        peak = max(range(len(rows)), key=lambda i: rows[i][mode]["busbw_gbps"])
+        # the size of peak bandwidth (algbw: the same size as busbw's wherever the bus factor is
+        # not 0; at world size 1 nccl-tests' factors are 0 for most collectives)
+        peak = max(range(len(rows)), key=lambda i: rows[i][mode]["algbw_gbps"])
         size = rows[peak]["size_bytes"]
         own = mine[peak]["modes"][mode]["samples_s"]
         ctx.add_metric(
@@ -479,11 +509,11 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     ctx.details.update(details)
 
 
-def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
+def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float, backend: str) -> dict:
     """What a reader needs beside the table: how it was measured and on what."""
     return {
         "collective": pl.op.name,
-        "backend": ctx.dist_backend,
+        "backend": backend,
         "world_size": ctx.world_size,
         "local_world_size": distributed.local_world_size(),
         "nccl_version": distributed.nccl_version() if ctx.device == "cuda" else None,
