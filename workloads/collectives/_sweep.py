@@ -34,6 +34,7 @@ The plan of a sweep (sizes, modes, checks) is :mod:`._plan`; its table, :mod:`._
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 import time
@@ -186,16 +187,18 @@ class Sweep:
     def views(self, mode: str, c: Counts, shift: int) -> Views:
         op = self.plan.op
         if mode == "oop":
+            assert op.oop_views is not None and self.send is not None  # the plan has only modes the op has
             return op.oop_views(self.send[shift:], self.recv[shift:], c, self.rank)
+        assert op.ip_views is not None
         return op.ip_views(self.recv[shift:], c, self.rank)
 
     def calls(self, mode: str, c: Counts, n: int) -> list[Callable[[], None]]:
         """``n`` calls, call i on the slice at offset i x span (modulo the buffers)."""
         steps = max(1, self.recv.numel() // c.span)
-        out = []
+        out: list[Callable[[], None]] = []
         for i in range(n):
             v = self.views(mode, c, c.span * (i % steps))
-            out.append(lambda v=v: self.plan.op.call(v, self.args))
+            out.append(functools.partial(self.plan.op.call, v, self.args))
         return out
 
     def sync(self) -> None:

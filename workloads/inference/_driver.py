@@ -223,6 +223,7 @@ class Driver:
                     "hints": vars(self.hints).copy(),
                     "valid": s.valid,
                     "invalid_reasons": s.invalid_reasons,
+                    "next_steps": s.next_steps(self.p.percentile(scenario)),
                 }
             )
             if s.valid or s.satisfied.get("Min duration", True) or scenario == "Server":
@@ -291,12 +292,17 @@ class Driver:
         s = result.summary
         assert s is not None
         reasons = "; ".join(s.invalid_reasons)
+        # what would make it VALID, from LoadGen's own figures (the query count early stopping
+        # needs, the latency bound missed): the line a user acts on
+        steps = "; ".join(s.next_steps(self.p.percentile(scenario)))
         ctx.add_check(
             Check(
                 label=f"{scenario} VALID",
                 passed=s.valid,
                 method="LoadGen's verdict (constraints, minimum duration and queries, early stopping)",
-                detail=f"{'VALID' if s.valid else 'INVALID'}" + (f": {reasons}" if reasons else ""),
+                detail=f"{'VALID' if s.valid else 'INVALID'}"
+                + (f": {reasons}" if reasons else "")
+                + (f"; next step: {steps}" if steps else ""),
             )
         )
         for name, value in s.rates.items():
@@ -332,7 +338,7 @@ class Driver:
                 )
         return {
             "settings": result.settings,
-            "summary": s.to_dict(),
+            "summary": s.to_dict(self.p.percentile(scenario)),
             "files": self._files(result),
             "sut": {
                 "batches": st.batches,
