@@ -3,16 +3,17 @@ and the same call, both figures and their ratio stored in the record
 (``details["crosscheck"]``).
 
 - kernels (any case measured through ``RunContext.measure``): ``triton.testing.do_bench``
-  (median, its own L2 flush) with ``rep`` = the wall time of the suite's timed loop, so that
-  it makes about as many calls: a burst (``--iterations 20``) is compared with a burst and
-  a sustained run (``--min-time 2``) with a sustained one (do_bench's default 100 ms is
-  neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670).
-  The two take turns for ``rounds`` rounds (``--rounds``, ``PERFSUITE_CROSSCHECK_ROUNDS``,
-  default 4: each goes first as often as the other), each from a GPU rested for
-  ``perfsuite.context.COOL_REST_S``, and the ratio is of the medians over rounds: one 20-call
-  burst of either varies by a few percent (on an H200 do_bench's flushed bf16 burst read
-  1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
-  second of two bursts run without a rest between them read 5-6% slower;
+  timed alike with the suite's loop (``perfsuite.crosscheck.do_bench``: L2 flushed between
+  calls on both sides, the same untimed calls first, the same number of timed calls compared,
+  each round's two SM clocks compared and a round at different clocks not paired), so that a
+  burst (``--iterations 20``) is compared with a burst and a sustained run (``--min-time 2``)
+  with a sustained one. The two take turns for ``rounds`` rounds (``--rounds``,
+  ``PERFSUITE_CROSSCHECK_ROUNDS``, default 4: each goes first as often as the other), each
+  from a GPU rested for ``perfsuite.context.COOL_REST_S``, and the ratio is of the medians over
+  the paired rounds: one 20-call burst of either varies by a few percent (on an H200 do_bench's
+  flushed bf16 burst read 1.428 ms once against 1.377-1.411 in three other runs, a 0.961
+  ratio on its own), and the second of two bursts run without a rest between them read 5-6%
+  slower;
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``perfsuite.workloads.collectives._sweep``), as one process per
