@@ -14,6 +14,10 @@ and the same call, both figures and their ratio stored in the record
   flushed bf16 burst read 1.428 ms once against 1.377-1.411 in three other runs, a 0.961
   ratio on its own), and the second of two bursts run without a rest between them read 5-6%
   slower;
+- training (``perfsuite.crosscheck.training``): a bare loop of the same model, precision,
+  optimizer and compile setting (``bench/training_reference.py``), served as a subprocess on the
+  same GPU, its blocks of steps taking turns with the suite's; the ratio of throughputs is the
+  instrumentation's cost;
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``perfsuite.workloads.collectives._sweep``), as one process per
@@ -98,6 +102,14 @@ class CrossCheck:
         from perfsuite.crosscheck.collectives import nccl_tests_measured
 
         return nccl_tests_measured(run)
+
+    def bare_loop(self, args: list[str]) -> Any:
+        """The bare training loop (``bench/training_reference.py ARGS``) started now, to build and
+        compile while the run initialises: a ``perfsuite.crosscheck.training.BareLoopCheck``
+        (``wait_ready()`` before the timed run, ``compare(...)`` after it)."""
+        from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
+
+        return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"))
 
     def compare_nccl_tests(self, runs: list[dict], rows: list[dict]) -> dict:
         """nccl-tests' runs folded into one table beside the sweep's rows."""
