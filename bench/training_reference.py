@@ -132,7 +132,7 @@ class BareLoop:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
         build = build_gpt if args.model == "gpt" else build_resnet
-        self.model, self.criterion, self.data, self.layout = build(args, self.device)
+        self.model, self.outputs, self.criterion, self.data, self.layout = build(args, self.device)
         self.model.train()
         params = list(self.model.parameters())
         fused = {"fused": True} if cuda else {}
@@ -177,7 +177,7 @@ class BareLoop:
         idx = torch.randint(0, len(inputs), (self.batch,), device=self.device)
         x, y = self.layout(inputs[idx]), labels[idx]
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = self.loss(self.forward(x), y)
+            loss = self.loss(self.outputs(self.forward, x), y)
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.grad_clip)
@@ -198,7 +198,8 @@ class BareLoop:
         return time.perf_counter() - t0
 
 
-def build_gpt(args: argparse.Namespace, device: Any) -> tuple[Any, Any, tuple[Any, Any], Any]:
+def build_gpt(args: argparse.Namespace, device: Any) -> tuple[Any, Any, Any, tuple[Any, Any], Any]:
+    """(model, its logits for a batch, the loss, the device-resident split, the input layout)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # built from a config: nothing to fetch
     import torch
     import torch.nn.functional as F
@@ -236,15 +237,8 @@ def build_gpt(args: argparse.Namespace, device: Any) -> tuple[Any, Any, tuple[An
     config._attn_implementation = "sdpa"
     model = cls(config).to(device)
 
-    class Logits(torch.nn.Module):
-        """The language model's logits alone (what a training script's forward returns)."""
-
-        def __init__(self, lm: Any) -> None:
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, x: Any) -> Any:
-            return self.lm(input_ids=x, use_cache=False).logits
+    def outputs(model: Any, x: Any) -> Any:
+        return model(input_ids=x, use_cache=False).logits  # training keeps no key/value cache
 
     def criterion(logits: Any, y: Any) -> Any:
         return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE)
@@ -253,10 +247,11 @@ def build_gpt(args: argparse.Namespace, device: Any) -> tuple[Any, Any, tuple[An
     tokens = torch.randint(1, args.vocab, (n, args.context + 1), device=device)
     inputs, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].clone()
     labels[:, : args.context // 2] = IGNORE  # the loss on the answer half, as the workload's task has it
-    return Logits(model), criterion, (inputs, labels), lambda x: x
+    return model, outputs, criterion, (inputs, labels), lambda x: x
 
 
-def build_resnet(args: argparse.Namespace, device: Any) -> tuple[Any, Any, tuple[Any, Any], Any]:
+def build_resnet(args: argparse.Namespace, device: Any) -> tuple[Any, Any, Any, tuple[Any, Any], Any]:
+    """(model, its logits for a batch, the loss, the device-resident split, the input layout)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -288,7 +283,7 @@ def build_resnet(args: argparse.Namespace, device: Any) -> tuple[Any, Any, tuple
     images = torch.randn(n, 3, args.image_size, args.image_size, device=device)
     labels = torch.randint(0, args.classes, (n,), device=device)
     layout = (lambda x: x.contiguous(memory_format=torch.channels_last)) if cuda else (lambda x: x)
-    return model, criterion, (images, labels), layout
+    return model, lambda model, x: model(x), criterion, (images, labels), layout
 
 
 if __name__ == "__main__":

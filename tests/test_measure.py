@@ -1012,6 +1012,46 @@ def test_a_disagreement_at_the_same_clock_is_a_disagreement_and_without_nvml_rou
     assert same_clock(_clocks(1980), _clocks(1965)) is True and same_clock(_clocks(1455), _clocks(1485)) is False
 
 
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_on_the_gpu_a_gemm_and_do_bench_are_timed_alike_and_each_round_shows_both_clocks(cli):
+    """A GEMM burst beside do_bench on the GPU: every round compares the same number of calls,
+    flushed on both sides, with both sides' SM clocks; the ratio and the note are printed (the 2%
+    bar is the crosschecks plan's to show, not this test's to assert)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    proc = cli(
+        "crosscheck",
+        "kernels.gemm",
+        "--device",
+        "cuda",
+        "-p",
+        "dtypes=bf16",
+        "-p",
+        "m=4096",
+        "-p",
+        "n=4096",
+        "-p",
+        "k=4096",
+        "--iterations",
+        "20",
+        "--rounds",
+        "2",
+        "--json",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)
+    cc = record["details"]["crosscheck"]["bf16"]
+    assert cc["status"] == "measured" and cc["suite_l2_flush"] and not cc["recorded_l2_flush"]
+    for r in cc["rounds"]:
+        assert r["calls_compared"] == 20 and r["reference_calls"] >= 20
+        assert r["suite_clocks"]["sm_clock_mhz_median"] and r["reference_clocks"]["sm_clock_mhz_median"]
+    print(f"\nbf16 4096^3: ratio {cc['time_ratio']:.3f}, {cc['rounds_paired']} of 2 rounds paired: {cc['note']}")
+
+
 def test_rounds_come_from_the_option_or_the_environment_and_must_be_whole_and_positive(cli, perfsuite_env):
     from perfsuite.crosscheck import DEFAULT_ROUNDS, ENV_ROUNDS, rounds
 

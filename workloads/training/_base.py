@@ -321,6 +321,7 @@ class TimeToTarget(Workload):
                     "model": model_info,
                     "flops_per_sample": flops_per_sample,
                     "world_size": world,
+                    "optimizer": f"{p.optimizer} ({'fused' if cuda else 'default'})",
                     "global_batch": p.global_batch,
                     "per_rank_batch": order.per_rank,
                     "steps_per_epoch": spe,
