@@ -28,8 +28,8 @@ from sqlalchemy import Engine, select
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import (SHA256_KEY, canonical_json, check_record_body, compact_record, load_record_file,
-                      parse_timestamp)
+from .records import (MAX_RECORD_DEPTH, SHA256_KEY, canonical_json, check_record_body, checked_body,
+                      compact_record, load_record_file, nesting_depth, parse_timestamp)
 from .store import system_key
 
 DEFAULT_BATCH = 2000
@@ -82,6 +82,19 @@ def prepare(item: Item) -> Prepared:
     :class:`RecordInvalid`."""
     record = item if isinstance(item, dict) else load_record_file(item)
     sha, text = check_record_body(record)
+    return _render(record, sha, text)
+
+
+def prepare_checked(record: dict) -> Prepared:
+    """Render the rows of a record whose schema was checked; checks its sha256 (its only
+    serialisation). Raises :class:`RecordInvalid`."""
+    if nesting_depth(record) > MAX_RECORD_DEPTH:
+        raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
+    sha, text = checked_body(record)
+    return _render(record, sha, text)
+
+
+def _render(record: dict, sha: str, text: str) -> Prepared:
     compact = compact_record(record)
     if compact is record:  # the canonical body was just hashed; store that text with the hash
         record_text = f'{{"{SHA256_KEY}":"{sha}",{text[1:]}' if len(text) > 2 else f'{{"{SHA256_KEY}":"{sha}"}}'
@@ -136,49 +149,52 @@ def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
         yield chunk
 
 
-def prepared(items: Iterable[Item], workers: int | None = None, total: int | None = None) -> Iterator[Prepared]:
-    """Check and render ``items`` in order, in ``workers`` processes (default: one per CPU)
-    when there are :data:`PARALLEL_FROM` or more; raises :class:`RecordInvalid` naming the
-    first refused record's position (and file)."""
+def map_chunks(function: Callable[[list], list], items: Iterable, workers: int | None = None,
+               total: int | None = None) -> Iterator[tuple[list, list]]:
+    """(chunk, ``function(chunk)``) for chunks of :data:`CHUNK` items, in order; in worker
+    processes (one per CPU by default) when there are :data:`PARALLEL_FROM` items or more.
+    ``function`` must be importable (a module-level function)."""
     if workers is None:
         workers = os.cpu_count() or 1
-    position = 0
-    if workers <= 1 or (total is not None and total < PARALLEL_FROM):
-        results: Iterable[list[Prepared | str]] = map(_prepare_chunk, _chunks(items, CHUNK))
-        executor = None
-    else:
-        import multiprocessing
+    if total is None and isinstance(items, (list, tuple)):
+        total = len(items)
+    if workers <= 1 or total is None or total < PARALLEL_FROM:
+        for chunk in _chunks(items, CHUNK):
+            yield chunk, function(chunk)
+        return
+    import multiprocessing
+    from collections import deque
 
-        # spawn, not fork: the caller may hold threads (a progress bar) and open connections
-        executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        results = _ordered(executor, _chunks(items, CHUNK), workers * 4)
+    # spawn, not fork: the caller may hold threads (a progress bar) and open connections
+    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        for chunk_out in results:
-            for one in chunk_out:
-                position += 1
-                if isinstance(one, str):
-                    raise RecordInvalid(f"record {position}{_total(total)}: {one}")
-                yield one
+        in_flight: deque = deque()
+        for chunk in _chunks(items, CHUNK):
+            in_flight.append((chunk, executor.submit(function, chunk)))
+            if len(in_flight) >= workers * 4:  # bounded memory
+                done, future = in_flight.popleft()
+                yield done, future.result()
+        while in_flight:
+            done, future = in_flight.popleft()
+            yield done, future.result()
     finally:
-        if executor is not None:
-            executor.shutdown(cancel_futures=True)
+        executor.shutdown(cancel_futures=True)
+
+
+def prepared(items: Iterable[Item], workers: int | None = None, total: int | None = None) -> Iterator[Prepared]:
+    """Check and render ``items`` in order (in worker processes when there are many); raises
+    :class:`RecordInvalid` naming the first refused record's position."""
+    position = 0
+    for _chunk, chunk_out in map_chunks(_prepare_chunk, items, workers, total):
+        for one in chunk_out:
+            position += 1
+            if isinstance(one, str):
+                raise RecordInvalid(f"record {position}{_total(total)}: {one}")
+            yield one
 
 
 def _total(total: int | None) -> str:
     return f" of {total}" if total is not None else ""
-
-
-def _ordered(executor: ProcessPoolExecutor, chunks: Iterator[list[Item]], ahead: int) -> Iterator[list]:
-    """Results in submission order, with at most ``ahead`` chunks in flight (bounded memory)."""
-    from collections import deque
-
-    in_flight: deque = deque()
-    for chunk in chunks:
-        in_flight.append(executor.submit(_prepare_chunk, chunk))
-        if len(in_flight) >= ahead:
-            yield in_flight.popleft().result()
-    while in_flight:
-        yield in_flight.popleft().result()
 
 
 # -- writing --------------------------------------------------------------------------------------

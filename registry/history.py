@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from .compare import _system_filter
 from .models import Metric, Run, Workload
 from schemas.headline import case_headline
+from schemas.samples import decode
 
 
 @dataclass
@@ -67,5 +68,5 @@ def metric_history(session: Session, workload: str, *, case: str | None = None, 
         s = r.statistics or {}
         points.append(Point(r.run_id, r.started_at.isoformat(), r.comparability_key, r.params, str(r.system_id),
                             r.case, r.name, r.unit, r.higher_is_better, r.value, s.get("ci95_low"),
-                            s.get("ci95_high"), list(r.samples)))
+                            s.get("ci95_high"), decode(r.samples)))
     return points

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import canonical_json, check_record, parse_timestamp
+from .records import canonical_json, check_record, compact_record, parse_timestamp
 
 STORED = "stored"
 DUPLICATE = "duplicate"
@@ -68,6 +68,9 @@ def _existing(session: Session, run_id: str, sha256: str) -> str | None:
 
 
 def _run_row(session: Session, record: dict, sha256: str) -> Run:
+    from schemas.samples import standalone
+
+    record = compact_record(record)  # long sample lists encoded; the same sha256
     env = record["environment"]
     wl = record["workload"]
     key, system_columns = system_key(env)
@@ -92,7 +95,8 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
         roofline = m["roofline"] or {}
         run.metrics.append(Metric(
             position=position, case=m["case"], name=m["name"], unit=m["unit"], value=m["value"],
-            higher_is_better=m["higher_is_better"], samples=m["samples"], statistics=m["statistics"],
+            higher_is_better=m["higher_is_better"], samples=standalone(m, record["metrics"]),
+            statistics=m["statistics"],
             roofline_resource=roofline.get("resource"), roofline_fraction=roofline.get("fraction"),
             ceiling_run_id=roofline.get("ceiling_run_id"),
         ))

@@ -425,27 +425,47 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         if len(files) != 1:
             fail("give record files, or one submissions directory")
         return import_directory(ctx, files[0])
-    from registry import RecordInvalid, RegistryError, check_record, load_record_file
+    from registry import RecordInvalid, RegistryError
+    from registry.bulk import BulkOutcome, prepare, store_prepared
+    from suite.commands.submissions import progress_bar
 
-    records, refused = [], []
-    for f in files:
-        try:
-            record = load_record_file(f)
-            check_record(record)
-        except RecordInvalid as exc:
-            refused.append(f"{f}: {exc}")
-            continue
-        records.append(record)
+    prepared, refused = [], []
+    with progress_bar(len(files), "checking") as advance:
+        for f in files:
+            try:
+                prepared.append(prepare(f))  # read, checked (size, UTF-8, JSON, schema, sha256) once
+            except RecordInvalid as exc:
+                refused.append(f"{f}: {exc}")
+            advance(1)
     if refused:
         for line in refused[:-1]:
             click.echo(f"Error: {clean(line)}", err=True)
         fail(f"{refused[-1]} (nothing imported: {len(refused)} of {len(files)} files refused)", 1)
+    registry = open_db(ctx)
+    outcome = BulkOutcome()
+    stored_before = {p.run_id for p in prepared}
     try:
-        outcomes = open_db(ctx).store_all(records)
+        with progress_bar(len(prepared), "storing") as advance:
+            existing = _stored_hashes(registry, stored_before)
+            store_prepared(registry.engine, [prepared], outcome, atomic=True, progress=advance)
     except RegistryError as exc:
         fail(f"{exc} (nothing imported)", 1)
-    for f, record, outcome in zip(files, records, outcomes):
-        click.echo(f"{outcome}: {record['run_id']} ({clean(f)})")
+    for f, p in zip(files, prepared):
+        click.echo(f"{'duplicate' if p.run_id in existing else 'stored'}: {p.run_id} ({clean(f)})")
+
+
+def _stored_hashes(registry, run_ids: set[str]) -> set[str]:
+    """Which of ``run_ids`` the registry already holds (so that the import can say so)."""
+    from sqlalchemy import select
+
+    from registry.models import Run
+
+    with registry.session() as session:
+        ids = list(run_ids)
+        found: set[str] = set()
+        for start in range(0, len(ids), 1000):
+            found.update(session.execute(select(Run.run_id).where(Run.run_id.in_(ids[start:start + 1000]))).scalars())
+        return found
 
 
 from suite.commands import compare, history, leaderboard, reproduce, submissions  # noqa: E402

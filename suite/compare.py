@@ -162,23 +162,28 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD,
     for record in (a, b):
         if record["status"] != "success":
             raise ValueError(f"run {record['run_id']} has status {record['status']}: nothing measured to compare")
+    from schemas.samples import metric_samples
+
     by_key_b = {(m["case"], m["name"]): m for m in b["metrics"]}
     heads = _headline_names(a)
     rows = []
     for ma in a["metrics"]:
         mb = by_key_b.get((ma["case"], ma["name"]))
-        if mb is None or not ma["samples"] or not mb["samples"]:
+        if mb is None:
             continue
-        ratio, low, high = stats.ratio_of_medians_ci(ma["samples"], mb["samples"])
+        sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
+        if not sa or not sb:
+            continue
+        ratio, low, high = stats.ratio_of_medians_ci(sa, sb)
         p = None
-        if len(ma["samples"]) > 1 and len(mb["samples"]) > 1:
-            _, p = stats.mann_whitney_u(ma["samples"], mb["samples"])
+        if len(sa) > 1 and len(sb) > 1:
+            _, p = stats.mann_whitney_u(sa, sb)
         verdict = metric_verdict(ratio, low, high, p, ma["higher_is_better"], threshold, alpha)
         rows.append(MetricComparison(
             case=ma["case"], metric=ma["name"], unit=ma["unit"], higher_is_better=ma["higher_is_better"],
-            median_a=float(np.median(ma["samples"])), median_b=float(np.median(mb["samples"])),
-            ratio=ratio, ratio_ci_low=low, ratio_ci_high=high, p_value=p, n_a=len(ma["samples"]),
-            n_b=len(mb["samples"]), verdict=verdict, headline=heads.get(ma["case"]) == ma["name"]))
+            median_a=float(np.median(sa)), median_b=float(np.median(sb)),
+            ratio=ratio, ratio_ci_low=low, ratio_ci_high=high, p_value=p, n_a=len(sa),
+            n_b=len(sb), verdict=verdict, headline=heads.get(ma["case"]) == ma["name"]))
     if not rows:
         raise ValueError(f"runs {a['run_id'][:8]} and {b['run_id'][:8]} share no metric with samples")
     verdicts = {r.verdict for r in rows if r.headline} or {r.verdict for r in rows}

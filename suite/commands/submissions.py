@@ -3,9 +3,40 @@ validates a tree and lists every problem with its file. ``perfsuite import DIR``
 checked tree (:func:`import_directory`, called by the ``import`` command)."""
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, what: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar with its ETA on stderr when it is a terminal, else a line at each tenth;
+    yields the function to call with the number of items just done."""
+    if total < 1:
+        yield lambda _done: None
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(what, total=total)
+            yield lambda done: bar.advance(task, done)
+        return
+    state = {"done": 0, "shown": 0}
+
+    def advance(done: int) -> None:
+        state["done"] += done
+        tenth = state["done"] * 10 // total
+        if tenth > state["shown"]:
+            state["shown"] = tenth
+            click.echo(f"{what}: {state['done']} of {total}", err=True)
+
+    yield advance
 
 
 @click.command("submit")
@@ -77,10 +108,11 @@ def check_cmd(path: Path, as_json: bool) -> None:
     (training 5 per system and parameters, others 1), unique seeds, MLLOG keys of training
     runs, system files matching the records' GPUs, no path escaping the tree, no duplicate
     run ids. Lists every problem with its file; exit 1 if any."""
-    from registry.submissions import check_tree
+    from registry.submissions import check_tree, record_files
     from suite.cli import emit_json
 
-    report = check_tree(path)
+    with progress_bar(len(record_files(path)), "checking") as advance:
+        report = check_tree(path, progress=advance)
     if as_json:
         emit_json({"root": str(path), "ok": report.ok, "records": len(report.records),
                    "systems": len(report.systems),
@@ -97,8 +129,13 @@ def import_directory(ctx: click.Context, directory: Path) -> None:
     from registry.submissions import import_tree
     from suite.cli import fail, open_db
 
+    from registry.submissions import check_tree, record_files
+
+    with progress_bar(len(record_files(directory)), "checking") as advance:
+        report = check_tree(directory, progress=advance)
     try:
-        counts = import_tree(open_db(ctx), directory)
+        with progress_bar(len(report.records), "storing") as advance:
+            counts = import_tree(open_db(ctx), directory, progress=advance, checked=report)
     except RegistryError as exc:
         fail(str(exc), 1)
     click.echo(f"{directory}: {counts['stored']} stored, {counts['duplicate']} already there, "
