@@ -96,7 +96,8 @@ def prepare_checked(record: dict) -> Prepared:
 
 def _render(record: dict, sha: str, text: str) -> Prepared:
     compact = compact_record(record)
-    if compact is record:  # the canonical body was just hashed; store that text with the hash
+    encoded = any(isinstance(m["samples"], dict) for m in compact["metrics"])
+    if not encoded:  # the canonical body was just hashed as it is stored: keep that text, with the hash
         record_text = f'{{"{SHA256_KEY}":"{sha}",{text[1:]}' if len(text) > 2 else f'{{"{SHA256_KEY}":"{sha}"}}'
     else:
         record_text = _json(compact)

@@ -1,14 +1,19 @@
-"""What the leaderboard shows, read from the registry: ranked rows per workload, case and
-parameters, and every result of every system.
+"""What the leaderboard shows, read from the registry: one board per benchmark (workload), a
+table per configuration of its comparability key's settings, rows = systems, columns = the
+benchmark's cases, each cell the case's headline figure.
 
-Only runs whose status is ``success`` and whose verification ``passed`` are read: a run
-that failed, timed out or did not verify is never ranked. A system is the one a run was
-submitted under (``perfsuite import DIR``), else the machine the record describes.
-Several runs of one system with the same parameters make one row: the olympic mean of
-their medians (MLPerf's score: drop the fastest and the slowest) when there are at least
-three, else the median of their medians; the CI shown is the run's own (one run) or the
-range of the runs' medians; energy and % of ceiling come from the latest stored run, and
-so does the cost: the run's own, else one at its submitted system's price (``schemas.cost``).
+Only runs whose status is ``success`` and whose verification ``passed`` are read: a run that
+failed, timed out or did not verify is never ranked. A system is the one a run was submitted
+under (``perfsuite import DIR``), else the machine the record describes. Several runs of one
+system in one configuration make one cell: the olympic mean of their values (MLPerf's score:
+drop the fastest and the slowest) from three runs on, else their median; the interval shown
+is the run's own CI (one run) or the range of the runs. The regime (power-capped, thermal),
+% of ceiling and cost come from the latest run; cost is the run's own, else one at its
+submitted system's price (``schemas.cost``).
+
+Built to stay fast on a public round (100,000 records): the headline metric of each
+(comparability key, case) is chosen from one run, then one query reads that metric's value
+for every ranked run, and only each cell's latest run is read further.
 """
 from __future__ import annotations
 
@@ -16,15 +21,18 @@ import hashlib
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
-from ..models import Metric, Run, Submission, SubmittedSystem, System, Workload
-from schemas import CEILINGS_WORKLOAD
 from schemas.cost import cost_text, result_cost
-from schemas.headline import case_headline
+from schemas.throttle import case_summary, throttle_flag
+
+from ..models import Environment, Metric, Run, Submission, SubmittedSystem, System, Workload
+from .keys import case_headline, key_settings, settings_id, settings_label
 
 OLYMPIC_MIN_RUNS = 3
+CHUNK = 2000  # ids per IN (...) list
 
 
 @dataclass
@@ -34,190 +42,254 @@ class SystemInfo:
     submitter: str
     accelerator: str
     accelerator_count: int
-    framework: str
+    software: str  # "PyTorch 2.11 · CUDA 13.0"
     availability: str
     description: dict | None  # the submitted description, when there is one
     host: str
 
 
 @dataclass
-class ResultRow:
-    """One system's result for one workload, parameters and case."""
+class RunValue:
+    run_id: str
+    started_at: datetime
+    value: float
 
-    system: SystemInfo
-    division: str
+
+@dataclass
+class Cell:
+    """One system's figure for one case of one configuration."""
+
     value: float
     unit: str
     higher_is_better: bool
     ci_low: float | None
     ci_high: float | None
-    ceiling_fraction: float | None
-    energy: str | None  # "947 GFLOP/J"
-    run_ids: list[str]
-    runs_note: str  # "1 run", "5 runs, olympic mean"
-    cost: str | None = None  # "0.42 USD per 1M tokens": the latest run's cost, or its submitted system's price
+    runs: list[RunValue]  # oldest first
+    note: str  # "1 run", "5 runs, olympic mean"
+    regime: str  # "", "power-capped", "thermal slowdown" ... (the latest run)
+    fraction: float | None  # of its ceiling (the latest run)
+    cost: str | None
+    metric: str
+
+    @property
+    def latest(self) -> RunValue:
+        return self.runs[-1]
+
+
+@dataclass
+class Row:
+    system: SystemInfo
+    cells: dict[str, Cell] = field(default_factory=dict)  # case -> cell
+
+
+@dataclass
+class Config:
+    """One table of a board: a set of key settings (a tab), its cases and rows."""
+
+    id: str
+    settings: dict
+    label: str
+    cases: list[str]
+    rows: list[Row]
+    runs: int
+    default: bool = False
 
 
 @dataclass
 class Board:
-    """One ranked table: a workload at one version, parameters and case."""
-
     workload: str
-    version: int
-    comparability_key: str
-    params: dict
-    scenario: str | None
-    case: str
-    metric: str
-    rows: list[ResultRow] = field(default_factory=list)
+    category: str
+    configs: list[Config]
 
     @property
-    def anchor(self) -> str:
-        return hashlib.sha256(f"{self.comparability_key}|{self.case}".encode()).hexdigest()[:12]
-
-
-@dataclass
-class RunPoint:
-    """A run's metrics as the system page and its roofline need them."""
-
-    run_id: str
-    workload: str
-    case: str
-    metrics: dict[str, tuple[float, str]]  # name -> (value, unit)
-    roofline: dict[str, float | None]  # name -> fraction
+    def default(self) -> Config:
+        return self.configs[0]
 
 
 def _system_key(kind: str, ident: str) -> str:
     return hashlib.sha256(f"{kind}|{ident}".encode()).hexdigest()[:16]
 
 
-def _framework(env: dict) -> str:
+def software(env: dict) -> str:
     runtime = env.get("runtime") or {}
-    torch = runtime.get("torch") or (env.get("packages") or {}).get("torch")
-    return f"PyTorch {torch}" if torch else ""
+    packages = env.get("packages") or {}
+    parts = []
+    torch = runtime.get("torch") or packages.get("torch")
+    if torch:
+        parts.append(f"PyTorch {torch}")
+    if runtime.get("cuda"):
+        parts.append(f"CUDA {runtime['cuda']}")
+    nccl = runtime.get("nccl")
+    if nccl:
+        parts.append(f"NCCL {nccl}")
+    return " · ".join(parts)
 
 
-def _ranked(query, workload: str | None):
-    query = query.where(Run.status == "success", Run.verification_status == "passed")
-    return query.where(Workload.name == workload) if workload is not None else query
+def _ranked(query):
+    return query.where(Run.status == "success", Run.verification_status == "passed")
 
 
-def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, SystemInfo],
-                                                        dict[str, list[RunPoint]], dict[str, dict]]:
-    """(boards, systems by key, run points by system key, ceilings by system key); with
-    ``workload``, only that workload (one page's worth).
+def _chunks(ids: list) -> list[list]:
+    return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
 
-    Built to stay fast on a large registry: the headline metric of each (parameters, case)
-    is chosen from one run (``schemas.headline``, the one rule), then SQL aggregates that metric per system (count, sum, min,
-    max: enough for the olympic mean), and only each row's latest run is read in full.
-    """
+
+def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, SystemInfo]]:
+    """The boards (one per workload; only ``workload``'s when given) and the systems by key."""
     sub_system = Submission.system_id.label("sub_system")
-    # 1. one representative run per comparability key: its cases' headline metrics and key fields
-    reps = session.execute(_ranked(
-        select(Run.comparability_key, func.min(Run.id)).join(Workload, Run.workload_id == Workload.id), workload)
-        .group_by(Run.comparability_key)).all()
-    headline: dict[tuple[str, str], str] = {}
-    key_info: dict[str, tuple] = {}
-    for ckey, rep in reps:
-        record = session.execute(select(Run.record).where(Run.id == rep)).scalar_one()
-        w = record["workload"]
-        for case in dict.fromkeys(m["case"] for m in record["metrics"]):
-            headline[(ckey, case)] = case_headline(record["metrics"], case, w.get("primary_metric"))["name"]
-        key_info[ckey] = (w["name"], w["version"], w["params"], w["scenario"], w["division"])
-    if not headline:
-        return [], {}, {}, {}
-    # 2. the headline metric aggregated per key, case and system
-    groups = session.execute(_ranked(
-        select(Run.comparability_key, Metric.case, Metric.name, Run.system_id, sub_system,
-               func.count(), func.sum(Metric.value), func.min(Metric.value), func.max(Metric.value),
-               func.max(Run.id))
-        .join(Workload, Run.workload_id == Workload.id).join(Metric, Metric.run_id == Run.id)
-        .outerjoin(Submission, Submission.run_id == Run.id), workload)
-        .where(Metric.name.in_(sorted(set(headline.values()))))
-        .group_by(Run.comparability_key, Metric.case, Metric.name, Run.system_id, sub_system)).all()
-    groups = [g for g in groups if headline.get((g[0], g[1])) == g[2]]
-    # 3. each row's latest run, in full (metrics without samples), and what describes its system
-    latest_pks = sorted({g[9] for g in groups})
+    query = _ranked(select(Run.id, Run.run_id, Run.comparability_key, Run.system_id, sub_system, Run.started_at,
+                           Run.environment_id, Run.device, Run.world_size, Workload.name, Workload.category)
+                    .join(Workload, Run.workload_id == Workload.id)
+                    .outerjoin(Submission, Submission.run_id == Run.id))
+    if workload is not None:
+        query = query.where(Workload.name == workload)
+    runs = {r.id: r for r in session.execute(query)}
+    if not runs:
+        return [], {}
+    # 1. one representative run per comparability key: its settings and its cases' headlines
+    first_of_key: dict[str, int] = {}
+    for pk, r in runs.items():
+        if r.comparability_key not in first_of_key or pk < first_of_key[r.comparability_key]:
+            first_of_key[r.comparability_key] = pk
+    key_workload: dict[str, dict] = {}
+    for chunk in _chunks(list(first_of_key.values())):
+        for pk, wl in session.execute(select(Run.id, Run.record["workload"]).where(Run.id.in_(chunk))):
+            key_workload[runs[pk].comparability_key] = wl
+    rep_metrics: dict[int, list[dict]] = defaultdict(list)
+    for chunk in _chunks(list(first_of_key.values())):
+        for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.higher_is_better)
+                                 .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
+            rep_metrics[m.run_id].append({"case": m.case, "name": m.name, "unit": m.unit,
+                                          "higher_is_better": m.higher_is_better})
+    heads: dict[tuple[str, str], dict] = {}
+    for ckey, pk in first_of_key.items():
+        wl = key_workload[ckey]
+        metrics = rep_metrics[pk]
+        for case in dict.fromkeys(m["case"] for m in metrics):
+            head = case_headline(metrics, case, runs[pk].category, wl.get("primary_metric"))
+            if head is not None:
+                heads[(ckey, case)] = head
+    # 2. the headline value of every ranked run
+    values: dict[tuple[int, str], float] = {}
+    names = sorted({h["name"] for h in heads.values()})
+    value_query = _ranked(select(Metric.run_id, Metric.case, Metric.name, Metric.value)
+                          .join(Run, Metric.run_id == Run.id).join(Workload, Run.workload_id == Workload.id)
+                          .where(Metric.name.in_(names)))
+    if workload is not None:
+        value_query = value_query.where(Workload.name == workload)
+    for run_pk, case, name, value in session.execute(value_query):
+        head = heads.get((runs[run_pk].comparability_key, case))
+        if head is not None and head["name"] == name:
+            values[(run_pk, case)] = value
+    # 3. group: workload -> settings -> (system, case) -> runs
+    settings_of = {ckey: key_settings(wl) for ckey, wl in key_workload.items()}
+    groups: dict[tuple[str, str], dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
+    config_settings: dict[tuple[str, str], dict] = {}
+    config_cases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)
+    config_runs: dict[tuple[str, str], int] = defaultdict(int)
+    for pk, r in runs.items():
+        sid = settings_id(settings_of[r.comparability_key])
+        config_settings[(r.name, sid)] = settings_of[r.comparability_key]
+        config_runs[(r.name, sid)] += 1
+        for case in (c for (k, c) in heads if k == r.comparability_key):
+            if (pk, case) in values:
+                groups[(r.name, sid)][(r.system_id, r.sub_system, case)].append(pk)
+                config_cases[(r.name, sid)][case] = None
+    # 4. each cell's latest run: statistics, roofline fraction, regime, cost, environment
+    latest_pks = sorted({max(pks, key=lambda p: (runs[p].started_at, p)) for g in groups.values() for pks in g.values()})
     latest_metrics: dict[int, list] = defaultdict(list)
-    latest_runs: dict[int, tuple] = {}
-    latest_costs: dict[int, dict] = {}
-    for start in range(0, len(latest_pks), 2000):
-        chunk = latest_pks[start:start + 2000]
+    throttles: dict[int, dict] = {}
+    costs: dict[int, dict] = {}
+    for chunk in _chunks(latest_pks):
         for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value,
                                         Metric.higher_is_better, Metric.statistics, Metric.roofline_fraction)
                                  .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
             latest_metrics[m.run_id].append(m)
-        for row in session.execute(select(Run.id, Run.run_id, Run.environment_id, Run.started_at, Run.device,
-                                          Run.world_size, Workload.name)
-                                   .join(Workload, Run.workload_id == Workload.id).where(Run.id.in_(chunk))):
-            latest_runs[row.id] = row
-        # Only the record's cost section (a JSON path in the database), never the whole record.
-        for pk, cost in session.execute(select(Run.id, Run.record["cost"]).where(Run.id.in_(chunk))):
+        for pk, throttle, cost in session.execute(select(Run.id, Run.record[("details", "throttle")], Run.record["cost"])
+                                                  .where(Run.id.in_(chunk))):
+            if throttle:
+                throttles[pk] = throttle
             if cost:
-                latest_costs[pk] = cost
-    environments = _environments(session, {r.environment_id for r in latest_runs.values()})
-    host_rows = {row.id: row for row in session.execute(
+                costs[pk] = cost
+    environments = {}
+    env_ids = sorted({runs[pk].environment_id for pk in latest_pks})
+    for chunk in _chunks(env_ids):
+        environments.update(dict(session.execute(select(Environment.id, Environment.data)
+                                                 .where(Environment.id.in_(chunk))).all()))
+    hosts = {row.id: row for row in session.execute(
         select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count)
-        .where(System.id.in_({g[3] for g in groups})))}
+        .where(System.id.in_(sorted({r.system_id for r in runs.values()}))))}
+    sub_ids = sorted({r.sub_system for r in runs.values() if r.sub_system is not None})
     submitted = {row.id: row for row in session.execute(
         select(SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description)
-        .where(SubmittedSystem.id.in_({g[4] for g in groups if g[4] is not None})))}
-    # 4. every ranked run id of each row, for the links to the records
-    run_links: dict[tuple, list[str]] = defaultdict(list)
-    for ckey, system_id, sub_id, run_id in session.execute(_ranked(
-            select(Run.comparability_key, Run.system_id, sub_system, Run.run_id)
-            .join(Workload, Run.workload_id == Workload.id)
-            .outerjoin(Submission, Submission.run_id == Run.id), workload)
-            .where(Run.comparability_key.in_(list(key_info)))
-            .order_by(Run.started_at, Run.id)):
-        run_links[(ckey, system_id, sub_id)].append(run_id)
+        .where(SubmittedSystem.id.in_(sub_ids)))} if sub_ids else {}
 
     systems: dict[str, SystemInfo] = {}
-    points: dict[str, list[RunPoint]] = defaultdict(list)
-    ceilings: dict[str, dict] = {}
-    ceilings_at: dict[str, object] = {}
-    boards: dict[tuple, Board] = {}
-    for ckey, case, name, system_id, sub_id, count, total, low_v, high_v, latest_pk in groups:
-        run = latest_runs[latest_pk]
-        env = environments[run.environment_id]
-        info = _system_info(host_rows[system_id], submitted.get(sub_id), env)
-        systems.setdefault(info.key, info)
-        ms = [m for m in latest_metrics[latest_pk] if m.case == case]
-        head = next(m for m in ms if m.name == name)
-        energy = next((m for m in ms if m.name.endswith("_per_j")), None)
-        point = RunPoint(run.run_id, run.name, case, {m.name: (m.value, m.unit) for m in ms},
-                         {m.name: m.roofline_fraction for m in ms})
-        points[info.key].append(point)
-        if run.name == CEILINGS_WORKLOAD and (info.key not in ceilings_at or ceilings_at[info.key] < run.started_at):
-            ceilings_at[info.key] = run.started_at
-            ceilings[info.key] = {}
-        if run.name == CEILINGS_WORKLOAD and ceilings_at[info.key] == run.started_at:
-            wanted = "tflops" if case.startswith("matmul.") else "gbps"
-            ceilings[info.key].update({case: (m.value, m.unit, m.name) for m in ms if m.name == wanted})
-        # A run without its own cost is priced at its submitted system's price, labelled as such.
-        price = info.description.get("accelerator_hour_price_usd") if info.description else None
-        cost = result_cost(latest_costs.get(latest_pk), price,
-                           [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in ms],
-                           run.device, run.world_size)
-        wname, version, params, scenario, division = key_info[ckey]
-        board = boards.setdefault((wname, version, ckey, case), Board(wname, version, ckey, params, scenario, case, name))
-        if count >= OLYMPIC_MIN_RUNS:
-            value, note, ci = (total - low_v - high_v) / (count - 2), f"{count} runs, olympic mean", (low_v, high_v)
-        elif count == 2:
-            value, note, ci = total / 2, "2 runs, median", (low_v, high_v)
-        else:
-            stats = head.statistics or {}
-            value, note, ci = head.value, "1 run", (stats.get("ci95_low"), stats.get("ci95_high"))
-        board.rows.append(ResultRow(info, division, value, head.unit, head.higher_is_better, ci[0], ci[1],
-                                    head.roofline_fraction,
-                                    f"{energy.value:.4g} {energy.unit}" if energy is not None else None,
-                                    run_links[(ckey, system_id, sub_id)], note, cost_text(cost, case)))
+    boards: dict[str, list[Config]] = defaultdict(list)
+    categories: dict[str, str] = {}
+    for (wname, sid), cells in groups.items():
+        rows: dict[str, Row] = {}
+        for (system_id, sub_id, case), pks in cells.items():
+            pks.sort(key=lambda p: (runs[p].started_at, p))
+            latest = pks[-1]
+            run = runs[latest]
+            categories[wname] = run.category
+            info = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
+            systems.setdefault(info.key, info)
+            row = rows.setdefault(info.key, Row(systems[info.key]))
+            row.cells[case] = _cell(case, pks, runs, values, heads[(run.comparability_key, case)],
+                                    latest_metrics[latest], throttles.get(latest), costs.get(latest), info,
+                                    run.device, run.world_size)
+        label = settings_label(config_settings[(wname, sid)])
+        boards[wname].append(Config(sid, config_settings[(wname, sid)], label, list(config_cases[(wname, sid)]),
+                                    list(rows.values()), config_runs[(wname, sid)]))
     out = []
-    for key in sorted(boards, key=lambda k: (k[0], k[1], k[3], k[2])):
-        board = boards[key]
-        board.rows.sort(key=lambda row: -row.value if row.higher_is_better else row.value)
-        out.append(board)
-    return out, systems, points, ceilings
+    for wname in sorted(boards):
+        configs = boards[wname]
+        shared = _shared_settings([c.settings for c in configs])
+        for c in configs:
+            c.label = settings_label(c.settings, shared)
+            c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
+        latest_version = max(c.settings["version"] for c in configs)
+        # default tab: the latest version, then the configuration most runs used (the standard one)
+        configs.sort(key=lambda c: (c.settings["version"] != latest_version, -c.runs, c.label))
+        configs[0].default = True
+        out.append(Board(wname, categories[wname], configs))
+    return out, systems
+
+
+def _shared_settings(all_settings: list[dict]) -> dict:
+    first = all_settings[0]
+    return {k: v for k, v in first.items() if all(s.get(k, object()) == v for s in all_settings[1:])}
+
+
+def _rank_key(row: Row, case: str) -> tuple:
+    cell = row.cells.get(case)
+    if cell is None:
+        return (1, 0.0, row.system.name)
+    return (0, -cell.value if cell.higher_is_better else cell.value, row.system.name)
+
+
+def _cell(case: str, pks: list[int], runs: dict, values: dict, head: dict, latest_metrics: list, throttle,
+          cost, info: SystemInfo, device: str, world_size: int) -> Cell:
+    series = [RunValue(runs[p].run_id, runs[p].started_at, values[(p, case)]) for p in pks]
+    figures = [v.value for v in series]
+    mine = [m for m in latest_metrics if m.case == case]
+    latest_head = next((m for m in mine if m.name == head["name"]), None)
+    if len(figures) >= OLYMPIC_MIN_RUNS:
+        value = (sum(figures) - min(figures) - max(figures)) / (len(figures) - 2)
+        note, ci = f"{len(figures)} runs, olympic mean", (min(figures), max(figures))
+    elif len(figures) == 2:
+        value, note, ci = statistics.median(figures), "2 runs, median", (min(figures), max(figures))
+    else:
+        stats = (latest_head.statistics if latest_head is not None else None) or {}
+        value, note, ci = figures[0], "1 run", (stats.get("ci95_low"), stats.get("ci95_high"))
+    price = info.description.get("accelerator_hour_price_usd") if info.description else None
+    priced = result_cost(cost, price, [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in mine],
+                         device, world_size)
+    return Cell(value, head["unit"], head["higher_is_better"], ci[0], ci[1], series, note,
+                throttle_flag(case_summary(throttle, case)) or "",
+                latest_head.roofline_fraction if latest_head is not None else None, cost_text(priced, case),
+                head["name"])
 
 
 def _system_info(host, submitted, env: dict) -> SystemInfo:
@@ -225,19 +297,7 @@ def _system_info(host, submitted, env: dict) -> SystemInfo:
         d = submitted.description
         return SystemInfo(_system_key("submitted", f"{submitted.org}/{submitted.name}"), submitted.name,
                           d["submitter"], d["accelerator_model_name"],
-                          d["accelerators_per_node"] * d["number_of_nodes"], d["framework"], d["status"], d,
-                          d.get("host", host.hostname))
+                          d["accelerators_per_node"] * d["number_of_nodes"], software(env) or d["framework"],
+                          d["status"], d, d.get("host", host.hostname))
     return SystemInfo(_system_key("host", host.key), host.hostname, "", host.gpu_name or env["measured_device"]["name"],
-                      host.gpu_count, _framework(env), "", None, host.hostname)
-
-
-def _environments(session, ids: set[int]) -> dict[int, dict]:
-    from ..models import Environment
-
-    out = {}
-    id_list = list(ids)
-    for start in range(0, len(id_list), 5000):
-        for env_id, data in session.execute(select(Environment.id, Environment.data)
-                                            .where(Environment.id.in_(id_list[start:start + 5000]))):
-            out[env_id] = data
-    return out
+                      host.gpu_count, software(env), "", None, host.hostname)

@@ -1,0 +1,24 @@
+"""A benchmark's figure over time, per system and case, with its change points marked: the
+host's change-point rule (``suite.history.change_points``) on the runs' headline values, one
+value per run (runs are the unit that varies)."""
+from __future__ import annotations
+
+from .data import Config
+
+MAX_POINTS = 200  # the latest runs of a series that a page carries
+
+
+def trend_series(config: Config) -> dict[str, dict[str, dict]]:
+    """case -> system name -> {"t": epoch seconds, "v": values, "run": run ids, "change": indices}."""
+    from suite.history import change_points
+
+    out: dict[str, dict[str, dict]] = {}
+    for row in config.rows:
+        for case, cell in row.cells.items():
+            runs = cell.runs[-MAX_POINTS:]
+            values = [r.value for r in runs]
+            changes = [c.index for c in change_points(values, [[v] for v in values])] if len(values) >= 4 else []
+            out.setdefault(case, {})[row.system.name] = {
+                "t": [r.started_at.timestamp() for r in runs], "v": values, "run": [r.run_id for r in runs],
+                "change": changes}
+    return out
