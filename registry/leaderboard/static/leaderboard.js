@@ -200,14 +200,15 @@
           accessorDownload: function (v) { return v; }
         });
       });
+      var mine = state.cfg === cfg.id;
+      var sort = mine && state.sort ? state.sort.split(":") : null;
+      var filters = [];
+      if (mine) Object.keys(state).forEach(function (k) { if (k.indexOf("f.") === 0) filters.push({ field: k.slice(2), value: state[k] }); });
       var table = new Tabulator(holder, { data: cfg.rows, columns: columns, layout: "fitDataStretch",
-                                          initialSort: [{ column: "rank", dir: "asc" }], placeholder: "no rows match" });
+                                          initialSort: [sort ? { column: sort.slice(0, -1).join(":"), dir: sort[sort.length - 1] } : { column: "rank", dir: "asc" }],
+                                          initialHeaderFilter: filters, placeholder: "no rows match" });
       tables[cfg.id] = table;
       table.on("tableBuilt", function () {
-        if (state.cfg === cfg.id) {
-          if (state.sort) { var s = state.sort.split(":"); table.setSort(s[0], s[1] || "asc"); }
-          Object.keys(state).forEach(function (k) { if (k.indexOf("f.") === 0) table.setHeaderFilterValue(k.slice(2), state[k]); });
-        }
         table.on("dataSorted", function () { saveState(cfg.id); });
         table.on("dataFiltered", function () { saveState(cfg.id); });
         holder.setAttribute("data-built", "true");
