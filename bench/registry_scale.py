@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -112,10 +113,16 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
 
     n = len(paths)
     with open_registry(url) as reg:
+        cpu_before = os.times()
         with Progress(transient=True) as bar:
             task = bar.add_task(f"importing into {label}", total=n)
             outcome = store_many(reg, paths, total=n, progress=lambda k: bar.advance(task, k))
+        cpu_after = os.times()
+        cpu = sum(getattr(cpu_after, f) - getattr(cpu_before, f)
+                  for f in ("user", "system", "children_user", "children_system"))
         wall = outcome.wall_s
+        print(f"{label}: {n} records imported in {wall:.1f} s ({cpu:.1f} CPU-seconds over all processes; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)", flush=True)
         assert outcome.stored == n, outcome
         if reg.engine.dialect.name == "postgresql":
             from sqlalchemy import text
@@ -130,8 +137,8 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
 
         def leaderboard():
             with reg.session() as s:
-                boards, *_ = load(s, workload=workload)
-                assert len(boards) == len(CASES) and len(boards[0].rows) == HOSTS
+                boards, _systems = load(s, workload=workload)
+                assert len(boards[0].configs[0].cases) == len(CASES) and len(boards[0].configs[0].rows) == HOSTS
 
         def history():
             with reg.session() as s:
@@ -145,7 +152,8 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             compare_records(a, b)
 
         figures = {"backend": label, "records": n, "metric_rows": n * 2 * len(CASES),
-                   "import_s": wall, "import_s_per_1000": wall / n * 1000,
+                   "import_s": wall, "import_s_per_1000": wall / n * 1000, "import_cpu_s": cpu,
+                   "load_average": os.getloadavg()[0],
                    "check_wait_s": outcome.check_s, "write_s": outcome.write_s,
                    "leaderboard_ms": _median_ms(leaderboard), "history_ms": _median_ms(history),
                    "compare_ms": _median_ms(compare)}
@@ -155,6 +163,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             start = time.perf_counter()
             build_site(reg, site_dir)
             figures["site_s"] = time.perf_counter() - start
+            print(f"{label}: site built in {figures['site_s']:.1f} s", flush=True)
     return figures
 
 
@@ -164,11 +173,16 @@ def main() -> None:
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--no-site", action="store_true", help="Skip building the leaderboard site.")
+    ap.add_argument("--files", type=Path, default=None,
+                    help="Keep the generated record files in this folder, and reuse them when already there.")
     args = ap.parse_args()
     results = []
     work = Path(tempfile.mkdtemp(prefix="perfsuite-scale-"))
     try:
-        paths = write_files(args.records, work / "records")
+        folder = args.files or work / "records"
+        paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        if len(paths) != args.records:
+            paths = write_files(args.records, folder)
         for backend in args.backends.split(","):
             site = None if args.no_site else work / f"site-{backend}"
             if backend == "sqlite":

@@ -170,7 +170,8 @@ def test_the_repository_tree_checks_imports_and_becomes_a_leaderboard(cli, tmp_p
     assert len(list((site / "records").glob("*.json"))) == n
     assert all(p.read_bytes() == data for p, data in sums.items())  # nothing in the tree was rewritten
     pages = list((site / "systems").glob("*.html"))
-    assert len(pages) == s and any("<svg" in p.read_text() for p in pages)
+    assert len(pages) == s and any('id="roofline-data"' in p.read_text() for p in pages)
+    assert max(p.stat().st_size for p in (REPO / "submissions").glob("*/results/*/*/*.json")) < 256 * 1024
 
 
 def test_submit_files_runs_from_the_registry_then_checks(cli, perfsuite_env, tmp_path):
