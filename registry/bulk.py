@@ -102,8 +102,7 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
     else:
         record_text = _json(compact)
     env, wl = record["environment"], record["workload"]
-    key, system_columns = system_key(env)
-    env_text = canonical_json(env)  # its hash names the shared row
+    key, system_columns, env_text, env_sha = _environment_keys(env)
     run = {
         "run_id": record["run_id"], "comparability_key": record["comparability_key"],
         "params": _json(wl["params"]), "device": record["controls"]["device"],
@@ -124,8 +123,27 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
                         _json(standalone(m, compact["metrics"])),
                         None if m["statistics"] is None else _json(m["statistics"]),
                         roofline.get("resource"), roofline.get("fraction"), roofline.get("ceiling_run_id")))
-    return Prepared(record["run_id"], sha, key, system_columns, hashlib.sha256(env_text.encode("utf-8")).hexdigest(),
-                    env_text, (wl["name"], wl["version"], wl["category"]), run, record_text, metrics)
+    return Prepared(record["run_id"], sha, key, system_columns, env_sha, env_text, (wl["name"], wl["version"], wl["category"]), run, record_text, metrics)
+
+
+_ENVIRONMENTS: dict[bytes, tuple] = {}  # a round's records share a few environments: each is hashed once
+
+
+def _environment_keys(env: dict) -> tuple[str, dict, str, str]:
+    """(system key, system columns, canonical environment text, its sha256), cached by the
+    environment's content (orjson's sorted bytes: fast, and equal for equal content)."""
+    try:
+        cache_key = orjson.dumps(env, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an integer beyond 64 bits: no cache
+        cache_key = None
+    found = _ENVIRONMENTS.get(cache_key) if cache_key is not None else None
+    if found is None:
+        key, system_columns = system_key(env)
+        env_text = canonical_json(env)  # its hash names the shared row
+        found = (key, system_columns, env_text, hashlib.sha256(env_text.encode("utf-8")).hexdigest())
+        if cache_key is not None and len(_ENVIRONMENTS) < 10_000:
+            _ENVIRONMENTS[cache_key] = found
+    return found
 
 
 def _prepare_chunk(items: list[Item]) -> list[Prepared | str]:

@@ -52,6 +52,8 @@ def canonical_json(record: Any) -> str:
         raise RecordInvalid(one_line(f"record is not valid JSON: {exc}")) from exc
     except TypeError as exc:  # a value json cannot encode (a datetime, a numpy scalar ...)
         raise RecordInvalid(one_line(f"record is not JSON-serialisable: {exc}")) from exc
+    except RecursionError:
+        raise RecordInvalid("record nests objects or arrays too deeply to serialise") from None
 
 
 def record_sha256(record: dict) -> str:
@@ -183,10 +185,18 @@ def check_record(record: Any) -> str:
 
 def check_record_body(record: Any) -> tuple[str, str]:
     """:func:`check_record`, returning (sha256, the canonical text of the record less its
-    sha256) so that a caller storing the record need not serialise it again."""
-    if nesting_depth(record) > MAX_RECORD_DEPTH:
-        raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
-    validate_schema(record)
+    sha256) so that a caller storing the record need not serialise it again.
+
+    The nesting depth is walked only when the fast schema check refuses the record (before the
+    recursive pure Python validator runs): a record the schema accepts nests deeper only in its
+    free-form parts, and serialising one that nests too deeply for Python is refused as such."""
+    if not isinstance(record, dict) or not _schema_ok(record):
+        if nesting_depth(record) > MAX_RECORD_DEPTH:
+            raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
+        validate_schema(record)
+    else:
+        for field in TIMESTAMP_FIELDS:
+            parse_timestamp(record[field], field)
     try:
         return checked_body(record)
     except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") parses as JSON but is not UTF-8

@@ -13,9 +13,9 @@ import click
 
 @contextlib.contextmanager
 def progress_bar(total: int, what: str) -> Iterator[Callable[[int], None]]:
-    """A progress bar with its ETA on stderr when it is a terminal, else a line at each tenth;
-    yields the function to call with the number of items just done."""
-    if total < 1:
+    """A progress bar with its ETA on stderr when it is a terminal, else (for 1,000 items or more)
+    a line at each tenth; yields the function to call with the number of items just done."""
+    if total < 1 or (total < 1000 and not sys.stderr.isatty()):
         yield lambda _done: None
         return
     if sys.stderr.isatty():
