@@ -21,8 +21,9 @@ def leaderboard_cmd(ctx: click.Context, out_dir: Path, submissions: Path | None)
     from registry.leaderboard import build_site
     from suite.cli import open_db
 
+    registry = open_db(ctx)
     start = time.perf_counter()
     click.echo(f"building the site into {out_dir} ...", err=True)
-    counts = build_site(open_db(ctx), out_dir, submissions=submissions)
+    counts = build_site(registry, out_dir, submissions=submissions)
     click.echo(f"wrote {out_dir / 'index.html'}: {counts['workloads']} workloads, {counts['boards']} ranked tables, "
                f"{counts['systems']} systems, {counts['records']} records ({time.perf_counter() - start:.1f} s)")
