@@ -168,29 +168,38 @@ def load(session, workload: str | None = None) -> tuple[list[Board], dict[str, S
             head = case_headline(metrics, case, runs[pk].category, wl.get("primary_metric"))
             if head is not None:
                 heads[(ckey, case)] = head
-    # 2. the headline value of every ranked run
+    # 2. the headline value of every ranked run: by run ids for one workload (the index on
+    # metrics.run_id), in one pass over the named metrics for the whole board
     values: dict[tuple[int, str], float] = {}
     names = sorted({h["name"] for h in heads.values()})
-    value_query = _ranked(select(Metric.run_id, Metric.case, Metric.name, Metric.value)
-                          .join(Run, Metric.run_id == Run.id).join(Workload, Run.workload_id == Workload.id)
-                          .where(Metric.name.in_(names)))
+    base = select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(Metric.name.in_(names))
     if workload is not None:
-        value_query = value_query.where(Workload.name == workload)
-    for run_pk, case, name, value in session.execute(value_query):
-        head = heads.get((runs[run_pk].comparability_key, case))
-        if head is not None and head["name"] == name:
-            values[(run_pk, case)] = value
+        queries = [base.where(Metric.run_id.in_(chunk)) for chunk in _chunks(sorted(runs))]
+    else:
+        queries = [base]
+    for query in queries:
+        for run_pk, case, name, value in session.execute(query):
+            run = runs.get(run_pk)
+            if run is None:
+                continue  # not ranked
+            head = heads.get((run.comparability_key, case))
+            if head is not None and head["name"] == name:
+                values[(run_pk, case)] = value
     # 3. group: workload -> settings -> (system, case) -> runs
     settings_of = {ckey: key_settings(wl) for ckey, wl in key_workload.items()}
     groups: dict[tuple[str, str], dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     config_settings: dict[tuple[str, str], dict] = {}
     config_cases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)
     config_runs: dict[tuple[str, str], int] = defaultdict(int)
+    cases_of: dict[str, list[str]] = defaultdict(list)
+    for ckey, case in heads:
+        cases_of[ckey].append(case)
+    sid_of = {ckey: settings_id(settings) for ckey, settings in settings_of.items()}
     for pk, r in runs.items():
-        sid = settings_id(settings_of[r.comparability_key])
+        sid = sid_of[r.comparability_key]
         config_settings[(r.name, sid)] = settings_of[r.comparability_key]
         config_runs[(r.name, sid)] += 1
-        for case in (c for (k, c) in heads if k == r.comparability_key):
+        for case in cases_of[r.comparability_key]:
             if (pk, case) in values:
                 groups[(r.name, sid)][(r.system_id, r.sub_system, case)].append(pk)
                 config_cases[(r.name, sid)][case] = None

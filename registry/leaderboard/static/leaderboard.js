@@ -111,7 +111,11 @@
   }
 
   function familyChart(el, chart) {
-    if (!chart) { note(el, "No picture for this benchmark's family: its figures are in the table above."); return; }
+    if (!chart) {
+      note(el, board.category === "kernels" ? "Kernel results are drawn on their system's roofline: follow a system's link."
+                                           : "No picture for this benchmark's family: its figures are in the table above.");
+      return;
+    }
     var names = Object.keys(chart.series);
     if (chart.kind === "busbw") {
       var list = names.map(function (n) { return { points: chart.series[n] }; });
@@ -176,7 +180,7 @@
     function build(cfg) {
       var holder = doc.querySelector('.grid[data-config="' + cfg.id + '"]');
       var columns = [
-        { title: "rank", field: "rank", sorter: "number", minWidth: 72, headerFilter: false },
+        { title: "#", field: "rank", sorter: "number", minWidth: 56, headerFilter: false },
         { title: "system", field: "system", headerFilter: "input", formatter: function (cell) {
           var a = doc.createElement("a"); a.className = "system-link";
           a.href = "../systems/" + cell.getData().system_key + ".html"; a.textContent = cell.getValue(); return a; } },
@@ -272,6 +276,71 @@
     }
   }
 
+  // -- a record's page: its tables drawn from the record itself (every text set as text) ---------
+  var record = json("record-data");
+  if (record) {
+    var body = doc.getElementById("record-body");
+    body.textContent = "";
+    function h2(s) { body.appendChild(text(doc.createElement("h2"), s)); }
+    function table(head, rows) {
+      var wrap = doc.createElement("div"); wrap.className = "scroll";
+      var t = doc.createElement("table"), tr = doc.createElement("tr");
+      head.forEach(function (hd) { tr.appendChild(text(doc.createElement("th"), hd)); });
+      var thead = doc.createElement("thead"); thead.appendChild(tr); t.appendChild(thead);
+      var tb = doc.createElement("tbody");
+      rows.forEach(function (r) {
+        var row = doc.createElement("tr");
+        r.forEach(function (v) { row.appendChild(text(doc.createElement("td"), v === null || v === undefined ? "" : String(v))); });
+        tb.appendChild(row);
+      });
+      t.appendChild(tb); wrap.appendChild(t); body.appendChild(wrap);
+    }
+    var wl = record.workload || {}, envr = record.environment || {};
+    text(doc.getElementById("record-title"), (wl.name || "") + " · run " + record.run_id);
+    text(doc.getElementById("record-facts"), [record.started_at, envr.host, (envr.measured_device || {}).name,
+      "status " + record.status, "verification " + (record.verification || {}).status].join(" · "));
+    h2("Statistics");
+    table(["case", "metric", "value", "unit", "n", "95% CI", "p5–p95"], (record.metrics || []).map(function (m) {
+      var st = m.statistics || {};
+      return [m["case"], m.name, fmt(m.value), m.unit, st.n, st.ci95_low === undefined ? "" : fmt(st.ci95_low) + "–" + fmt(st.ci95_high),
+              st.p5 === undefined ? "" : fmt(st.p5) + "–" + fmt(st.p95)];
+    }));
+    h2("Verification: " + (record.verification || {}).status);
+    table(["check"], ((record.verification || {}).checks || []).map(function (c) { return [typeof c === "string" ? c : JSON.stringify(c)]; }));
+    var throttle = (record.details || {}).throttle || {};
+    h2("Regime (what NVML saw while each case was timed)");
+    table(["case", "power-capped", "thermal slowdown", "SM MHz min–max", "power W (median)", "clock events"],
+      Object.keys(throttle).map(function (c) { var t = throttle[c] || {};
+        return [c, t.power_capped, t.thermal_slowdown, (t.sm_clock_mhz_min || "") + "–" + (t.sm_clock_mhz_max || ""), t.power_w_median,
+                (t.clock_events || []).join(", ")]; }));
+    h2("GPU state");
+    var gpuRows = [];
+    Object.keys(record.gpu_state || {}).forEach(function (when) {
+      var seen = record.gpu_state[when];
+      (Array.isArray(seen) ? seen : []).forEach(function (g) {
+        gpuRows.push([when, g.index, g.sm_clock_mhz, g.power_w, g.power_limit_w, g.temperature_c, (g.throttle_reasons || []).join(", ")]);
+      });
+    });
+    table(["when", "GPU", "SM MHz", "power W", "limit W", "°C", "clock events"], gpuRows);
+    h2("Environment");
+    var runtime = envr.runtime || {};
+    table(["fact", "value"], [["host", envr.host], ["CPU", (envr.cpu || {}).model], ["OS", envr.os], ["Python", envr.python],
+      ["GPUs", (envr.gpus || []).map(function (g) { return g.name + " (driver " + g.driver + ")"; }).join(", ")],
+      ["launch", (record.launch || {}).launcher + " x" + (record.launch || {}).world_size],
+      ["parameters", Object.keys(wl.params || {}).map(function (k) { return k + "=" + JSON.stringify(wl.params[k]); }).join(", ")]]
+      .concat(Object.keys(runtime).map(function (k) { return [k, runtime[k]]; })));
+    var inference = (record.details || {}).inference;
+    if (inference && inference.scenarios) {
+      var files = [];
+      Object.keys(inference.scenarios).forEach(function (sc) {
+        var info = inference.scenarios[sc] || {};
+        Object.keys(info).forEach(function (k) { ((info[k] || {}).files || []).forEach(function (f) { files.push([sc, f]); }); });
+      });
+      h2("LoadGen logs (kept with the run's artifacts" + (inference.artifact_dir ? ": " + inference.artifact_dir : "") + ")");
+      table(["scenario", "file"], files);
+    }
+  }
+
   // -- system against system ---------------------------------------------------------------------
   var pairs = json("pairs-data");
   if (pairs) {
@@ -295,7 +364,8 @@
           var verdict = r.verdict;
           if (flip && verdict === "faster") verdict = "slower"; else if (flip && verdict === "slower") verdict = "faster";
           return { benchmark: r.benchmark, configuration: r.configuration, "case": r["case"],
-                   a: flip ? r.b : r.a, b: flip ? r.a : r.b, unit: r.unit, ratio: ratio, ci: fmt(lo) + "–" + fmt(hi),
+                   a: flip ? r.b : r.a, b: flip ? r.a : r.b, unit: r.unit, ratio: ratio,
+                   ci: r.p === null ? "n/a (a side has one run)" : fmt(lo) + "–" + fmt(hi),
                    p: r.p, runs: (flip ? r.runs_b : r.runs_a) + " / " + (flip ? r.runs_a : r.runs_b), verdict: verdict };
         });
       }
@@ -314,7 +384,7 @@
           { title: "95% CI", field: "ci" },
           { title: "p", field: "p", sorter: "number", formatter: function (c) { var v = c.getValue(); return v === null ? "n/a" : v.toPrecision(2); } },
           { title: "runs A / B", field: "runs" },
-          { title: "verdict", field: "verdict", headerFilter: "input", formatter: function (c) {
+          { title: "verdict", field: "verdict", minWidth: 200, headerFilter: "input", formatter: function (c) {
             var s = doc.createElement("span"); s.textContent = c.getValue(); s.className = "verdict-" + c.getValue().split(" ")[0]; return s; } }
         ]
       });
