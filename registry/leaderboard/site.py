@@ -103,7 +103,7 @@ def board_rows(boards: list[Board]) -> list[dict]:
                                 "software": s.software, "availability": s.availability, "case": case,
                                 "metric": c.metric, "value": c.value, "unit": c.unit,
                                 "higher_is_better": c.higher_is_better, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                                "runs": len(c.runs), "score": c.note, "regime": c.regime,
+                                "runs": c.count, "score": c.note, "regime": c.regime,
                                 "ceiling_fraction": c.fraction, "cost": c.cost, "latest_run_id": c.latest.run_id,
                                 "latest_started_at": c.latest.started_at.isoformat()})
     return out
