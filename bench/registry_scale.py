@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
-from registry import open_registry  # noqa: E402
-from registry.records import record_sha256  # noqa: E402
+from perfsuite.registry import open_registry  # noqa: E402
+from perfsuite.registry.records import record_sha256  # noqa: E402
 
 WORKLOADS = 20
 HOSTS = 50
@@ -103,11 +103,11 @@ def _median_ms(fn) -> float:
 
 
 def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) -> dict:
-    from registry.bulk import store_many
-    from registry.compare import latest_run
-    from registry.history import metric_history
-    from registry.leaderboard.data import load
-    from suite.compare import compare_records
+    from perfsuite.registry.bulk import store_many
+    from perfsuite.registry.compare import latest_run
+    from perfsuite.registry.history import metric_history
+    from perfsuite.registry.leaderboard.data import load
+    from perfsuite.analysis.compare import compare_records
 
     from rich.progress import Progress
 
@@ -158,7 +158,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
                    "leaderboard_ms": _median_ms(leaderboard), "history_ms": _median_ms(history),
                    "compare_ms": _median_ms(compare)}
         if site_dir is not None:
-            from registry.leaderboard import build_site
+            from perfsuite.registry.leaderboard import build_site
 
             start = time.perf_counter()
             build_site(reg, site_dir)

@@ -114,7 +114,7 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
         "launcher": record["launch"]["launcher"], "world_size": record["launch"]["world_size"],
         "record_sha256": sha,
     }
-    from schemas.samples import standalone
+    from perfsuite.schemas.samples import standalone
 
     metrics = []
     for position, m in enumerate(compact["metrics"]):

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-import schemas
-from schemas.samples import SamplesError, compact_metrics, inline_metrics
+from perfsuite import schemas
+from perfsuite.schemas.samples import SamplesError, compact_metrics, inline_metrics
 
 from .errors import RecordInvalid, one_line
 

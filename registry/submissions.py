@@ -39,10 +39,11 @@ import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-import schemas
-from schemas.cost import result_cost, validate_price
+from perfsuite import schemas
+from perfsuite.schemas.cost import result_cost, validate_price
 from sqlalchemy import select
 
 from .errors import RecordInvalid, RegistryError, one_line

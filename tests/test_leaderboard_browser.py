@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from factories import gemm_metrics, make_metric, make_record
-from registry import open_registry
-from registry.leaderboard import build_site
+from perfsuite.registry import open_registry
+from perfsuite.registry.leaderboard import build_site
 
 CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -78,7 +78,7 @@ def test_the_site_is_swapped_in_whole_and_a_failed_build_keeps_the_old_one(site,
         reg.engine.dispose()
     import shutil
 
-    from registry import RegistryError
+    from perfsuite.registry import RegistryError
 
     shutil.copyfile(site.parent / "r.db", tmp_path / "broken.db")
     with open_registry(f"sqlite:///{tmp_path / 'broken.db'}") as broken:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from registry import open_registry
-from registry.records import check_record
-from schemas.samples import MIN_ENCODED, metric_samples
+from perfsuite.registry import open_registry
+from perfsuite.registry.records import check_record
+from perfsuite.schemas.samples import MIN_ENCODED, metric_samples
 
 REPO = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "8514ae0458ec84b4e499ca1b215548fb41b6f8a9"  # main before the samples encoding (schema head 0003)
@@ -29,7 +29,7 @@ BIG = "submissions/perfsuite/results/h200-x1/data.host_to_device/dc06fe8ccf72410
 MAKE_OLD_REGISTRY = r'''
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from registry import open_registry          # the old commit's registry
+from perfsuite.registry import open_registry          # the old commit's registry
 from factories import gemm_metrics, make_record
 records = [json.load(open(sys.argv[4]))]
 records += [make_record(host=f"box{i}", device="cuda", controls={"seed": i},
@@ -88,7 +88,7 @@ def test_an_old_registry_keeps_every_record_and_its_samples_are_re_encoded(old_r
             assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0005_compact_samples"
             rows = c.exec_driver_sql("SELECT samples FROM metrics m JOIN runs r ON r.id = m.run_id "
                                      "WHERE r.run_id = ? ORDER BY position", (big_before["run_id"],)).scalars().all()
-        from schemas.samples import decode
+        from perfsuite.schemas.samples import decode
 
         # metric rows hold the compact form, each decodable alone (a reciprocal becomes a table)
         assert [decode(json.loads(r)) for r in rows] == [m["samples"] for m in big_before["metrics"]]
@@ -96,7 +96,7 @@ def test_an_old_registry_keeps_every_record_and_its_samples_are_re_encoded(old_r
 
 
 def test_an_old_registry_becomes_a_leaderboard(old_registry, tmp_path):
-    from registry.leaderboard import build_site
+    from perfsuite.registry.leaderboard import build_site
 
     db, before = old_registry
     with open_registry(f"sqlite:///{db}") as reg:

@@ -1,5 +1,5 @@
 """System against system: every benchmark cell two systems share, compared by the rule of
-``perfsuite compare`` (``suite.compare.metric_verdict``: faster or slower only when the
+``perfsuite compare`` (``perfsuite.analysis.compare.metric_verdict``: faster or slower only when the
 Mann-Whitney test is significant, the ratio's bootstrap CI excludes 1 and the change is
 beyond the threshold), with runs as the unit: each side's values are its runs' headline
 figures (the latest :data:`MAX_RUNS`), so a side with one run is "not tested".
@@ -19,8 +19,8 @@ MAX_RUNS = 20
 
 
 def system_pairs(boards: list[Board]) -> list[dict]:
-    from suite import stats
-    from suite.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, metric_verdict
+    from perfsuite.measure import stats
+    from perfsuite.analysis.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, metric_verdict
 
     cells: dict[str, dict[tuple, object]] = {}
     names: dict[str, str] = {}

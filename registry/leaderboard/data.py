@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 from sqlalchemy import func, select
 
-from schemas.cost import cost_text, result_cost
-from schemas.throttle import case_summary, throttle_flag
+from perfsuite.schemas.cost import cost_text, result_cost
+from perfsuite.schemas.throttle import case_summary, throttle_flag
 
 from ..models import Environment, Metric, Run, Submission, SubmittedSystem, System, Workload
 from .keys import case_headline, key_settings, settings_id, settings_label

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from schemas.headline import case_headline as generic_case_headline
+from perfsuite.schemas.headline import case_headline as generic_case_headline
 
 # Parameters that change what the harness does around the measurement, not the figure.
 HARNESS_ONLY = frozenset({"max_bytes", "min_bytes", "check", "verify_images", "accuracy_threshold"})

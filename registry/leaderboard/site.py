@@ -185,8 +185,8 @@ def _rooflines(session, boards: list[Board], systems: dict[str, SystemInfo]) -> 
     """Each system's kernel results on its measured roofline, computed by the one roofline
     definition the CLI uses (``perfsuite roofline``): its latest ``kernels.ceilings`` run and the
     latest run of each kernel configuration."""
-    from suite.roofline import CEILINGS_WORKLOAD
-    from suite.roofline_report import report
+    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
+    from perfsuite.analysis.roofline_report import report
 
     latest: dict[str, dict[str, str]] = defaultdict(dict)  # system -> config -> run id
     ceilings: dict[str, str] = {}

@@ -1,5 +1,5 @@
 """A benchmark's figure over time, per system and case, with its change points marked: the
-host's change-point rule (``suite.history.change_points``) on the runs' headline values, one
+host's change-point rule (``perfsuite.analysis.history.change_points``) on the runs' headline values, one
 value per run (runs are the unit that varies)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ MAX_POINTS = 200  # the latest runs of a series that a page carries
 
 def trend_series(config: Config) -> dict[str, dict[str, dict]]:
     """case -> system name -> {"t": epoch seconds, "v": values, "run": run ids, "change": indices}."""
-    from suite.history import DEFAULT_MIN_STEP, change_points
+    from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
 
     out: dict[str, dict[str, dict]] = {}
     for row in config.rows:

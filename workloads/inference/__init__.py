@@ -1,13 +1,14 @@
 """Built-in inference workloads, driven by MLPerf LoadGen: a BERT-style classifier and a
 greedy decoder with token latencies. A plugin module like any outside one (listed in
-``suite.plugins.DEFAULT_PLUGINS``); nothing here imports torch, transformers or LoadGen at
+``perfsuite.plugins.DEFAULT_PLUGINS``); nothing here imports torch, transformers or LoadGen at
 module level, so ``perfsuite list`` stays fast.
 """
+
 from __future__ import annotations
 
-from suite import hookimpl
-from workloads.inference.classifier import Classifier
-from workloads.inference.generate import Generate
+from perfsuite import hookimpl
+from perfsuite.workloads.inference.classifier import Classifier
+from perfsuite.workloads.inference.generate import Generate
 
 WORKLOADS = (Classifier, Generate)
 

@@ -31,7 +31,7 @@ def _tables():
 
 
 def upgrade() -> None:
-    from schemas.samples import MIN_ENCODED, compact_metrics, standalone
+    from perfsuite.schemas.samples import MIN_ENCODED, compact_metrics, standalone
 
     bind = op.get_bind()
     runs, metrics = _tables()
@@ -51,7 +51,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    from schemas.samples import inline_metrics
+    from perfsuite.schemas.samples import inline_metrics
 
     bind = op.get_bind()
     runs, metrics = _tables()
