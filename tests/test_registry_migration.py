@@ -29,7 +29,7 @@ BIG = "submissions/perfsuite/results/h200-x1/data.host_to_device/dc06fe8ccf72410
 MAKE_OLD_REGISTRY = r'''
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from perfsuite.registry import open_registry          # the old commit's registry
+from registry import open_registry  # the old commit's registry (not perfsuite.registry)
 from factories import gemm_metrics, make_record
 records = [json.load(open(sys.argv[4]))]
 records += [make_record(host=f"box{i}", device="cuda", controls={"seed": i},
