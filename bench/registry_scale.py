@@ -11,6 +11,7 @@ checks each file (schema, sha256) in worker processes, with a progress bar. Quer
 the median of 7 warm calls. Targets: import under 60 s, each query under 200 ms, the site
 under 120 s. Prints a table; writes ``registry_scale.json`` into ``--out`` when given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,6 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
+
 from perfsuite.registry import open_registry  # noqa: E402
 from perfsuite.registry.records import record_sha256  # noqa: E402
 
@@ -40,7 +42,7 @@ HOSTS = 50
 CASES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 SAMPLES = 8
 QUERY_REPEATS = 7
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _templates() -> dict:
@@ -56,9 +58,18 @@ def _templates() -> dict:
             metrics.append(make_metric(c, "time_ms", "ms", t, higher_is_better=False))
             metrics.append(make_metric(c, "tflops", "TFLOP/s", [2.0 / x for x in t], higher_is_better=True))
         per_host.append(metrics)
-    return {(w, h): make_record(workload_name=f"bench.w{w:02d}", category="kernels", host=f"host{h:02d}",
-                                device="cuda", params={"m": 4096}, metrics=per_host[h])
-            for w in range(WORKLOADS) for h in range(HOSTS)}
+    return {
+        (w, h): make_record(
+            workload_name=f"bench.w{w:02d}",
+            category="kernels",
+            host=f"host{h:02d}",
+            device="cuda",
+            params={"m": 4096},
+            metrics=per_host[h],
+        )
+        for w in range(WORKLOADS)
+        for h in range(HOSTS)
+    }
 
 
 def records(n: int):
@@ -72,8 +83,9 @@ def records(n: int):
         record["finished_at"] = (started + timedelta(seconds=30)).isoformat()
         record["controls"] = {**record["controls"], "seed": i}
         scale = 1.0 + (i % 7) * 0.001
-        record["metrics"] = [{**m, "value": m["value"] * scale, "samples": [s * scale for s in m["samples"]]}
-                             for m in record["metrics"]]
+        record["metrics"] = [
+            {**m, "value": m["value"] * scale, "samples": [s * scale for s in m["samples"]]} for m in record["metrics"]
+        ]
         record.pop("sha256", None)
         record["sha256"] = record_sha256(record)
         yield record
@@ -103,13 +115,13 @@ def _median_ms(fn) -> float:
 
 
 def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) -> dict:
+    from rich.progress import Progress
+
+    from perfsuite.analysis.compare import compare_records
     from perfsuite.registry.bulk import store_many
     from perfsuite.registry.compare import latest_run
     from perfsuite.registry.history import metric_history
     from perfsuite.registry.leaderboard.data import load
-    from perfsuite.analysis.compare import compare_records
-
-    from rich.progress import Progress
 
     n = len(paths)
     with open_registry(url) as reg:
@@ -118,18 +130,25 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             task = bar.add_task(f"importing into {label}", total=n)
             outcome = store_many(reg, paths, total=n, progress=lambda k: bar.advance(task, k))
         cpu_after = os.times()
-        cpu = sum(getattr(cpu_after, f) - getattr(cpu_before, f)
-                  for f in ("user", "system", "children_user", "children_system"))
+        cpu = sum(
+            getattr(cpu_after, f) - getattr(cpu_before, f)
+            for f in ("user", "system", "children_user", "children_system")
+        )
         wall = outcome.wall_s
-        print(f"{label}: {n} records imported in {wall:.1f} s ({cpu:.1f} CPU-seconds over all processes; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)", flush=True)
+        print(
+            f"{label}: {n} records imported in {wall:.1f} s ({cpu:.1f} CPU-seconds over all processes; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+            flush=True,
+        )
         assert outcome.stored == n, outcome
         if reg.engine.dialect.name == "postgresql":
             from sqlalchemy import text
+
             with reg.engine.connect() as c:
                 c.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
         else:
             from sqlalchemy import text
+
             with reg.engine.connect() as c:
                 c.execute(text("ANALYZE"))
                 c.commit()
@@ -151,12 +170,20 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
                 b = latest_run(s, workload, system="host04", comparability_key=a["comparability_key"])
             compare_records(a, b)
 
-        figures = {"backend": label, "records": n, "metric_rows": n * 2 * len(CASES),
-                   "import_s": wall, "import_s_per_1000": wall / n * 1000, "import_cpu_s": cpu,
-                   "load_average": os.getloadavg()[0],
-                   "check_wait_s": outcome.check_s, "write_s": outcome.write_s,
-                   "leaderboard_ms": _median_ms(leaderboard), "history_ms": _median_ms(history),
-                   "compare_ms": _median_ms(compare)}
+        figures = {
+            "backend": label,
+            "records": n,
+            "metric_rows": n * 2 * len(CASES),
+            "import_s": wall,
+            "import_s_per_1000": wall / n * 1000,
+            "import_cpu_s": cpu,
+            "load_average": os.getloadavg()[0],
+            "check_wait_s": outcome.check_s,
+            "write_s": outcome.write_s,
+            "leaderboard_ms": _median_ms(leaderboard),
+            "history_ms": _median_ms(history),
+            "compare_ms": _median_ms(compare),
+        }
         if site_dir is not None:
             from perfsuite.registry.leaderboard import build_site
 
@@ -173,8 +200,12 @@ def main() -> None:
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--no-site", action="store_true", help="Skip building the leaderboard site.")
-    ap.add_argument("--files", type=Path, default=None,
-                    help="Keep the generated record files in this folder, and reuse them when already there.")
+    ap.add_argument(
+        "--files",
+        type=Path,
+        default=None,
+        help="Keep the generated record files in this folder, and reuse them when already there.",
+    )
     args = ap.parse_args()
     results = []
     work = Path(tempfile.mkdtemp(prefix="perfsuite-scale-"))
@@ -198,12 +229,16 @@ def main() -> None:
             print(json.dumps(results[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'backend':12} {'records':>8} {'import s':>9} {'(target 60)':>11} {'leaderboard ms':>15} "
-          f"{'history ms':>11} {'compare ms':>11} {'(target 200)':>12} {'site s':>7} {'(target 120)':>12}")
+    print(
+        f"\n{'backend':12} {'records':>8} {'import s':>9} {'(target 60)':>11} {'leaderboard ms':>15} "
+        f"{'history ms':>11} {'compare ms':>11} {'(target 200)':>12} {'site s':>7} {'(target 120)':>12}"
+    )
     for r in results:
         site = f"{r['site_s']:>7.1f}" if "site_s" in r else f"{'-':>7}"
-        print(f"{r['backend']:12} {r['records']:>8} {r['import_s']:>9.1f} {'':>11} {r['leaderboard_ms']:>15.1f} "
-              f"{r['history_ms']:>11.1f} {r['compare_ms']:>11.1f} {'':>12} {site} {'':>12}")
+        print(
+            f"{r['backend']:12} {r['records']:>8} {r['import_s']:>9.1f} {'':>11} {r['leaderboard_ms']:>15.1f} "
+            f"{r['history_ms']:>11.1f} {r['compare_ms']:>11.1f} {'':>12} {site} {'':>12}"
+        )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "registry_scale.json").write_text(json.dumps(results, indent=2))

@@ -13,23 +13,34 @@ Same rules as :meth:`Registry.store`: a run id already stored with the same hash
 ("duplicate"), one stored with another hash is refused. Batches are transactions of their
 own (other writers get the lock between them), or one transaction for all (``atomic``).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Union
+from typing import Any
 
 import orjson
 from sqlalchemy import Engine, select
 
 from .errors import RecordInvalid, RegistryError
-from .models import Environment, Metric, Run, System, Workload
-from .records import (MAX_RECORD_DEPTH, SHA256_KEY, canonical_json, check_record_body, checked_body,
-                      compact_record, load_record_file, nesting_depth, parse_timestamp)
+from .models import Environment, Run, System, Workload
+from .records import (
+    MAX_RECORD_DEPTH,
+    SHA256_KEY,
+    canonical_json,
+    check_record_body,
+    checked_body,
+    compact_record,
+    load_record_file,
+    nesting_depth,
+    parse_timestamp,
+)
 from .store import system_key
 
 DEFAULT_BATCH = 2000
@@ -37,7 +48,7 @@ DEFAULT_BATCH = 2000
 PARALLEL_FROM = 2000
 CHUNK = 250  # records per task sent to a worker
 
-Item = Union[dict, str, os.PathLike]
+Item = dict | str | os.PathLike
 Progress = Callable[[int], None]  # called with the number of records just done
 
 
@@ -104,14 +115,21 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
     env, wl = record["environment"], record["workload"]
     key, system_columns, env_text, env_sha = _environment_keys(env)
     run = {
-        "run_id": record["run_id"], "comparability_key": record["comparability_key"],
-        "params": _json(wl["params"]), "device": record["controls"]["device"],
-        "device_key": env["measured_device"]["key"], "status": record["status"], "error": record["error"],
+        "run_id": record["run_id"],
+        "comparability_key": record["comparability_key"],
+        "params": _json(wl["params"]),
+        "device": record["controls"]["device"],
+        "device_key": env["measured_device"]["key"],
+        "status": record["status"],
+        "error": record["error"],
         "started_at": parse_timestamp(record["started_at"], "started_at"),
         "finished_at": parse_timestamp(record["finished_at"], "finished_at"),
-        "verification_status": record["verification"]["status"], "plugin_name": wl["plugin"]["name"],
-        "plugin_distribution": wl["plugin"]["distribution"], "plugin_version": wl["plugin"]["version"],
-        "launcher": record["launch"]["launcher"], "world_size": record["launch"]["world_size"],
+        "verification_status": record["verification"]["status"],
+        "plugin_name": wl["plugin"]["name"],
+        "plugin_distribution": wl["plugin"]["distribution"],
+        "plugin_version": wl["plugin"]["version"],
+        "launcher": record["launch"]["launcher"],
+        "world_size": record["launch"]["world_size"],
         "record_sha256": sha,
     }
     from perfsuite.schemas.samples import standalone
@@ -119,11 +137,33 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
     metrics = []
     for position, m in enumerate(compact["metrics"]):
         roofline = m["roofline"] or {}
-        metrics.append((position, m["case"], m["name"], m["unit"], m["value"], m["higher_is_better"],
-                        _json(standalone(m, compact["metrics"])),
-                        None if m["statistics"] is None else _json(m["statistics"]),
-                        roofline.get("resource"), roofline.get("fraction"), roofline.get("ceiling_run_id")))
-    return Prepared(record["run_id"], sha, key, system_columns, env_sha, env_text, (wl["name"], wl["version"], wl["category"]), run, record_text, metrics)
+        metrics.append(
+            (
+                position,
+                m["case"],
+                m["name"],
+                m["unit"],
+                m["value"],
+                m["higher_is_better"],
+                _json(standalone(m, compact["metrics"])),
+                None if m["statistics"] is None else _json(m["statistics"]),
+                roofline.get("resource"),
+                roofline.get("fraction"),
+                roofline.get("ceiling_run_id"),
+            )
+        )
+    return Prepared(
+        record["run_id"],
+        sha,
+        key,
+        system_columns,
+        env_sha,
+        env_text,
+        (wl["name"], wl["version"], wl["category"]),
+        run,
+        record_text,
+        metrics,
+    )
 
 
 _ENVIRONMENTS: dict[bytes, tuple] = {}  # a round's records share a few environments: each is hashed once
@@ -157,8 +197,8 @@ def _prepare_chunk(items: list[Item]) -> list[Prepared | str]:
     return out
 
 
-def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
-    chunk: list[Item] = []
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
     for item in items:
         chunk.append(item)
         if len(chunk) == size:
@@ -168,8 +208,9 @@ def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
         yield chunk
 
 
-def map_chunks(function: Callable[[list], list], items: Iterable, workers: int | None = None,
-               total: int | None = None) -> Iterator[tuple[list, list]]:
+def map_chunks(
+    function: Callable[[list], list], items: Iterable, workers: int | None = None, total: int | None = None
+) -> Iterator[tuple[list, list]]:
     """(chunk, ``function(chunk)``) for chunks of :data:`CHUNK` items, in order; in worker
     processes (one per CPU by default) when there are :data:`PARALLEL_FROM` items or more.
     ``function`` must be importable (a module-level function)."""
@@ -217,12 +258,43 @@ def _total(total: int | None) -> str:
 
 
 # -- writing --------------------------------------------------------------------------------------
-_RUN_COLUMNS = ("id", "run_id", "workload_id", "system_id", "environment_id", "comparability_key", "params",
-                "device", "device_key", "status", "error", "started_at", "finished_at", "verification_status",
-                "plugin_name", "plugin_distribution", "plugin_version", "launcher", "world_size", "record_sha256",
-                "record")
-_METRIC_COLUMNS = ("run_id", "position", "case", "name", "unit", "value", "higher_is_better", "samples",
-                   "statistics", "roofline_resource", "roofline_fraction", "ceiling_run_id")
+_RUN_COLUMNS = (
+    "id",
+    "run_id",
+    "workload_id",
+    "system_id",
+    "environment_id",
+    "comparability_key",
+    "params",
+    "device",
+    "device_key",
+    "status",
+    "error",
+    "started_at",
+    "finished_at",
+    "verification_status",
+    "plugin_name",
+    "plugin_distribution",
+    "plugin_version",
+    "launcher",
+    "world_size",
+    "record_sha256",
+    "record",
+)
+_METRIC_COLUMNS = (
+    "run_id",
+    "position",
+    "case",
+    "name",
+    "unit",
+    "value",
+    "higher_is_better",
+    "samples",
+    "statistics",
+    "roofline_resource",
+    "roofline_fraction",
+    "ceiling_run_id",
+)
 
 
 class _Writer:
@@ -241,10 +313,11 @@ class _Writer:
         if found is not None:
             return found
         if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
+            from sqlalchemy.dialects import postgresql as dialect_module
         else:
-            from sqlalchemy.dialects.sqlite import insert
-        connection.execute(insert(model).values(**match, **extra).on_conflict_do_nothing(index_elements=list(match)))
+            from sqlalchemy.dialects import sqlite as dialect_module  # type: ignore[no-redef]
+        statement = dialect_module.insert(model).values(**match, **extra)
+        connection.execute(statement.on_conflict_do_nothing(index_elements=list(match)))
         query = select(model.id)
         for column, value in match.items():
             query = query.where(getattr(model, column) == value)
@@ -261,31 +334,56 @@ class _Writer:
             stored_sha = existing.get(p.run_id) or seen.get(p.run_id)
             if stored_sha is not None:
                 if stored_sha != p.sha256:
-                    raise RegistryError(f"run {p.run_id} is already stored with sha256 {stored_sha}; "
-                                        f"refusing a different record (sha256 {p.sha256})")
+                    raise RegistryError(
+                        f"run {p.run_id} is already stored with sha256 {stored_sha}; "
+                        f"refusing a different record (sha256 {p.sha256})"
+                    )
                 outcome.duplicate += 1
                 continue
             seen[p.run_id] = p.sha256
             fresh.append(p)
         if not fresh:
             return
-        run_rows, metric_rows = [], []
+        run_rows: list[tuple] = []
+        metric_rows: list[tuple] = []
         pks = self._reserve_ids(connection, len(fresh))
         for pk, p in zip(pks, fresh):
             system_id = self._shared_id(connection, System, {"key": p.system_key}, p.system_columns)
             environment_id = self.shared.get(("environments", p.environment_sha256))
             if environment_id is None:
-                environment_id = self._shared_id(connection, Environment, {"sha256": p.environment_sha256},
-                                                 {"data": json.loads(p.environment_text)})
+                environment_id = self._shared_id(
+                    connection, Environment, {"sha256": p.environment_sha256}, {"data": json.loads(p.environment_text)}
+                )
             name, version, category = p.workload
-            workload_id = self._shared_id(connection, Workload, {"name": name, "version": version},
-                                          {"category": category})
+            workload_id = self._shared_id(
+                connection, Workload, {"name": name, "version": version}, {"category": category}
+            )
             r = p.run
-            run_rows.append((pk, r["run_id"], workload_id, system_id, environment_id, r["comparability_key"],
-                             r["params"], r["device"], r["device_key"], r["status"], r["error"],
-                             self._datetime(r["started_at"]), self._datetime(r["finished_at"]),
-                             r["verification_status"], r["plugin_name"], r["plugin_distribution"],
-                             r["plugin_version"], r["launcher"], r["world_size"], r["record_sha256"], p.record_text))
+            run_rows.append(
+                (
+                    pk,
+                    r["run_id"],
+                    workload_id,
+                    system_id,
+                    environment_id,
+                    r["comparability_key"],
+                    r["params"],
+                    r["device"],
+                    r["device_key"],
+                    r["status"],
+                    r["error"],
+                    self._datetime(r["started_at"]),
+                    self._datetime(r["finished_at"]),
+                    r["verification_status"],
+                    r["plugin_name"],
+                    r["plugin_distribution"],
+                    r["plugin_version"],
+                    r["launcher"],
+                    r["world_size"],
+                    r["record_sha256"],
+                    p.record_text,
+                )
+            )
             metric_rows.extend((pk, *m) for m in p.metrics)
         raw = connection.connection.driver_connection
         if self.dialect == "postgresql":
@@ -302,8 +400,12 @@ class _Writer:
         from sqlalchemy import text
 
         if self.dialect == "postgresql":
-            return list(connection.execute(text("SELECT nextval(pg_get_serial_sequence('runs', 'id')) "
-                                                "FROM generate_series(1, :n)"), {"n": count}).scalars())
+            return list(
+                connection.execute(
+                    text("SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, :n)"),
+                    {"n": count},
+                ).scalars()
+            )
         top = connection.execute(text("SELECT COALESCE(MAX(id), 0) FROM runs")).scalar_one()
         return list(range(top + 1, top + 1 + count))
 
@@ -315,14 +417,19 @@ def _executemany(raw, table: str, columns: tuple[str, ...], rows: list[tuple]) -
 
 def _copy(raw, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
     quoted = ", ".join(f'"{c}"' for c in columns)
-    with raw.cursor() as cursor:
-        with cursor.copy(f"COPY {table} ({quoted}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+    with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({quoted}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
-def store_prepared(engine: Engine, batches: Iterable[list[Prepared]], outcome: BulkOutcome, *,
-                   atomic: bool = False, progress: Progress | None = None) -> None:
+def store_prepared(
+    engine: Engine,
+    batches: Iterable[list[Prepared]],
+    outcome: BulkOutcome,
+    *,
+    atomic: bool = False,
+    progress: Progress | None = None,
+) -> None:
     """Write ``batches`` of prepared records: each batch in its own transaction, or all of
     them in one (``atomic``: all or none)."""
     writer = _Writer(engine)
@@ -365,8 +472,16 @@ def _done(outcome: BulkOutcome, start: float, count: int, progress: Progress | N
         progress(count)
 
 
-def store_many(registry, records: Iterable[Item], batch: int = DEFAULT_BATCH, *, workers: int | None = None,
-               total: int | None = None, atomic: bool = False, progress: Progress | None = None) -> BulkOutcome:
+def store_many(
+    registry,
+    records: Iterable[Item],
+    batch: int = DEFAULT_BATCH,
+    *,
+    workers: int | None = None,
+    total: int | None = None,
+    atomic: bool = False,
+    progress: Progress | None = None,
+) -> BulkOutcome:
     """Check and store ``records`` (dicts, or paths of record files) in batches of ``batch``.
 
     ``total`` (the number of records, when known) decides whether workers are worth starting
@@ -379,8 +494,12 @@ def store_many(registry, records: Iterable[Item], batch: int = DEFAULT_BATCH, *,
     outcome = BulkOutcome()
     start = time.perf_counter()
     with translated_errors(f"registry {registry.url}"):
-        store_prepared(registry.engine, _chunks(prepared(records, workers, total), batch), outcome,  # type: ignore[arg-type]
-                       atomic=atomic, progress=progress)
+        store_prepared(
+            registry.engine,
+            _chunks(prepared(records, workers, total), batch),
+            outcome,
+            atomic=atomic,
+            progress=progress,
+        )
     outcome.wall_s = time.perf_counter() - start
     return outcome
-

@@ -15,6 +15,7 @@ The schema is checked by ``jsonschema-rs`` (about a thousand times faster than t
 Python validator on a record: a public round of 100,000 records is checked in seconds);
 only a record it refuses goes through ``jsonschema`` again, for the most relevant message.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,8 +47,7 @@ MAX_RECORD_DEPTH = 64
 def canonical_json(record: Any) -> str:
     """The canonical text of a JSON document: sorted keys, no spaces, UTF-8 kept as is."""
     try:
-        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError as exc:  # NaN or infinity somewhere in the document
         raise RecordInvalid(one_line(f"record is not valid JSON: {exc}")) from exc
     except TypeError as exc:  # a value json cannot encode (a datetime, a numpy scalar ...)
@@ -66,8 +66,7 @@ def hashed_body(record: dict) -> tuple[str, str]:
     """(sha256, canonical JSON) of the record without its ``sha256`` key, samples as arrays."""
     body = {key: value for key, value in record.items() if key != SHA256_KEY}
     metrics = body.get("metrics")
-    if isinstance(metrics, list) and any(isinstance(m, dict) and isinstance(m.get("samples"), dict)
-                                         for m in metrics):
+    if isinstance(metrics, list) and any(isinstance(m, dict) and isinstance(m.get("samples"), dict) for m in metrics):
         try:
             body["metrics"] = inline_metrics(metrics)
         except (SamplesError, KeyError, TypeError) as exc:
@@ -171,7 +170,7 @@ def nesting_depth(document: Any, limit: int = MAX_RECORD_DEPTH) -> int:
             deepest = depth
             if depth > limit:
                 break
-        for child in (value.values() if type(value) is dict else value):
+        for child in value.values() if type(value) is dict else value:
             if type(child) is dict or type(child) is list:
                 stack.append((child, depth + 1))
     return deepest
@@ -229,7 +228,9 @@ def load_record_file(path: str | os.PathLike) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise RecordInvalid(f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)") from None
+        raise RecordInvalid(
+            f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
         raise RecordInvalid(one_line(f"not JSON: {exc}")) from exc
 

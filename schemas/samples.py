@@ -23,11 +23,13 @@ decodes to exactly the floats it was written from; the record's sha256 covers th
 form (``registry.records.record_sha256``), so a record keeps its hash when its samples are
 re-encoded. The 4 MB ``data.host_to_device`` records (162,758 samples) come to under 200 KB.
 """
+
 from __future__ import annotations
 
 import base64
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,8 +74,13 @@ def _table(values: np.ndarray) -> dict[str, Any]:
     distinct, index = np.unique(bits, return_inverse=True)
     deltas = np.diff(distinct, prepend=np.int64(0))  # wraps like int64 arithmetic; cumsum undoes it
     index_dtype = _smallest(_UNSIGNED, 0, len(distinct) - 1)
-    return {"encoding": TABLE, "count": int(len(values)), "table": _pack(deltas.astype("<i8")),
-            "index": _pack(index.astype(index_dtype)), "index_dtype": index_dtype}
+    return {
+        "encoding": TABLE,
+        "count": len(values),
+        "table": _pack(deltas.astype("<i8")),
+        "index": _pack(index.astype(index_dtype)),
+        "index_dtype": index_dtype,
+    }
 
 
 def _reciprocal(values: np.ndarray, of_name: str, of_values: np.ndarray) -> dict[str, Any] | None:
@@ -89,8 +96,14 @@ def _reciprocal(values: np.ndarray, of_name: str, of_values: np.ndarray) -> dict
     if low < -(2**31) or high >= 2**31:  # a poor prediction: the table does better
         return None
     dtype = _smallest(_SIGNED, low, high)
-    return {"encoding": RECIPROCAL, "count": int(len(values)), "of": of_name, "numerator": numerator,
-            "residual": _pack(residual.astype(dtype)), "residual_dtype": dtype}
+    return {
+        "encoding": RECIPROCAL,
+        "count": len(values),
+        "of": of_name,
+        "numerator": numerator,
+        "residual": _pack(residual.astype(dtype)),
+        "residual_dtype": dtype,
+    }
 
 
 def _floats(samples: Any) -> np.ndarray | None:
@@ -119,10 +132,13 @@ def encode(samples: Any, siblings: dict[str, Any] | None = None) -> Any:
             found = _reciprocal(values, name, other_values)
             if found is not None:
                 candidates.append(found)
-    for candidate in sorted(candidates, key=lambda c: len(c.get("table", "")) + len(c.get("index", ""))
-                            + len(c.get("residual", ""))):
-        decoded = _decode(candidate, {name: np.array(v, dtype="<f8") for name, v in (siblings or {}).items()
-                                      if _floats(v) is not None})
+    for candidate in sorted(
+        candidates, key=lambda c: len(c.get("table", "")) + len(c.get("index", "")) + len(c.get("residual", ""))
+    ):
+        decoded = _decode(
+            candidate,
+            {name: np.array(v, dtype="<f8") for name, v in (siblings or {}).items() if _floats(v) is not None},
+        )
         if np.array_equal(decoded.view("<i8"), values.view("<i8")):
             return candidate
     return samples  # never reached in practice: the table is exact by construction
@@ -144,7 +160,7 @@ def _decode(encoded: dict, siblings: dict[str, np.ndarray]) -> np.ndarray:
     if kind == RECIPROCAL:
         if encoded.get("residual_dtype") not in _SIGNED:
             raise SamplesError(f"residual_dtype {encoded.get('residual_dtype')!r} is not one of {', '.join(_SIGNED)}")
-        of = siblings.get(encoded.get("of"))
+        of = siblings.get(str(encoded.get("of")))
         if of is None:
             raise SamplesError(f"samples are the reciprocal of metric {encoded.get('of')!r}, which the case lacks")
         if len(of) != count:
@@ -168,7 +184,7 @@ def decode(samples: Any, siblings: dict[str, Any] | None = None) -> list[float]:
         raise SamplesError(f"samples must be a list or an encoded object, not {type(samples).__name__}")
     plain = {}
     if samples.get("encoding") == RECIPROCAL:
-        ref = (siblings or {}).get(samples.get("of"))
+        ref = (siblings or {}).get(str(samples.get("of")))
         if ref is not None:
             if isinstance(ref, dict) and ref.get("encoding") == RECIPROCAL:
                 raise SamplesError(f"metric {samples['of']!r} is itself a reciprocal: chains are not allowed")

@@ -4,6 +4,7 @@ sorts, a column filter hides rows, the busbw chart draws one series per system, 
 downloads as CSV, the system-against-system page compares, nothing overflows a 390 px phone,
 and no script runs from a ``<script>``, ``onerror=`` or ``javascript:`` payload in any
 submitted field."""
+
 from __future__ import annotations
 
 import csv
@@ -11,14 +12,20 @@ import os
 from pathlib import Path
 
 import pytest
-
 from factories import gemm_metrics, make_metric, make_record
+
 from perfsuite.registry import open_registry
 from perfsuite.registry.leaderboard import build_site
 
 CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 EVIL = "<script>alert(1)</script>"
 EVIL_IMG = '<img src=x onerror="alert(2)">'
 EVIL_LINK = "javascript:alert(3)"
@@ -30,13 +37,31 @@ def _times(scale: float) -> tuple[float, ...]:
 
 def _collective(host: str, busbw: float, seed: int) -> dict:
     """An all_reduce record with its sweep table (details.rows), as the collectives write it."""
-    rows = [{"size_bytes": size, "count": size // 4, "dtype": "float", "redop": "sum", "root": -1, "oop": None,
-             "ip": {"busbw_gbps": busbw * size / (size + 2**20), "algbw_gbps": busbw, "time_us": 10.0, "wrong": 0}}
-            for size in (2**10, 2**14, 2**18, 2**22)]
-    metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw, busbw * 0.99, busbw * 1.01], higher_is_better=True)]
-    return make_record(workload_name="collectives.all_reduce", category="collectives", host=host, device="cuda",
-                       params={"max_bytes": 2**22, "inject": "none", "iters": 20}, metrics=metrics,
-                       details={"rows": rows}, controls={"seed": seed})
+    rows = [
+        {
+            "size_bytes": size,
+            "count": size // 4,
+            "dtype": "float",
+            "redop": "sum",
+            "root": -1,
+            "oop": None,
+            "ip": {"busbw_gbps": busbw * size / (size + 2**20), "algbw_gbps": busbw, "time_us": 10.0, "wrong": 0},
+        }
+        for size in (2**10, 2**14, 2**18, 2**22)
+    ]
+    metrics = [
+        make_metric("in-place", "busbw_gbps", "GB/s", [busbw, busbw * 0.99, busbw * 1.01], higher_is_better=True)
+    ]
+    return make_record(
+        workload_name="collectives.all_reduce",
+        category="collectives",
+        host=host,
+        device="cuda",
+        params={"max_bytes": 2**22, "inject": "none", "iters": 20},
+        metrics=metrics,
+        details={"rows": rows},
+        controls={"seed": seed},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +72,20 @@ def site(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("board")
     with open_registry(f"sqlite:///{root / 'r.db'}") as reg:
         for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0), (EVIL_IMG, 2.0)):
-            reg.store(make_record(host=host, device="cuda", metrics=gemm_metrics(time_ms=_times(scale)),
-                                  params={"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "note": EVIL_LINK}))
+            reg.store(
+                make_record(
+                    host=host,
+                    device="cuda",
+                    metrics=gemm_metrics(time_ms=_times(scale)),
+                    params={"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "note": EVIL_LINK},
+                )
+            )
         reg.store(make_record(host="failed-box", device="cuda", status="failed"))
-        reg.store(make_record(host="unverified-box", device="cuda", verification="failed",
-                              metrics=gemm_metrics(time_ms=_times(0.5))))
+        reg.store(
+            make_record(
+                host="unverified-box", device="cuda", verification="failed", metrics=gemm_metrics(time_ms=_times(0.5))
+            )
+        )
         reg.store(_collective("fast-box", 300.0, 1))
         reg.store(_collective("mid-box", 150.0, 2))
         build_site(reg, root / "site")
@@ -204,8 +238,9 @@ def test_system_against_system_gives_a_ratio_and_a_verdict(site, page):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("path", ["index.html", "workloads/kernels.gemm.html", "workloads/collectives.all_reduce.html",
-                                  "compare.html"])
+@pytest.mark.parametrize(
+    "path", ["index.html", "workloads/kernels.gemm.html", "workloads/collectives.all_reduce.html", "compare.html"]
+)
 def test_nothing_overflows_a_phone(site, browser, path):
     page = _page(browser, width=390)
     page.goto((site / path).as_uri())
@@ -217,9 +252,13 @@ def test_nothing_overflows_a_phone(site, browser, path):
 
 def test_no_submitted_payload_runs_anywhere(site, browser):
     page = _page(browser)
-    pages = ["index.html", "compare.html", *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
-             *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
-             *(f"records/{p.name}" for p in sorted((site / "records").glob("*.html"))[:4])]
+    pages = [
+        "index.html",
+        "compare.html",
+        *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
+        *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
+        *(f"records/{p.name}" for p in sorted((site / "records").glob("*.html"))[:4]),
+    ]
     for path in pages:
         page.goto((site / path).as_uri())
         page.wait_for_timeout(100)

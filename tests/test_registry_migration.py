@@ -6,6 +6,7 @@ samples encoding (its ``registry`` and ``schemas`` folders taken from git histor
 temporary folder and run in a subprocess), from records of that time: the repository's
 4 MB ``data.host_to_device`` record as it was then (162,758 samples inline) and a few
 synthetic ones."""
+
 from __future__ import annotations
 
 import io
@@ -26,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "8514ae0458ec84b4e499ca1b215548fb41b6f8a9"  # main before the samples encoding (schema head 0003)
 BIG = "submissions/perfsuite/results/h200-x1/data.host_to_device/dc06fe8ccf724103a8035270244cf718.json"
 
-MAKE_OLD_REGISTRY = r'''
+MAKE_OLD_REGISTRY = r"""
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from registry import open_registry  # the old commit's registry (not perfsuite.registry)
@@ -37,7 +38,7 @@ records += [make_record(host=f"box{i}", device="cuda", controls={"seed": i},
             for i in range(3)]
 with open_registry(sys.argv[3]) as reg:
     print(json.dumps(reg.store_all(records)))
-'''
+"""
 
 
 def _git(*args: str) -> bytes:
@@ -51,23 +52,32 @@ def old_registry(tmp_path_factory) -> tuple[Path, list[dict]]:
     root = tmp_path_factory.mktemp("old")
     code = root / "code"
     code.mkdir()
-    tarfile.open(fileobj=io.BytesIO(_git("archive", OLD_COMMIT, "registry", "schemas"))).extractall(code)
+    with tarfile.open(fileobj=io.BytesIO(_git("archive", OLD_COMMIT, "registry", "schemas"))) as archive:
+        archive.extractall(code)
     big = root / "big.json"
     big.write_bytes(_git("show", f"{OLD_COMMIT}:{BIG}"))
     db = root / "old.db"
     script = root / "make.py"
     script.write_text(MAKE_OLD_REGISTRY)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, str(script), str(code), str(REPO / "tests"), f"sqlite:///{db}", str(big)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(code), str(REPO / "tests"), f"sqlite:///{db}", str(big)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["stored"] * 4
     import sqlite3
 
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0003"
-        before = [(run_id, sha, json.loads(record)) for run_id, sha, record in
-                  c.execute("SELECT run_id, record_sha256, record FROM runs ORDER BY run_id")]
+        before = [
+            (run_id, sha, json.loads(record))
+            for run_id, sha, record in c.execute("SELECT run_id, record_sha256, record FROM runs ORDER BY run_id")
+        ]
     return db, before
 
 
@@ -78,16 +88,23 @@ def test_an_old_registry_keeps_every_record_and_its_samples_are_re_encoded(old_r
         for run_id, sha, record in before:
             stored = reg.get(run_id)
             assert stored["sha256"] == sha == check_record(stored)  # the hash covers the decoded samples
-            assert [metric_samples(m, stored["metrics"]) for m in stored["metrics"]] == \
-                [m["samples"] for m in record["metrics"]]
+            assert [metric_samples(m, stored["metrics"]) for m in stored["metrics"]] == [
+                m["samples"] for m in record["metrics"]
+            ]
         big = reg.get(big_before["run_id"])
         assert len(json.dumps(big)) < 256 * 1024 < len(json.dumps(big_before))
         long_lists = sum(len(m["samples"]) >= MIN_ENCODED for m in big_before["metrics"])
         assert long_lists == 28 and sum(isinstance(m["samples"], dict) for m in big["metrics"]) == long_lists
         with reg.engine.connect() as c:
             assert c.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0005_compact_samples"
-            rows = c.exec_driver_sql("SELECT samples FROM metrics m JOIN runs r ON r.id = m.run_id "
-                                     "WHERE r.run_id = ? ORDER BY position", (big_before["run_id"],)).scalars().all()
+            rows = (
+                c.exec_driver_sql(
+                    "SELECT samples FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.run_id = ? ORDER BY position",
+                    (big_before["run_id"],),
+                )
+                .scalars()
+                .all()
+            )
         from perfsuite.schemas.samples import decode
 
         # metric rows hold the compact form, each decodable alone (a reciprocal becomes a table)

@@ -8,6 +8,7 @@ per benchmark, its configurations as tabs, its pictures), systems/<key>.html (a 
 results and its roofline), compare.html (system against system), records/<run_id>.html and
 .json (a page per record), board.jsonl / board.csv / board.parquet (the whole board).
 """
+
 from __future__ import annotations
 
 from .site import build_site

@@ -8,21 +8,22 @@ Every pair is computed when the board has at most :data:`MAX_SYSTEMS` systems; b
 the pairs among the :data:`MAX_SYSTEMS` systems with the most results (a public round's
 picker would otherwise need hundreds of thousands of bootstraps).
 """
+
 from __future__ import annotations
 
 from itertools import combinations
 
-from .data import Board
+from .data import Board, Cell
 
 MAX_SYSTEMS = 16
 MAX_RUNS = 20
 
 
 def system_pairs(boards: list[Board]) -> list[dict]:
-    from perfsuite.measure import stats
     from perfsuite.analysis.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, metric_verdict
+    from perfsuite.measure import stats
 
-    cells: dict[str, dict[tuple, object]] = {}
+    cells: dict[str, dict[tuple, Cell]] = {}
     names: dict[str, str] = {}
     for board in boards:
         for config in board.configs:
@@ -41,10 +42,24 @@ def system_pairs(boards: list[Board]) -> list[dict]:
             ratio, low, high = stats.ratio_of_medians_ci(va, vb)
             p = stats.mann_whitney_u(va, vb)[1] if len(va) > 1 and len(vb) > 1 else None
             verdict = metric_verdict(ratio, low, high, p, ca.higher_is_better, DEFAULT_THRESHOLD, DEFAULT_ALPHA)
-            rows.append({"benchmark": where[0], "configuration": where[2], "case": where[3], "unit": ca.unit,
-                         "higher_is_better": ca.higher_is_better, "a": ca.value, "b": cb.value, "ratio": ratio,
-                         "ci_low": low, "ci_high": high, "p": p, "runs_a": len(va), "runs_b": len(vb),
-                         "verdict": "not tested (one run)" if p is None else verdict})
+            rows.append(
+                {
+                    "benchmark": where[0],
+                    "configuration": where[2],
+                    "case": where[3],
+                    "unit": ca.unit,
+                    "higher_is_better": ca.higher_is_better,
+                    "a": ca.value,
+                    "b": cb.value,
+                    "ratio": ratio,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "p": p,
+                    "runs_a": len(va),
+                    "runs_b": len(vb),
+                    "verdict": "not tested (one run)" if p is None else verdict,
+                }
+            )
         if rows:
             pairs.append({"systems": [a, b], "names": [names[a], names[b]], "rows": rows})
     return pairs

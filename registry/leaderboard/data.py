@@ -15,6 +15,7 @@ Built to stay fast on a public round (100,000 records): the headline metric of e
 (comparability key, case) is chosen from one run, then one query reads that metric's value
 for every ranked run, and only each cell's latest run is read further.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -145,7 +146,7 @@ def _ranked(query):
 
 
 def _chunks(ids: list) -> list[list]:
-    return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
+    return [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
 
 
 def load(session, workload: str | None = None, series: bool = True) -> tuple[list[Board], dict[str, SystemInfo]]:
@@ -172,10 +173,23 @@ def load(session, workload: str | None = None, series: bool = True) -> tuple[lis
 
 def _runs_query(workload: str | None):
     sub_system = Submission.system_id.label("sub_system")
-    query = _ranked(select(Run.id, Run.run_id, Run.comparability_key, Run.system_id, sub_system, Run.started_at,
-                           Run.environment_id, Run.device, Run.world_size, Workload.name, Workload.category)
-                    .join(Workload, Run.workload_id == Workload.id)
-                    .outerjoin(Submission, Submission.run_id == Run.id))
+    query = _ranked(
+        select(
+            Run.id,
+            Run.run_id,
+            Run.comparability_key,
+            Run.system_id,
+            sub_system,
+            Run.started_at,
+            Run.environment_id,
+            Run.device,
+            Run.world_size,
+            Workload.name,
+            Workload.category,
+        )
+        .join(Workload, Run.workload_id == Workload.id)
+        .outerjoin(Submission, Submission.run_id == Run.id)
+    )
     return query.where(Workload.name == workload) if workload is not None else query
 
 
@@ -187,10 +201,14 @@ def _headlines(session, first_of_key: dict[str, int], category_of: dict[str, str
     for chunk in _chunks(sorted(key_of)):
         for pk, wl in session.execute(select(Run.id, Run.record["workload"]).where(Run.id.in_(chunk))):
             key_workload[key_of[pk]] = wl
-        for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.higher_is_better)
-                                 .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
-            rep_metrics[m.run_id].append({"case": m.case, "name": m.name, "unit": m.unit,
-                                          "higher_is_better": m.higher_is_better})
+        for m in session.execute(
+            select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.higher_is_better)
+            .where(Metric.run_id.in_(chunk))
+            .order_by(Metric.run_id, Metric.position)
+        ):
+            rep_metrics[m.run_id].append(
+                {"case": m.case, "name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better}
+            )
     heads: dict[tuple[str, str], dict] = {}
     for ckey, pk in first_of_key.items():
         metrics = rep_metrics[pk]
@@ -203,7 +221,9 @@ def _headlines(session, first_of_key: dict[str, int], category_of: dict[str, str
 
 def _load(session, workload: str | None) -> tuple[list[Board], dict[str, SystemInfo]]:
     # plain tuples, oldest first: every group below is then built in time order without sorting
-    runs = {r[0]: _RunRow(*r) for r in sorted(session.execute(_runs_query(workload)), key=lambda r: (r.started_at, r.id))}
+    runs = {
+        r[0]: _RunRow(*r) for r in sorted(session.execute(_runs_query(workload)), key=lambda r: (r.started_at, r.id))
+    }
     if not runs:
         return [], {}
     # 1. one representative run per comparability key: its settings and its cases' headlines
@@ -241,15 +261,21 @@ def _load(session, workload: str | None) -> tuple[list[Board], dict[str, SystemI
     for (ckey, system_id, sub_id, case), pks in pks_of.items():
         series = [RunValue(runs[p].run_id, runs[p].started_at, values[(p, case)]) for p in pks]
         figures = [v.value for v in series]
-        cells[(ckey, system_id, sub_id, case)] = (series, (len(figures), sum(figures), min(figures), max(figures)),
-                                                  pks[-1])
+        cells[(ckey, system_id, sub_id, case)] = (
+            series,
+            (len(figures), sum(figures), min(figures), max(figures)),
+            pks[-1],
+        )
     return _assemble(session, cells, runs, key_workload, heads, runs_of_key)
 
 
 def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[str, SystemInfo]]:
     """:func:`_load` with each cell aggregated in SQL and only its latest stored run read."""
-    ranked_runs = _ranked(select(Run.comparability_key, func.min(Run.id), func.count(), Workload.category)
-                          .join(Workload, Run.workload_id == Workload.id))
+    ranked_runs = _ranked(
+        select(Run.comparability_key, func.min(Run.id), func.count(), Workload.category).join(
+            Workload, Run.workload_id == Workload.id
+        )
+    )
     if workload is not None:
         ranked_runs = ranked_runs.where(Workload.name == workload)
     keys = session.execute(ranked_runs.group_by(Run.comparability_key, Workload.category)).all()
@@ -258,24 +284,44 @@ def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[s
     key_workload, heads = _headlines(session, {k: pk for k, pk, _, _ in keys}, {k: c for k, _, _, c in keys})
     names = sorted({h["name"] for h in heads.values()})
     sub_system = Submission.system_id.label("sub_system")
-    aggregate = _ranked(select(Run.comparability_key, Run.system_id, sub_system, Metric.case, Metric.name,
-                               func.count(), func.sum(Metric.value), func.min(Metric.value), func.max(Metric.value),
-                               func.max(Run.id))
-                        .join(Run, Metric.run_id == Run.id).join(Workload, Run.workload_id == Workload.id)
-                        .outerjoin(Submission, Submission.run_id == Run.id).where(Metric.name.in_(names)))
+    aggregate = _ranked(
+        select(
+            Run.comparability_key,
+            Run.system_id,
+            sub_system,
+            Metric.case,
+            Metric.name,
+            func.count(),
+            func.sum(Metric.value),
+            func.min(Metric.value),
+            func.max(Metric.value),
+            func.max(Run.id),
+        )
+        .join(Run, Metric.run_id == Run.id)
+        .join(Workload, Run.workload_id == Workload.id)
+        .outerjoin(Submission, Submission.run_id == Run.id)
+        .where(Metric.name.in_(names))
+    )
     if workload is not None:
         aggregate = aggregate.where(Workload.name == workload)
-    groups = [g for g in session.execute(aggregate.group_by(Run.comparability_key, Run.system_id, sub_system,
-                                                             Metric.case, Metric.name))
-              if heads.get((g[0], g[3]), {}).get("name") == g[4]]
+    groups = [
+        g
+        for g in session.execute(
+            aggregate.group_by(Run.comparability_key, Run.system_id, sub_system, Metric.case, Metric.name)
+        )
+        if heads.get((g[0], g[3]), {}).get("name") == g[4]
+    ]
     latest_pks = sorted({g[9] for g in groups})
     runs: dict[int, _RunRow] = {}
     for chunk in _chunks(latest_pks):
         runs.update({r[0]: _RunRow(*r) for r in session.execute(_runs_query(workload).where(Run.id.in_(chunk)))})
     latest_values = {}
     for chunk in _chunks(latest_pks):
-        for run_pk, case, name, value in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.value)
-                                                         .where(Metric.run_id.in_(chunk), Metric.name.in_(names))):
+        for run_pk, case, name, value in session.execute(
+            select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(
+                Metric.run_id.in_(chunk), Metric.name.in_(names)
+            )
+        ):
             latest_values[(run_pk, case, name)] = value
     cells = {}
     for ckey, system_id, sub_id, case, name, count, total, low, high, latest in groups:
@@ -285,8 +331,14 @@ def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[s
     return _assemble(session, cells, runs, key_workload, heads, {k: n for k, _, n, _ in keys})
 
 
-def _assemble(session, cells: dict[tuple, tuple], runs: dict[int, _RunRow], key_workload: dict[str, dict],
-              heads: dict, runs_of_key: dict[str, int]) -> tuple[list[Board], dict[str, SystemInfo]]:
+def _assemble(
+    session,
+    cells: dict[tuple, tuple],
+    runs: dict[int, _RunRow],
+    key_workload: dict[str, dict],
+    heads: dict,
+    runs_of_key: dict[str, int],
+) -> tuple[list[Board], dict[str, SystemInfo]]:
     """Boards from the cells ((key, system, submitted system, case) -> (series, (count, sum, min,
     max), latest run pk)): each cell's latest run read for its statistics, roofline fraction,
     regime, cost and environment; rows are systems, tables the key settings."""
@@ -297,27 +349,54 @@ def _assemble(session, cells: dict[tuple, tuple], runs: dict[int, _RunRow], key_
     throttles: dict[int, dict] = {}
     costs: dict[int, dict] = {}
     for chunk in _chunks(latest_pks):
-        for m in session.execute(select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value,
-                                        Metric.higher_is_better, Metric.statistics, Metric.roofline_fraction)
-                                 .where(Metric.run_id.in_(chunk)).order_by(Metric.run_id, Metric.position)):
+        for m in session.execute(
+            select(
+                Metric.run_id,
+                Metric.case,
+                Metric.name,
+                Metric.unit,
+                Metric.value,
+                Metric.higher_is_better,
+                Metric.statistics,
+                Metric.roofline_fraction,
+            )
+            .where(Metric.run_id.in_(chunk))
+            .order_by(Metric.run_id, Metric.position)
+        ):
             latest_metrics[m.run_id].append(m)
-        for pk, throttle, cost in session.execute(select(Run.id, Run.record[("details", "throttle")], Run.record["cost"])
-                                                  .where(Run.id.in_(chunk))):
+        for pk, throttle, cost in session.execute(
+            select(Run.id, Run.record[("details", "throttle")], Run.record["cost"]).where(Run.id.in_(chunk))
+        ):
             if throttle:
                 throttles[pk] = throttle
             if cost:
                 costs[pk] = cost
     environments = {}
     for chunk in _chunks(sorted({runs[pk].environment_id for pk in latest_pks})):
-        environments.update(dict(session.execute(select(Environment.id, Environment.data)
-                                                 .where(Environment.id.in_(chunk))).all()))
-    hosts = {row.id: row for row in session.execute(
-        select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count)
-        .where(System.id.in_(sorted({key[1] for key in cells}))))}
+        environments.update(
+            dict(session.execute(select(Environment.id, Environment.data).where(Environment.id.in_(chunk))).all())
+        )
+    hosts = {
+        row.id: row
+        for row in session.execute(
+            select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count).where(
+                System.id.in_(sorted({key[1] for key in cells}))
+            )
+        )
+    }
     sub_ids = sorted({key[2] for key in cells if key[2] is not None})
-    submitted = {row.id: row for row in session.execute(
-        select(SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description)
-        .where(SubmittedSystem.id.in_(sub_ids)))} if sub_ids else {}
+    submitted = (
+        {
+            row.id: row
+            for row in session.execute(
+                select(
+                    SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description
+                ).where(SubmittedSystem.id.in_(sub_ids))
+            )
+        }
+        if sub_ids
+        else {}
+    )
 
     systems: dict[str, SystemInfo] = {}
     tables: dict[tuple[str, str], dict[str, Row]] = defaultdict(dict)
@@ -333,17 +412,33 @@ def _assemble(session, cells: dict[tuple, tuple], runs: dict[int, _RunRow], key_
         info = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
         systems.setdefault(info.key, info)
         row = tables[where].setdefault(info.key, Row(systems[info.key]))
-        row.cells[case] = _cell(case, series, aggregate, heads[(ckey, case)], latest_metrics[latest],
-                                throttles.get(latest), costs.get(latest), info, run.device, run.world_size)
+        row.cells[case] = _cell(
+            case,
+            series,
+            aggregate,
+            heads[(ckey, case)],
+            latest_metrics[latest],
+            throttles.get(latest),
+            costs.get(latest),
+            info,
+            run.device,
+            run.world_size,
+        )
         table_cases[where][case] = None
     settings_by_table = {(key_workload[k]["name"], sid_of[k]): settings_of[k] for k in key_workload}
     boards: dict[str, list[Config]] = defaultdict(list)
     for (wname, sid), rows in tables.items():
-        ordered_cases = [c for c in dict.fromkeys(case for (k, case) in heads if sid_of[k] == sid
-                                                  and key_workload[k]["name"] == wname) if c in table_cases[(wname, sid)]]
+        ordered_cases = [
+            c
+            for c in dict.fromkeys(case for (k, case) in heads if sid_of[k] == sid and key_workload[k]["name"] == wname)
+            if c in table_cases[(wname, sid)]
+        ]
         settings = settings_by_table[(wname, sid)]
-        boards[wname].append(Config(sid, settings, settings_label(settings), ordered_cases, list(rows.values()),
-                                    table_runs[(wname, sid)]))
+        boards[wname].append(
+            Config(
+                sid, settings, settings_label(settings), ordered_cases, list(rows.values()), table_runs[(wname, sid)]
+            )
+        )
     out = []
     for wname in sorted(boards):
         configs = boards[wname]
@@ -371,11 +466,22 @@ def _rank_key(row: Row, case: str) -> tuple:
     return (0, -cell.value if cell.higher_is_better else cell.value, row.system.name)
 
 
-def _cell(case: str, series: list[RunValue], aggregate: tuple[int, float, float, float], head: dict,
-          latest_metrics: list, throttle, cost, info: SystemInfo, device: str, world_size: int) -> Cell:
+def _cell(
+    case: str,
+    series: list[RunValue],
+    aggregate: tuple[int, float, float, float],
+    head: dict,
+    latest_metrics: list,
+    throttle,
+    cost,
+    info: SystemInfo,
+    device: str,
+    world_size: int,
+) -> Cell:
     """``aggregate``: (count, sum, min, max) of the cell's run values; ``series``: its runs
     (oldest first; at least the latest)."""
     count, total, low, high = aggregate
+    ci: tuple[float | None, float | None]
     mine = [m for m in latest_metrics if m.case == case]
     latest_head = next((m for m in mine if m.name == head["name"]), None)
     if count >= OLYMPIC_MIN_RUNS:
@@ -387,20 +493,51 @@ def _cell(case: str, series: list[RunValue], aggregate: tuple[int, float, float,
         stats = (latest_head.statistics if latest_head is not None else None) or {}
         value, note, ci = series[-1].value, "1 run", (stats.get("ci95_low"), stats.get("ci95_high"))
     price = info.description.get("accelerator_hour_price_usd") if info.description else None
-    priced = result_cost(cost, price, [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in mine],
-                         device, world_size)
-    return Cell(value, head["unit"], head["higher_is_better"], ci[0], ci[1], series, count, note,
-                throttle_flag(case_summary(throttle, case)) or "",
-                latest_head.roofline_fraction if latest_head is not None else None, cost_text(priced, case),
-                head["name"])
+    priced = result_cost(
+        cost,
+        price,
+        [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in mine],
+        device,
+        world_size,
+    )
+    return Cell(
+        value,
+        head["unit"],
+        head["higher_is_better"],
+        ci[0],
+        ci[1],
+        series,
+        count,
+        note,
+        throttle_flag(case_summary(throttle, case)) or "",
+        latest_head.roofline_fraction if latest_head is not None else None,
+        cost_text(priced, case),
+        head["name"],
+    )
 
 
 def _system_info(host, submitted, env: dict) -> SystemInfo:
     if submitted is not None:
         d = submitted.description
-        return SystemInfo(_system_key("submitted", f"{submitted.org}/{submitted.name}"), submitted.name,
-                          d["submitter"], d["accelerator_model_name"],
-                          d["accelerators_per_node"] * d["number_of_nodes"], software(env) or d["framework"],
-                          d["status"], d, d.get("host", host.hostname))
-    return SystemInfo(_system_key("host", host.key), host.hostname, "", host.gpu_name or env["measured_device"]["name"],
-                      host.gpu_count, software(env), "", None, host.hostname)
+        return SystemInfo(
+            _system_key("submitted", f"{submitted.org}/{submitted.name}"),
+            submitted.name,
+            d["submitter"],
+            d["accelerator_model_name"],
+            d["accelerators_per_node"] * d["number_of_nodes"],
+            software(env) or d["framework"],
+            d["status"],
+            d,
+            d.get("host", host.hostname),
+        )
+    return SystemInfo(
+        _system_key("host", host.key),
+        host.hostname,
+        "",
+        host.gpu_name or env["measured_device"]["name"],
+        host.gpu_count,
+        software(env),
+        "",
+        None,
+        host.hostname,
+    )

@@ -10,6 +10,7 @@ filters), and which metric is each case's headline (a board's cells).
   except that inference is ranked by LoadGen's metric of each scenario (never by its accuracy,
   which is a check) and collectives by their bus bandwidth.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,11 @@ def settings_id(settings: dict) -> str:
 def settings_label(settings: dict, shared: dict | None = None) -> str:
     """The settings as short text, leaving out those every configuration of the board shares."""
     shared = shared or {}
-    parts = [f"{k.removeprefix('param.')}={_show(v)}" for k, v in settings.items()
-             if k != "version" and shared.get(k, object()) != v]
+    parts = [
+        f"{k.removeprefix('param.')}={_show(v)}"
+        for k, v in settings.items()
+        if k != "version" and shared.get(k, object()) != v
+    ]
     return f"v{settings['version']}" + (" · " + ", ".join(parts) if parts else "")
 
 

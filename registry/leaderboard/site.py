@@ -6,6 +6,7 @@ vendored table and chart libraries, and the downloads (the board as JSONL and Pa
 The site is built into a temporary sibling folder and swapped in at the end: a failed build
 leaves the previous site as it was, and no file of an older build survives a new one.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,8 +26,10 @@ from .data import Board, Config, SystemInfo, load
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
 CHUNK = 1000
 
 
@@ -40,8 +43,13 @@ def _environment():
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
     from markupsafe import Markup
 
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = num
     env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:.1f}%"
     env.filters["json_script"] = lambda data: Markup(_json_script(data))
@@ -61,8 +69,14 @@ def cell_json(config: Config) -> list[dict]:
     out = []
     for rank, row in enumerate(config.rows, start=1):
         s = row.system
-        item = {"rank": rank, "system": s.name, "system_key": s.key, "submitter": s.submitter or "(not submitted)",
-                "accelerator": f"{s.accelerator_count} x {s.accelerator}", "software": s.software}
+        item = {
+            "rank": rank,
+            "system": s.name,
+            "system_key": s.key,
+            "submitter": s.submitter or "(not submitted)",
+            "accelerator": f"{s.accelerator_count} x {s.accelerator}",
+            "software": s.software,
+        }
         for case in config.cases:
             c = row.cells.get(case)
             if c is None:
@@ -80,12 +94,15 @@ def _ci(cell) -> str:
 
 
 def _columns(config: Config, board: Board) -> list[dict]:
-    units = {}
+    units: dict[str, tuple] = {}
     for row in config.rows:
         for case, c in row.cells.items():
             units.setdefault(case, (c.unit, c.higher_is_better, c.metric))
-    return [{"case": case, "unit": units[case][0], "higher_is_better": units[case][1], "metric": units[case][2]}
-            for case in config.cases if case in units]
+    return [
+        {"case": case, "unit": units[case][0], "higher_is_better": units[case][1], "metric": units[case][2]}
+        for case in config.cases
+        if case in units
+    ]
 
 
 def board_rows(boards: list[Board]) -> list[dict]:
@@ -96,16 +113,35 @@ def board_rows(boards: list[Board]) -> list[dict]:
             for row in config.rows:
                 s = row.system
                 for case, c in row.cells.items():
-                    out.append({"benchmark": board.workload, "category": board.category, "configuration": config.label,
-                                "settings": json.dumps(config.settings, sort_keys=True, default=str),
-                                "default_configuration": config.default, "submitter": s.submitter, "system": s.name,
-                                "accelerator": s.accelerator, "accelerator_count": s.accelerator_count,
-                                "software": s.software, "availability": s.availability, "case": case,
-                                "metric": c.metric, "value": c.value, "unit": c.unit,
-                                "higher_is_better": c.higher_is_better, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                                "runs": c.count, "score": c.note, "regime": c.regime,
-                                "ceiling_fraction": c.fraction, "cost": c.cost, "latest_run_id": c.latest.run_id,
-                                "latest_started_at": c.latest.started_at.isoformat()})
+                    out.append(
+                        {
+                            "benchmark": board.workload,
+                            "category": board.category,
+                            "configuration": config.label,
+                            "settings": json.dumps(config.settings, sort_keys=True, default=str),
+                            "default_configuration": config.default,
+                            "submitter": s.submitter,
+                            "system": s.name,
+                            "accelerator": s.accelerator,
+                            "accelerator_count": s.accelerator_count,
+                            "software": s.software,
+                            "availability": s.availability,
+                            "case": case,
+                            "metric": c.metric,
+                            "value": c.value,
+                            "unit": c.unit,
+                            "higher_is_better": c.higher_is_better,
+                            "ci_low": c.ci_low,
+                            "ci_high": c.ci_high,
+                            "runs": c.count,
+                            "score": c.note,
+                            "regime": c.regime,
+                            "ceiling_fraction": c.fraction,
+                            "cost": c.cost,
+                            "latest_run_id": c.latest.run_id,
+                            "latest_started_at": c.latest.started_at.isoformat(),
+                        }
+                    )
     return out
 
 
@@ -133,13 +169,20 @@ def _family_charts(session, board: Board) -> dict:
     if board.category not in ("collectives", "inference", "training"):
         return out
     for config in board.configs:
-        latest = {row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
-                  for row in config.rows}
+        latest = {
+            row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
+            for row in config.rows
+        }
         if board.category == "collectives":
             curves = {}
             for chunk in _chunks(list(latest.items())):
-                by_id = dict(session.execute(select(Run.run_id, Run.record[("details", "rows")])
-                                             .where(Run.run_id.in_([rid for _, rid in chunk]))).all())
+                by_id = dict(
+                    session.execute(
+                        select(Run.run_id, Run.record[("details", "rows")]).where(
+                            Run.run_id.in_([rid for _, rid in chunk])
+                        )
+                    ).all()
+                )
                 for system, rid in chunk:
                     points = []
                     for r in by_id.get(rid) or []:
@@ -153,17 +196,30 @@ def _family_charts(session, board: Board) -> dict:
         elif board.category == "inference":
             series: dict[str, list] = {}
             pk_of = dict(session.execute(select(Run.run_id, Run.id).where(Run.run_id.in_(list(latest.values())))).all())
-            metrics = defaultdict(dict)
+            metrics: dict[tuple, dict] = defaultdict(dict)
             for run_pk, case, name, value in session.execute(
-                    select(Metric.run_id, Metric.case, Metric.name, Metric.value)
-                    .where(Metric.run_id.in_(list(pk_of.values())))):
+                select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(
+                    Metric.run_id.in_(list(pk_of.values()))
+                )
+            ):
                 metrics[(run_pk, case)][name] = value
             for system, rid in latest.items():
                 pts = []
                 for case in config.cases:
                     m = metrics.get((pk_of.get(rid), case), {})
-                    x = next((m[k] for k in ("completed_samples_per_s", "samples_per_s", "qps_with_overhead",
-                                             "qps_without_overhead") if k in m), None)
+                    x = next(
+                        (
+                            m[k]
+                            for k in (
+                                "completed_samples_per_s",
+                                "samples_per_s",
+                                "qps_with_overhead",
+                                "qps_without_overhead",
+                            )
+                            if k in m
+                        ),
+                        None,
+                    )
                     y = next((m[k] for k in ("latency_p90_ms", "latency_p99_ms", "latency_p50_ms") if k in m), None)
                     if x and y:
                         pts.append([x, y, case])
@@ -178,18 +234,18 @@ def _family_charts(session, board: Board) -> dict:
 
 
 def _chunks(items: list) -> list[list]:
-    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
 
 
 def _rooflines(session, boards: list[Board], systems: dict[str, SystemInfo]) -> dict[str, dict]:
     """Each system's kernel results on its measured roofline, computed by the one roofline
     definition the CLI uses (``perfsuite roofline``): its latest ``kernels.ceilings`` run and the
     latest run of each kernel configuration."""
-    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
     from perfsuite.analysis.roofline_report import report
+    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
 
     latest: dict[str, dict[str, str]] = defaultdict(dict)  # system -> config -> run id
-    ceilings: dict[str, str] = {}
+    ceilings: dict[str, tuple] = {}
     for board in boards:
         if board.category != "kernels":
             continue
@@ -217,8 +273,11 @@ def _mllogs(session, run_ids: list[str], submissions: Path | None) -> dict[str, 
         return {}
     found = {}
     for chunk in _chunks(run_ids):
-        for run_id, rel in session.execute(select(Run.run_id, Submission.path).join(Submission, Submission.run_id == Run.id)
-                                           .where(Run.run_id.in_(chunk))):
+        for run_id, rel in session.execute(
+            select(Run.run_id, Submission.path)
+            .join(Submission, Submission.run_id == Run.id)
+            .where(Run.run_id.in_(chunk))
+        ):
             mllog = (Path(submissions) / rel).with_suffix(".mllog")
             if mllog.is_file():
                 found[run_id] = mllog
@@ -266,36 +325,89 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
         for board in boards:
             config = board.default
             lead = max(config.cases, key=lambda c: sum(c in r.cells for r in config.rows))
-            best = [{"system": r.system.name, "system_key": r.system.key, "accelerator": f"{r.system.accelerator_count} x "
-                     f"{r.system.accelerator}", "value": r.cells[lead].value, "text": f"{num(r.cells[lead].value)} "
-                     f"{r.cells[lead].unit}", "regime": r.cells[lead].regime}
-                    for r in config.rows if lead in r.cells]
-            front.append({"workload": board.workload, "category": board.category, "case": lead,
-                          "configuration": config.label, "best": best})
-        _write(out / "index.html", env.get_template("index.html").render(
-            root="", boards=front, systems=system_list, board_count=len(boards)))
+            best = [
+                {
+                    "system": r.system.name,
+                    "system_key": r.system.key,
+                    "accelerator": f"{r.system.accelerator_count} x {r.system.accelerator}",
+                    "value": r.cells[lead].value,
+                    "text": f"{num(r.cells[lead].value)} {r.cells[lead].unit}",
+                    "regime": r.cells[lead].regime,
+                }
+                for r in config.rows
+                if lead in r.cells
+            ]
+            front.append(
+                {
+                    "workload": board.workload,
+                    "category": board.category,
+                    "case": lead,
+                    "configuration": config.label,
+                    "best": best,
+                }
+            )
+        _write(
+            out / "index.html",
+            env.get_template("index.html").render(root="", boards=front, systems=system_list, board_count=len(boards)),
+        )
         for board in boards:
-            data = {"workload": board.workload, "category": board.category,
-                    "configs": [{"id": c.id, "label": c.label, "default": c.default, "settings": c.settings,
-                                 "runs": c.runs, "columns": _columns(c, board), "rows": cell_json(c)}
-                                for c in board.configs],
-                    "charts": _family_charts(session, board),
-                    "trends": {c.id: trend_series(c) for c in board.configs}}
-            _write(out / "workloads" / f"{board.workload}.html", env.get_template("workload.html").render(
-                root="../", board=board, data=data, columns={c.id: _columns(c, board) for c in board.configs}))
+            data = {
+                "workload": board.workload,
+                "category": board.category,
+                "configs": [
+                    {
+                        "id": c.id,
+                        "label": c.label,
+                        "default": c.default,
+                        "settings": c.settings,
+                        "runs": c.runs,
+                        "columns": _columns(c, board),
+                        "rows": cell_json(c),
+                    }
+                    for c in board.configs
+                ],
+                "charts": _family_charts(session, board),
+                "trends": {c.id: trend_series(c) for c in board.configs},
+            }
+            _write(
+                out / "workloads" / f"{board.workload}.html",
+                env.get_template("workload.html").render(
+                    root="../", board=board, data=data, columns={c.id: _columns(c, board) for c in board.configs}
+                ),
+            )
         rooflines = _rooflines(session, boards, systems)
         for info in system_list:
             results = [(b, c, row) for b in boards for c in b.configs for row in c.rows if row.system.key == info.key]
-            _write(out / "systems" / f"{info.key}.html", env.get_template("system.html").render(
-                root="../", system=info, results=results, roofline=rooflines.get(info.key)))
+            _write(
+                out / "systems" / f"{info.key}.html",
+                env.get_template("system.html").render(
+                    root="../", system=info, results=results, roofline=rooflines.get(info.key)
+                ),
+            )
         pairs = system_pairs(boards)
-        _write(out / "compare.html", env.get_template("compare.html").render(
-            root="", systems=[s for s in system_list if any(s.key in p["systems"] for p in pairs)], pairs=pairs))
-        run_ids = sorted({rv.run_id for b in boards for c in b.configs for r in c.rows for cell in r.cells.values()
-                          for rv in cell.runs})
+        _write(
+            out / "compare.html",
+            env.get_template("compare.html").render(
+                root="", systems=[s for s in system_list if any(s.key in p["systems"] for p in pairs)], pairs=pairs
+            ),
+        )
+        run_ids = sorted(
+            {
+                rv.run_id
+                for b in boards
+                for c in b.configs
+                for r in c.rows
+                for cell in r.cells.values()
+                for rv in cell.runs
+            }
+        )
         _write_records(session, env, out, run_ids, _mllogs(session, run_ids, submissions))
-    return {"workloads": len(boards), "boards": sum(len(b.configs) for b in boards), "systems": len(systems),
-            "records": len(run_ids)}
+    return {
+        "workloads": len(boards),
+        "boards": sum(len(b.configs) for b in boards),
+        "systems": len(systems),
+        "records": len(run_ids),
+    }
 
 
 def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str, Path]) -> None:
@@ -316,15 +428,24 @@ def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str
             if mllog is not None:
                 shutil.copyfile(mllog, out / "records" / f"{run_id}.mllog")
                 link = f' · <a href="{safe_id}.mllog">MLLOG</a>'
-            page = shell.replace("@@RUN_ID@@", safe_id).replace("@@MLLOG@@", link).replace("@@DATA@@", _escape_json_text(text))
+            page = (
+                shell.replace("@@RUN_ID@@", safe_id)
+                .replace("@@MLLOG@@", link)
+                .replace("@@DATA@@", _escape_json_text(text))
+            )
             (out / "records" / f"{run_id}.html").write_text(page, encoding="utf-8")
 
 
 def _escape_json_text(text: str) -> str:
     """JSON text made safe inside <script type="application/json">: '<', '>' and '&' only occur
     inside its strings, where their \\u escapes mean the same characters."""
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def csv_text(rows: list[dict]) -> str:

@@ -1,6 +1,7 @@
 """A benchmark's figure over time, per system and case, with its change points marked: the
 host's change-point rule (``perfsuite.analysis.history.change_points``) on the runs' headline values, one
 value per run (runs are the unit that varies)."""
+
 from __future__ import annotations
 
 from .data import Config
@@ -10,7 +11,7 @@ MAX_POINTS = 200  # the latest runs of a series that a page carries
 
 def trend_series(config: Config) -> dict[str, dict[str, dict]]:
     """case -> system name -> {"t": epoch seconds, "v": values, "run": run ids, "change": indices}."""
-    from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
+    from perfsuite.analysis.history import change_points
 
     out: dict[str, dict[str, dict]] = {}
     for row in config.rows:
@@ -19,8 +20,11 @@ def trend_series(config: Config) -> dict[str, dict[str, dict]]:
             values = [r.value for r in runs]
             changes = [c.index for c in change_points(values, [[v] for v in values])] if _may_step(values) else []
             out.setdefault(case, {})[row.system.name] = {
-                "t": [r.started_at.timestamp() for r in runs], "v": values, "run": [r.run_id for r in runs],
-                "change": changes}
+                "t": [r.started_at.timestamp() for r in runs],
+                "v": values,
+                "run": [r.run_id for r in runs],
+                "change": changes,
+            }
     return out
 
 
@@ -29,6 +33,8 @@ def _may_step(values: list[float]) -> bool:
     step between two sides' medians beyond its minimum, which no series whose spread is within
     that minimum has (every median lies between the series' extremes). Skipping those is exact,
     and spares a public round's thousands of steady series the search."""
+    from perfsuite.analysis.history import DEFAULT_MIN_STEP
+
     if len(values) < 4:
         return False
     low, high = min(values), max(values)

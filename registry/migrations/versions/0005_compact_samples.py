@@ -6,6 +6,7 @@ Revision ID: 0005_compact_samples
 Revises: 0003
 Create Date: 2026-11-24
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -25,8 +26,9 @@ SAMPLES = sa.JSON().with_variant(JSONB(), "postgresql")
 
 def _tables():
     runs = sa.table("runs", sa.column("id", sa.Integer), sa.column("record", RECORD))
-    metrics = sa.table("metrics", sa.column("run_id", sa.Integer), sa.column("position", sa.Integer),
-                       sa.column("samples", SAMPLES))
+    metrics = sa.table(
+        "metrics", sa.column("run_id", sa.Integer), sa.column("position", sa.Integer), sa.column("samples", SAMPLES)
+    )
     return runs, metrics
 
 
@@ -37,17 +39,21 @@ def upgrade() -> None:
     runs, metrics = _tables()
     # Only runs with a metric of MIN_ENCODED samples or more change; find them by the metric rows.
     length = sa.func.jsonb_array_length if bind.dialect.name == "postgresql" else sa.func.json_array_length
-    candidates = sorted({row[0] for row in bind.execute(
-        sa.select(metrics.c.run_id).where(length(metrics.c.samples) >= MIN_ENCODED))})
+    candidates = sorted(
+        {row[0] for row in bind.execute(sa.select(metrics.c.run_id).where(length(metrics.c.samples) >= MIN_ENCODED))}
+    )
     for start in range(0, len(candidates), BATCH):
-        chunk = candidates[start:start + BATCH]
+        chunk = candidates[start : start + BATCH]
         for run_pk, record in bind.execute(sa.select(runs.c.id, runs.c.record).where(runs.c.id.in_(chunk))).all():
             compact = compact_metrics(record["metrics"])
             bind.execute(runs.update().where(runs.c.id == run_pk).values(record={**record, "metrics": compact}))
             for position, metric in enumerate(compact):
                 if isinstance(metric["samples"], dict):
-                    bind.execute(metrics.update().where(metrics.c.run_id == run_pk, metrics.c.position == position)
-                                 .values(samples=standalone(metric, compact)))
+                    bind.execute(
+                        metrics.update()
+                        .where(metrics.c.run_id == run_pk, metrics.c.position == position)
+                        .values(samples=standalone(metric, compact))
+                    )
 
 
 def downgrade() -> None:
@@ -61,5 +67,8 @@ def downgrade() -> None:
         inline = inline_metrics(record["metrics"])
         bind.execute(runs.update().where(runs.c.id == run_pk).values(record={**record, "metrics": inline}))
         for position, metric in enumerate(inline):
-            bind.execute(metrics.update().where(metrics.c.run_id == run_pk, metrics.c.position == position)
-                         .values(samples=metric["samples"]))
+            bind.execute(
+                metrics.update()
+                .where(metrics.c.run_id == run_pk, metrics.c.position == position)
+                .values(samples=metric["samples"])
+            )
