@@ -250,18 +250,21 @@ def _load(session, workload: str | None) -> tuple[list[Board], dict[str, SystemI
     cases_of: dict[str, list[str]] = defaultdict(list)
     for ckey, case in heads:
         cases_of[ckey].append(case)
+    # keys whose settings differ only in harness-only parameters share a table: their runs pool
+    sid_of = {ckey: settings_id(key_settings(wl)) for ckey, wl in key_workload.items()}
     pks_of: dict[tuple, list[int]] = defaultdict(list)
     runs_of_key: dict[str, int] = defaultdict(int)
-    for pk, r in runs.items():
+    for pk, r in runs.items():  # oldest first
         runs_of_key[r.comparability_key] += 1
         for case in cases_of[r.comparability_key]:
             if (pk, case) in values:
-                pks_of[(r.comparability_key, r.system_id, r.sub_system, case)].append(pk)
+                pks_of[(r.name, sid_of[r.comparability_key], r.system_id, r.sub_system, case)].append(pk)
     cells = {}
-    for (ckey, system_id, sub_id, case), pks in pks_of.items():
+    for cell_key, pks in pks_of.items():
+        case = cell_key[-1]
         series = [RunValue(runs[p].run_id, runs[p].started_at, values[(p, case)]) for p in pks]
         figures = [v.value for v in series]
-        cells[(ckey, system_id, sub_id, case)] = (
+        cells[cell_key] = (
             series,
             (len(figures), sum(figures), min(figures), max(figures)),
             pks[-1],
@@ -323,11 +326,20 @@ def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[s
             )
         ):
             latest_values[(run_pk, case, name)] = value
-    cells = {}
+    sid_of = {ckey: settings_id(key_settings(wl)) for ckey, wl in key_workload.items()}
+    cells: dict[tuple, tuple] = {}
     for ckey, system_id, sub_id, case, name, count, total, low, high, latest in groups:
+        cell_key = (runs[latest].name, sid_of[ckey], system_id, sub_id, case)
+        held = cells.get(cell_key)
+        if held is not None:  # another key of the same settings (harness-only parameters differ): pool
+            _, (n0, t0, lo0, hi0), latest0 = held
+            count, total, low, high = count + n0, total + t0, min(low, lo0), max(high, hi0)
+            if latest0 > latest:
+                cells[cell_key] = (held[0], (count, total, low, high), latest0)
+                continue
         run = runs[latest]
         series = [RunValue(run.run_id, run.started_at, latest_values[(latest, case, name)])]
-        cells[(ckey, system_id, sub_id, case)] = (series, (count, total, low, high), latest)
+        cells[cell_key] = (series, (count, total, low, high), latest)
     return _assemble(session, cells, runs, key_workload, heads, {k: n for k, _, n, _ in keys})
 
 
@@ -339,7 +351,7 @@ def _assemble(
     heads: dict,
     runs_of_key: dict[str, int],
 ) -> tuple[list[Board], dict[str, SystemInfo]]:
-    """Boards from the cells ((key, system, submitted system, case) -> (series, (count, sum, min,
+    """Boards from the cells ((workload, settings id, system, submitted system, case) -> (series, (count, sum, min,
     max), latest run pk)): each cell's latest run read for its statistics, roofline fraction,
     regime, cost and environment; rows are systems, tables the key settings."""
     settings_of = {ckey: key_settings(wl) for ckey, wl in key_workload.items()}
@@ -380,11 +392,11 @@ def _assemble(
         row.id: row
         for row in session.execute(
             select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count).where(
-                System.id.in_(sorted({key[1] for key in cells}))
+                System.id.in_(sorted({key[2] for key in cells}))
             )
         )
     }
-    sub_ids = sorted({key[2] for key in cells if key[2] is not None})
+    sub_ids = sorted({key[3] for key in cells if key[3] is not None})
     submitted = (
         {
             row.id: row
@@ -405,9 +417,10 @@ def _assemble(
     categories: dict[str, str] = {}
     for ckey, n in runs_of_key.items():
         table_runs[(key_workload[ckey]["name"], sid_of[ckey])] += n
-    for (ckey, system_id, sub_id, case), (series, aggregate, latest) in cells.items():
+    for (wname, sid, system_id, sub_id, case), (series, aggregate, latest) in cells.items():
         run = runs[latest]
-        where = (run.name, sid_of[ckey])
+        ckey = run.comparability_key
+        where = (wname, sid)
         categories[run.name] = run.category
         info = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
         systems.setdefault(info.key, info)
