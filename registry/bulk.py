@@ -209,17 +209,23 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def map_chunks(
-    function: Callable[[list], list], items: Iterable, workers: int | None = None, total: int | None = None
+    function: Callable[[list], list],
+    items: Iterable,
+    workers: int | None = None,
+    total: int | None = None,
+    chunk_size: int | None = None,
+    parallel_from: int = PARALLEL_FROM,
 ) -> Iterator[tuple[list, list]]:
-    """(chunk, ``function(chunk)``) for chunks of :data:`CHUNK` items, in order; in worker
-    processes (one per CPU by default) when there are :data:`PARALLEL_FROM` items or more.
-    ``function`` must be importable (a module-level function)."""
+    """(chunk, ``function(chunk)``) for chunks of ``chunk_size`` items (default :data:`CHUNK`),
+    in order; in worker processes (one per CPU by default) when there are ``parallel_from``
+    items or more. ``function`` must be importable (a module-level function)."""
+    size = chunk_size or CHUNK
     if workers is None:
         workers = os.cpu_count() or 1
     if total is None and isinstance(items, (list, tuple)):
         total = len(items)
-    if workers <= 1 or total is None or total < PARALLEL_FROM:
-        for chunk in _chunks(items, CHUNK):
+    if workers <= 1 or total is None or total < parallel_from:
+        for chunk in _chunks(items, size):
             yield chunk, function(chunk)
         return
     import multiprocessing
@@ -229,7 +235,7 @@ def map_chunks(
     executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
         in_flight: deque = deque()
-        for chunk in _chunks(items, CHUNK):
+        for chunk in _chunks(items, size):
             in_flight.append((chunk, executor.submit(function, chunk)))
             if len(in_flight) >= workers * 4:  # bounded memory
                 done, future = in_flight.popleft()
