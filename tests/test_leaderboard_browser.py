@@ -250,6 +250,20 @@ def test_nothing_overflows_a_phone(site, browser, path):
     page.context.close()
 
 
+def test_a_record_page_draws_its_record_and_offers_its_json(site, browser):
+    page = _page(browser, downloads=True)
+    run_id = sorted((site / "records").glob("*.js"))[0].stem
+    page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
+    page.locator("#record-body table").first.wait_for()
+    assert run_id in page.inner_text("h1")
+    assert page.locator("#record-body td", has_text="bf16").count() >= 1
+    with page.expect_download() as info:
+        page.click("text=record (JSON)")
+    assert info.value.suggested_filename == f"{run_id}.json"
+    assert page.errors == []
+    page.context.close()
+
+
 def test_no_submitted_payload_runs_anywhere(site, browser):
     page = _page(browser)
     pages = [
@@ -257,10 +271,14 @@ def test_no_submitted_payload_runs_anywhere(site, browser):
         "compare.html",
         *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
         *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
-        *(f"records/{p.name}" for p in sorted((site / "records").glob("*.html"))[:4]),
+        *(f"record.html#{p.stem}" for p in sorted((site / "records").glob("*.js"))[:4]),
     ]
     for path in pages:
-        page.goto((site / path).as_uri())
+        page.goto(
+            (site / path).as_uri()
+            if "#" not in path
+            else f"{(site / path.split('#')[0]).as_uri()}#{path.split('#')[1]}"
+        )
         page.wait_for_timeout(100)
         for link in page.locator("a").all():
             assert not (link.get_attribute("href") or "").lower().startswith("javascript:"), path

@@ -411,29 +411,21 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
 
 
 def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str, Path]) -> None:
-    """Each record's JSON (its stored text, as is) and its page: a page that draws its tables
-    from that text (escaped for the page) in the browser, so a public round of 100,000
-    records is written without parsing or rendering one of them here."""
-    from html import escape
-
+    """One page for every record (``record.html#RUN_ID``) and each record's data as a script
+    file, ``records/RUN_ID.js``, holding its stored text as is: a public round of 100,000
+    records is written without parsing or rendering one of them here, and without a second
+    copy (the page offers the record's JSON for download)."""
     from sqlalchemy import Text, cast
 
-    shell = env.get_template("record.html").render(root="../")
+    (out / "record.html").write_text(env.get_template("record.html").render(root=""), encoding="utf-8")
+    folder = str(out / "records")
     for chunk in _chunks(run_ids):
         for run_id, text in session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))):
-            safe_id = escape(run_id)
-            (out / "records" / f"{run_id}.json").write_text(text, encoding="utf-8")
             mllog = mllogs.get(run_id)
-            link = ""
             if mllog is not None:
-                shutil.copyfile(mllog, out / "records" / f"{run_id}.mllog")
-                link = f' · <a href="{safe_id}.mllog">MLLOG</a>'
-            page = (
-                shell.replace("@@RUN_ID@@", safe_id)
-                .replace("@@MLLOG@@", link)
-                .replace("@@DATA@@", _escape_json_text(text))
-            )
-            (out / "records" / f"{run_id}.html").write_text(page, encoding="utf-8")
+                shutil.copyfile(mllog, f"{folder}/{run_id}.mllog")
+            with open(f"{folder}/{run_id}.js", "w", encoding="utf-8") as f:
+                f.write(f'window.PERFSUITE_RECORD = {{"mllog": {"true" if mllog else "false"}, "record": {text}}};\n')
 
 
 def _escape_json_text(text: str) -> str:

@@ -196,7 +196,7 @@
             var d = cell.getData(), v = cell.getValue();
             if (v === undefined || v === null) return "";
             var span = doc.createElement("span");
-            var a = doc.createElement("a"); a.href = "../records/" + d["r:" + col.case] + ".html"; a.textContent = fmt(v);
+            var a = doc.createElement("a"); a.href = "../record.html#" + d["r:" + col.case]; a.textContent = fmt(v);
             span.appendChild(a);
             var small = doc.createElement("small"); small.textContent = " " + (d["n:" + col.case] || ""); span.appendChild(small);
             return span;
@@ -277,9 +277,23 @@
   }
 
   // -- a record's page: its tables drawn from the record itself (every text set as text) ---------
-  var record = json("record-data");
-  if (record) {
-    var body = doc.getElementById("record-body");
+  // record.html#RUN_ID loads records/RUN_ID.js (the stored record, as data) and draws it.
+  var recordBody = doc.getElementById("record-body");
+  if (recordBody) {
+    var runId = location.hash.replace(/^#/, "");
+    if (!/^[0-9a-f]{1,64}$/.test(runId)) {
+      text(recordBody, "No record named: the address ends with #RUN_ID.");
+    } else {
+      var loader = doc.createElement("script");
+      loader.src = "records/" + runId + ".js";
+      loader.onload = function () { drawRecord(window.PERFSUITE_RECORD.record, window.PERFSUITE_RECORD.mllog, runId); };
+      loader.onerror = function () { text(recordBody, "No record " + runId + " in this site."); };
+      doc.body.appendChild(loader);
+    }
+    window.addEventListener("hashchange", function () { location.reload(); });
+  }
+  function drawRecord(record, hasMllog, runId) {
+    var body = recordBody;
     body.textContent = "";
     function h2(s) { body.appendChild(text(doc.createElement("h2"), s)); }
     function table(head, rows) {
@@ -295,8 +309,20 @@
       });
       t.appendChild(tb); wrap.appendChild(t); body.appendChild(wrap);
     }
+    var links = doc.getElementById("record-links");
+    var download = doc.createElement("a");
+    download.textContent = "record (JSON)";
+    download.download = runId + ".json";
+    download.href = URL.createObjectURL(new Blob([JSON.stringify(record, null, 1)], { type: "application/json" }));
+    links.appendChild(download);
+    if (hasMllog) {
+      links.appendChild(doc.createTextNode(" · "));
+      var mllog = doc.createElement("a"); mllog.textContent = "MLLOG"; mllog.href = "records/" + runId + ".mllog";
+      links.appendChild(mllog);
+    }
     var wl = record.workload || {}, envr = record.environment || {};
     text(doc.getElementById("record-title"), (wl.name || "") + " · run " + record.run_id);
+    doc.title = (wl.name || "") + " run " + String(record.run_id).slice(0, 8) + " — perfsuite leaderboard";
     text(doc.getElementById("record-facts"), [record.started_at, envr.host, (envr.measured_device || {}).name,
       "status " + record.status, "verification " + (record.verification || {}).status].join(" · "));
     h2("Statistics");
