@@ -37,6 +37,8 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
                  f"{c['suite_busbw_gbps']:.2f}", f"{c['nccl_tests_busbw_gbps']:.2f}",
                  f"{c['busbw_ratio']:.3f}" if c["busbw_ratio"] is not None else "", ""]
                 for c in found["compare"]]
+    if found.get("tool") in ("aiperf", "bare asyncio reference"):
+        return serving_rows(name, found)
     rows = []
     for case, c in found.items():
         if c.get("status") != "measured":
@@ -44,6 +46,26 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
             continue
         rows.append([name, case, "do_bench median ms", f"{c['suite_median_ms']:.4g}", f"{c['reference_median_ms']:.4g}",
                      f"{c['time_ratio']:.3f}", "agrees" if c["agrees"] else f"differs by more than {c['tolerance']:.0%}"])
+    return rows
+
+
+def serving_rows(name: str, found: dict) -> list[list[str]]:
+    """inference.serving against AIPerf (or the bare reference): one row per compared figure."""
+    tool = found["tool"] + (f" {found['tool_version']}" if found.get("tool_version") else "")
+    if found.get("status") != "measured":
+        return [[name, "", tool, "", "", "", f"{found.get('status')}: {found.get('reason', '')}"]]
+    load = found["load"]
+    case = f"rate {load['rate']:g}/s" if load.get("rate") else f"concurrency {load['concurrency']}"
+    rows = []
+    for figure in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_per_s"):
+        mine, theirs, ratio = found["suite"].get(figure), found["reference"].get(figure), found["ratios"].get(figure)
+        compared = figure in found["compared"]
+        note = ("agrees" if ratio is not None and abs(ratio - 1) <= found["tolerance"]
+                else f"differs by more than {found['tolerance']:.0%}") if compared else "shown, not compared"
+        rows.append([name, case, f"{tool} {figure}", "" if mine is None else f"{mine:.4g}",
+                     "" if theirs is None else f"{theirs:.4g}", "" if ratio is None else f"{ratio:.3f}", note])
+    if found.get("aiperf_not_used"):
+        rows[-1][-1] += f" (AIPerf not used: {found['aiperf_not_used']})"
     return rows
 
 
@@ -94,7 +116,8 @@ def attach(cli: click.Group) -> None:
     cli.add_command(click.Command(
         "crosscheck", callback=callback, params=params,
         help="Run workloads with their reference tool timing the same callables in the same call "
-             "(kernels: triton.testing.do_bench; collectives: nccl-tests) and store both figures and "
+             "(kernels: triton.testing.do_bench; collectives: nccl-tests; inference.serving: AIPerf, else "
+             "a bare asyncio client) and store both figures and "
              "their ratio in the record. Takes every option of 'run'.",
         short_help="Run beside the reference tool and store both figures and their ratio."))
 

@@ -184,6 +184,13 @@ class RunContext:
         """nccl-tests' runs folded into one table beside the sweep's rows (suite.crosscheck)."""
         return crosscheck.compare_nccl_tests(runs, rows)
 
+    def serving_reference(self, suite_once: Callable[[], dict], spec: dict) -> dict:
+        """AIPerf (else the bare asyncio reference client) against a serving endpoint, taking
+        turns with ``suite_once`` (the suite's client, one run): see suite.crosscheck_serving."""
+        from suite import crosscheck_serving
+
+        return crosscheck_serving.versus_reference(suite_once, spec, crosscheck.rounds())
+
     def gpu_sampler(self) -> nvml_sampler.Sampler:
         """A background NVML sampler of this process's GPU (a no-op without one), for drivers
         that time their own loops: ``with ctx.gpu_sampler() as s: ...; s.summary()``."""
