@@ -29,6 +29,7 @@ from typing import Any, Callable
 from workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
 
 START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
+READY_TIMEOUT_S = 60.0  # a spawned client process imports aiohttp before it says it is ready
 
 
 def arrival_offsets_s(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
@@ -145,6 +146,10 @@ def run_here(job: Job) -> list[RequestResult]:
 
 def _worker_main(conn: Any) -> None:
     """A client process: run each job it receives, send back its results; None ends it."""
+    import aiohttp  # noqa: F401  (imported before saying ready: a job's schedule starts on time)
+
+    event_loop()
+    conn.send(("ready", None))
     while True:
         job = conn.recv()
         if job is None:
@@ -171,6 +176,11 @@ class ClientPool:
                 proc = ctx.Process(target=_worker_main, args=(there,), daemon=True, name="serving-client")
                 proc.start()
                 self._workers.append((proc, here))
+            for proc, conn in self._workers:
+                if not conn.poll(READY_TIMEOUT_S):
+                    self.close()
+                    raise RuntimeError(f"a client process was not ready within {READY_TIMEOUT_S:g} s")
+                conn.recv()
 
     def run(self, job: Job) -> list[RequestResult]:
         if not self._workers:

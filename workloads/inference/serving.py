@@ -159,16 +159,18 @@ class ServingParams:
 
 
 # The CPU smoke run: a tiny model written from a config, served by transformers (no continuous
-# batching: its warm-up costs about 40 s on the CPU), LoadGen's latency percentile at 0.5 so
-# that 16 queries can satisfy early stopping (p90 needs about 50, p99 about 460).
+# batching: its warm-up costs about 40 s on the CPU) with one torch thread (two requests at once
+# on two cores otherwise oversubscribe them and run at half speed or full speed by chance),
+# LoadGen's latency percentile at 0.5 so that 16 queries can satisfy early stopping (p90 needs
+# about 50, p99 about 460), the cross-check one request at a time.
 QUICK: Mapping[str, Any] = {
-    "server_command": f"{{python}} -m {TRANSFORMERS_SERVE} serve {{model_dir}} --port {{port}} --device cpu "
-                      "--host 127.0.0.1",
+    "server_command": f"env OMP_NUM_THREADS=1 {{python}} -m {TRANSFORMERS_SERVE} serve {{model_dir}} --port {{port}} "
+                      "--device cpu --host 127.0.0.1",
     "build_model": True, "num_prompts": 32, "input_tokens": 12, "input_stddev": 3.0, "output_tokens": 6,
     "target_qps": 3.0, "min_duration_ms": 1500, "min_query_count": 16, "target_latency_percentile": 0.5,
     "concurrencies": (1, 2), "sweep_requests": 8, "slo_ttft_ms": 5000.0, "slo_tpot_ms": 1000.0,
     "warmup_requests": 2, "server_ready_timeout_s": 300.0, "stall_timeout_s": 30.0, "request_timeout_s": 60.0,
-    "error_budget": 0.0, "crosscheck_concurrency": 2, "crosscheck_requests": 12,
+    "error_budget": 0.0, "crosscheck_concurrency": 1, "crosscheck_requests": 40,
 }
 # What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
 SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
