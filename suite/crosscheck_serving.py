@@ -148,12 +148,16 @@ def versus_reference(suite_once: Callable[[], dict], spec: dict, n_rounds: int) 
     rounds = [{"order": t["order"], "suite": t["suite"], "reference": t["reference"]} for t in turns]
     mine = {f: _median([t["suite"].get(f) for t in turns]) for f in FIGURES}
     theirs = {f: _median([t["reference"].get(f) for t in turns]) for f in FIGURES}
-    ratios = {f: (mine[f] / theirs[f] if mine[f] is not None and theirs[f] else None) for f in FIGURES}
-    agrees = all(ratios[f] is not None and abs(ratios[f] - 1.0) <= AGREEMENT for f in COMPARED)
+    ratios = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
+    agrees = all((r := ratios[f]) is not None and abs(r - 1.0) <= AGREEMENT for f in COMPARED)
     version = next((t["reference"].get("aiperf_version") for t in turns if t["reference"].get("aiperf_version")),
                    None)
     return {**out, "status": "measured", "tool_version": version, "rounds": rounds, "suite": mine,
             "reference": theirs, "ratios": ratios, "agrees": agrees, "compared": list(COMPARED)}
+
+
+def _ratio(mine: float | None, theirs: float | None) -> float | None:
+    return mine / theirs if mine is not None and theirs else None
 
 
 def _median(values: list[Any]) -> float | None:

@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_arrivals_keep_the_offered_rate_and_burstiness_sets_their_spread():
         assert 39.9 < times[-1] <= 40.0  # the last leaves at n / rate, less the first gap
 
     def cv(times):  # coefficient of variation of the gaps: 1 for Poisson, 1/sqrt(shape) for gamma
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in pairwise(times)]
         return statistics.pstdev(gaps) / statistics.mean(gaps)
 
     assert cv(poisson) == pytest.approx(1.0, abs=0.08)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from time import perf_counter_ns
 from typing import Any, Callable
 
@@ -103,8 +104,7 @@ class RequestResult:
     @property
     def itl_s(self) -> list[float]:
         """Gaps between consecutive content chunks (vLLM's ITL)."""
-        c = self.chunk_ns
-        return [(b - a) * 1e-9 for a, b in zip(c, c[1:])]
+        return [(b - a) * 1e-9 for a, b in pairwise(self.chunk_ns)]
 
     def to_row(self) -> dict:
         """A compact JSON-ready row (the record keeps these per request)."""

@@ -176,7 +176,7 @@ class ClientPool:
                 proc = ctx.Process(target=_worker_main, args=(there,), daemon=True, name="serving-client")
                 proc.start()
                 self._workers.append((proc, here))
-            for proc, conn in self._workers:
+            for _proc, conn in self._workers:
                 if not conn.poll(READY_TIMEOUT_S):
                     self.close()
                     raise RuntimeError(f"a client process was not ready within {READY_TIMEOUT_S:g} s")
@@ -191,7 +191,7 @@ class ClientPool:
             conn.send(job.share(w, len(self._workers)))
         out: list[RequestResult] = []
         errors = []
-        for proc, conn in self._workers:
+        for _proc, conn in self._workers:
             status, payload = conn.recv()
             if status == "ok":
                 out.extend(payload)
@@ -202,7 +202,7 @@ class ClientPool:
         return out
 
     def close(self) -> None:
-        for proc, conn in self._workers:
+        for _proc, conn in self._workers:
             try:
                 conn.send(None)
             except (BrokenPipeError, OSError):

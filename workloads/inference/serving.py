@@ -325,7 +325,8 @@ class Serving(Workload):
         t0 = time.perf_counter()
         results = run_here(Job(self.endpoint, self.timeouts(), self.bodies(), order, None, 1, self.tokenizer))
         good = [r for r in results if r.ok]
-        self.details["warm_up"] = {"requests": len(results), "succeeded": len(good), "seconds": time.perf_counter() - t0,
+        self.details["warm_up"] = {"requests": len(results), "succeeded": len(good),
+                                   "seconds": time.perf_counter() - t0,
                                    "first_e2e_s": results[0].e2e_s if results else None}
         if not good:
             r = results[0]
