@@ -170,6 +170,9 @@ def test_the_client_streams_from_the_null_server_in_one_process_and_in_two(null_
     here = run_here(Job(endpoint, Timeouts(), bodies, list(range(40)), None, 4))
     assert len(here) == 40 and all(r.ok and r.output_tokens == 16 and len(r.chunk_ns) == 16 for r in here)
     assert all(r.token_source == "usage" and r.first_ns > r.sent_ns for r in here)
+    chat = Endpoint(null_url, "null", api="chat")
+    rows = run_here(Job(chat, Timeouts(), {0: chat.body("bada", 5)}, [0, 0, 0], None, 2))
+    assert all(r.ok and r.output_tokens == 5 and r.text == " t0 t1 t2 t3 t4" for r in rows)
     with ClientPool(2) as pool:
         rows = pool.run(Job(endpoint, Timeouts(), bodies, list(range(40)), arrival_offsets_s(40, 200.0, 1.0, 0), 1))
     assert sorted(r.index for r in rows) == list(range(40)) and all(r.ok for r in rows)
@@ -221,6 +224,20 @@ def test_a_server_that_dies_before_it_is_ready_is_one_line_with_its_log():
         run_workload(Serving, params, Controls())
     text = str(err.value)
     assert "the server exited with code 3 before" in text and "no model here" in text and "\n" not in text
+
+
+def test_a_started_server_dies_with_a_run_that_times_out(cli, perfsuite_env):
+    command = "{python} -m workloads.inference._serving_null --port {port}"
+    proc = cli("run", "inference.serving", "-p", f"server_command={command}", "-p", "model=null",
+               "-p", "scenarios=Server", "-p", "min_duration_ms=600000", "-p", "measure_client=false",
+               "--timeout", "15", "--json")
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "timeout", record.get("error")
+    log = Path(perfsuite_env["PERFSUITE_RECORDS"]) / "artifacts" / record["run_id"] / "server.log"
+    url = log.read_text().split("listening on ", 1)[1].split()[0]  # the port the suite gave it
+    port = int(url.rsplit(":", 1)[1])
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", port))
 
 
 # -- transformers serve, started by the suite ------------------------------------------------------
