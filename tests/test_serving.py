@@ -305,10 +305,12 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
     assert c["status"] == "measured" and len(c["rounds"]) == 8  # short rounds: a burst of load spoils few
     assert {r["order"] for r in c["rounds"]} == {"suite first", "reference first"}
     assert "cross-check against the reference tools" in proc.stdout and "ttft_p50_ms" in proc.stdout
-    load = next(k for k in record["preflight"]["checks"] if k["check"] == "load average")
-    if load["verdict"] == "fail":  # the suite's own pre-flight: other work holds every core
-        pytest.skip(f"the host was busy ({load['value']}): the server's speed drifts more than 10% between "
-                    f"runs, agreement not judged (ratios {c['ratios']})")
+    # The suite's own pre-flight reads the host's load when the run starts: with other work worth two
+    # busy processes per core, the CPU server's speed swings 5x between runs (41-224 tokens/s seen).
+    load = next(k for k in record["preflight"]["checks"] if k["check"] == "load average")["value"]
+    load_1m, cores = float(load.split()[0]), int(load.split()[2])
+    if load_1m > 2 * cores:
+        pytest.skip(f"the host was busy ({load}): agreement not judged (ratios {c['ratios']})")
     for figure in ("ttft_p50_ms", "output_tokens_per_s"):
         assert c["ratios"][figure] == pytest.approx(1.0, abs=0.10), (figure, c["rounds"])
 
