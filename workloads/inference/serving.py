@@ -374,7 +374,8 @@ class Serving(Workload):
         order = [(first + i) % len(self.prompts) for i in range(n)]
         return Job(self.endpoint, self.timeouts(), self.bodies(), order, offsets, concurrency, self.tokenizer)
 
-    def _step(self, ctx: "RunContext", mode: str, load: float) -> dict:
+    def _step(self, ctx: "RunContext", mode: str, load: float, label: str = "") -> dict:
+        """One sweep step measured and judged (its metrics are recorded after the sweep's own)."""
         from workloads.inference._serving_load import arrival_offsets_s
         from workloads.inference._serving_loadgen import write_requests
         from workloads.inference._serving_sweep import StepRules, judge
@@ -394,12 +395,12 @@ class Serving(Workload):
         rules = StepRules(self._slo(), p.goodput_target, p.error_budget, self._capacity())
         row = judge(mode, load, results, rules, energy)
         row["gpu"] = sampler.summary()
-        name = f"{mode}-{load:g}".replace("/", "_")
+        name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
         write_requests(folder / f"{name}.jsonl", results)
         row["requests_file"] = f"sweeps/{name}.jsonl"
-        self._step_metrics(ctx, f"{mode} {load:g}" + ("/s" if mode == "rate" else ""), row)
+        row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
         return row
 
     def _step_metrics(self, ctx: "RunContext", case: str, row: dict) -> None:
@@ -428,7 +429,7 @@ class Serving(Workload):
         rows = [self._step(ctx, "rate", r) for r in p.rates]
         out: dict[str, Any] = {"burstiness": p.burstiness, "requests_per_step": p.sweep_requests, "steps": rows}
         if p.find_peak:
-            search = find_peak(lambda r: self._step(ctx, "rate", r), p.peak_start_rps, p.peak_steps)
+            search = find_peak(lambda r: self._step(ctx, "rate", r, "find_peak"), p.peak_start_rps, p.peak_steps)
             out["find_peak"] = {k: v for k, v in search.items() if k != "steps"}
             rows = rows + search["steps"]
             out["steps"] = rows
@@ -449,9 +450,17 @@ class Serving(Workload):
 
     def _sweep_summary(self, ctx: "RunContext", case: str, rows: list[dict], best: dict | None, load_name: str,
                        load_unit: str) -> None:
-        """The sweep's own case, recorded after its steps: goodput at its best step within the SLOs
-        (its headline), and that step's load; a check that a step was VALID."""
+        """The sweep's own case (goodput at its best step within the SLOs, its headline, and that
+        step's load), then every step's case; a check that a step was VALID."""
         valid = [r for r in rows if r["valid"]]
+        # the sweep's own case first: its goodput at the SLOs is the headline, its steps follow
+        if best is not None:
+            ctx.add_metric(case, "goodput_at_slo_rps", "requests/s", [best["goodput_rps"]], higher_is_better=True)
+            ctx.add_metric(case, load_name, load_unit, [best["load"]], higher_is_better=True)
+            ctx.add_metric(case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]],
+                           higher_is_better=True)
+        for row in rows:
+            self._step_metrics(ctx, row["case"], row)
         ctx.add_check(Check(label=f"{case}: a VALID step", passed=bool(valid),
                             method="failed requests within the error budget, the client on schedule and within "
                                    "its measured capacity",
@@ -459,11 +468,6 @@ class Serving(Workload):
                                    f"{sum(r['within_slo'] for r in rows)} within the SLOs"
                                    + "".join(f"; {r['mode']} {r['load']:g}: " + "; ".join(r["invalid_reasons"])
                                              for r in rows if not r["valid"])))
-        if best is not None:
-            ctx.add_metric(case, "goodput_at_slo_rps", "requests/s", [best["goodput_rps"]], higher_is_better=True)
-            ctx.add_metric(case, load_name, load_unit, [best["load"]], higher_is_better=True)
-            ctx.add_metric(case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]],
-                           higher_is_better=True)
 
     # -- the cross-check -------------------------------------------------------------------
     def _crosscheck(self, ctx: "RunContext") -> None:
