@@ -13,6 +13,7 @@ Run with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL`` to see which NCCL calls torc
 
     torchrun --nproc-per-node 2 bench/alltoall_probe.py --out FILE.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,11 @@ def main() -> None:
 
     import torch
     import torch.distributed as dist
+    from perfsuite.measure.timing import StreamHold, time_loop
+    from perfsuite.workloads.collectives._sweep import HOLD_TRIES
+    from perfsuite.workloads.collectives._sweep import _all_held as all_held
 
     from bench.nccl_rank import init_nccl_rank
-    from suite.timing import StreamHold, time_loop
-    from workloads.collectives._sweep import HOLD_TRIES, _all_held as all_held
 
     rank, world = init_nccl_rank()
     hold = StreamHold()
@@ -68,8 +70,10 @@ def main() -> None:
         padded = torch.zeros(n + 64, device="cuda")
         variants = {"oop": (send, recv), "same": (send, send), "oop_offset": (send, padded[64:])}
         for name, (inp, out) in variants.items():
+
             def call(inp=inp, out=out):
                 dist.all_to_all_single(out, inp)
+
             try:
                 for _ in range(5):
                     call()
@@ -92,14 +96,31 @@ def main() -> None:
             dist.all_reduce(mine)
             t_us = float(mine[0]) / world * 1e6
             busbw = size / (t_us * 1e-6) / 1e9 * (world - 1) / world
-            rows.append({"size_bytes": size, "variant": name, "time_us": round(t_us, 3),
-                         "busbw_gbps": round(busbw, 2), "gpu_ops_one_call": ops})
+            rows.append(
+                {
+                    "size_bytes": size,
+                    "variant": name,
+                    "time_us": round(t_us, 3),
+                    "busbw_gbps": round(busbw, 2),
+                    "gpu_ops_one_call": ops,
+                }
+            )
             if rank == 0:
-                print(f"all_to_all {size:>9} B {name:10} {t_us:8.2f} us  busbw {busbw:7.2f} GB/s  ops {ops}", flush=True)
+                print(
+                    f"all_to_all {size:>9} B {name:10} {t_us:8.2f} us  busbw {busbw:7.2f} GB/s  ops {ops}", flush=True
+                )
     if rank == 0:
-        args.out.write_text(json.dumps({"world_size": world, "torch": torch.__version__,
-                                        "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": rows},
-                                       indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "world_size": world,
+                    "torch": torch.__version__,
+                    "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
     dist.destroy_process_group()
 
 

@@ -14,6 +14,7 @@ verification fails.
 
     python3 bench/crosscheck_gpu.py [--size 8192] [--copy-bytes 1G] [--json FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,12 @@ SEED = 0
 
 
 def run_in_process(cls, overrides: dict, min_time_s: float):
-    """The workload through the host's one in-process run (``suite.inprocess.run_workload``:
+    """The workload through the host's one in-process run (``perfsuite.engine.inprocess.run_workload``:
     seeds, unmet, setup, execute, teardown), exactly as the measuring process runs it."""
     import torch
-
-    from suite import params as params_mod
-    from suite.controls import Controls
-    from suite.inprocess import Unmet, run_workload
+    from perfsuite.controls import Controls
+    from perfsuite.engine import params as params_mod
+    from perfsuite.engine.inprocess import Unmet, run_workload
 
     params = params_mod.resolve(cls, overrides, quick=False)
     try:
@@ -60,8 +60,7 @@ def checks_passed(ctx) -> bool:
 def gemm_crosscheck(size: int, min_time_s: float) -> dict:
     import torch
     import triton.testing
-
-    from workloads.kernels.gemm import Gemm
+    from perfsuite.workloads.kernels.gemm import Gemm
 
     ctx = run_in_process(Gemm, {"m": size, "n": size, "k": size, "dtypes": ("bf16",)}, min_time_s)
     suite_ms = metric(ctx, "bf16", "time_ms")
@@ -70,16 +69,22 @@ def gemm_crosscheck(size: int, min_time_s: float) -> dict:
     c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
     rep_ms = max(1000, int(min_time_s * 1e3))
     ref_ms = triton.testing.do_bench(lambda: torch.matmul(a, b, out=c), warmup=100, rep=rep_ms, return_mode="median")
-    return {"check": f"gemm bf16 {size}^3", "suite": "kernels.gemm median time_ms",
-            "reference": "triton.testing.do_bench median (L2 flushed)", "suite_ms": suite_ms, "reference_ms": ref_ms,
-            "suite_tflops": metric(ctx, "bf16", "tflops"), "reference_tflops": 2 * size ** 3 / (ref_ms * 1e-3) / 1e12,
-            "tolerance": GEMM_TOLERANCE, "verified": checks_passed(ctx)}
+    return {
+        "check": f"gemm bf16 {size}^3",
+        "suite": "kernels.gemm median time_ms",
+        "reference": "triton.testing.do_bench median (L2 flushed)",
+        "suite_ms": suite_ms,
+        "reference_ms": ref_ms,
+        "suite_tflops": metric(ctx, "bf16", "tflops"),
+        "reference_tflops": 2 * size**3 / (ref_ms * 1e-3) / 1e12,
+        "tolerance": GEMM_TOLERANCE,
+        "verified": checks_passed(ctx),
+    }
 
 
 def copy_crosscheck(nbytes: int, min_time_s: float, batch: int = 50) -> dict:
     import torch
-
-    from workloads.kernels.memory import Memory
+    from perfsuite.workloads.kernels.memory import Memory
 
     ctx = run_in_process(Memory, {"size_bytes": nbytes, "ops": ("copy",)}, min_time_s)
     suite_ms = metric(ctx, "copy", "time_ms")
@@ -101,11 +106,17 @@ def copy_crosscheck(nbytes: int, min_time_s: float, batch: int = 50) -> dict:
     ref_ms = statistics.median(per_copy)
     if not torch.equal(dst, src):
         raise SystemExit("reference copy produced a wrong result")
-    return {"check": f"copy {nbytes / 2**30:g} GiB", "suite": "kernels.memory copy median time_ms",
-            "reference": f"CUDA events around {batch} back-to-back dst.copy_(src), median of 5 batches",
-            "suite_ms": suite_ms, "reference_ms": ref_ms, "suite_gbps": metric(ctx, "copy", "gbps"),
-            "reference_gbps": 2 * n * 4 / (ref_ms * 1e-3) / 1e9, "tolerance": COPY_TOLERANCE,
-            "verified": checks_passed(ctx)}
+    return {
+        "check": f"copy {nbytes / 2**30:g} GiB",
+        "suite": "kernels.memory copy median time_ms",
+        "reference": f"CUDA events around {batch} back-to-back dst.copy_(src), median of 5 batches",
+        "suite_ms": suite_ms,
+        "reference_ms": ref_ms,
+        "suite_gbps": metric(ctx, "copy", "gbps"),
+        "reference_gbps": 2 * n * 4 / (ref_ms * 1e-3) / 1e9,
+        "tolerance": COPY_TOLERANCE,
+        "verified": checks_passed(ctx),
+    }
 
 
 def main() -> int:
@@ -117,9 +128,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-
-    from suite import params as params_mod
-    from workloads.kernels.memory import Memory
+    from perfsuite.engine import params as params_mod
+    from perfsuite.workloads.kernels.memory import Memory
 
     if not torch.cuda.is_available():
         print("crosscheck_gpu: needs a CUDA GPU", file=sys.stderr)
@@ -133,14 +143,22 @@ def main() -> int:
         r["ratio"] = r["suite_ms"] / r["reference_ms"]
         r["agrees"] = abs(r["ratio"] - 1.0) <= r["tolerance"]
         ok &= r["agrees"] and r["verified"]
-        print(f"{r['check']:22} {r['suite_ms']:10.4f} {r['reference_ms']:13.4f} {r['ratio']:7.3f} "
-              f"{r['tolerance']:9.0%} {str(r['verified']):>8}  {'agrees' if r['agrees'] else 'DISAGREES'}")
-    print(f"  gemm: suite {rows[0]['suite_tflops']:.0f} TFLOP/s, do_bench {rows[0]['reference_tflops']:.0f} TFLOP/s;"
-          f" copy: suite {rows[1]['suite_gbps']:.0f} GB/s, events {rows[1]['reference_gbps']:.0f} GB/s")
+        print(
+            f"{r['check']:22} {r['suite_ms']:10.4f} {r['reference_ms']:13.4f} {r['ratio']:7.3f} "
+            f"{r['tolerance']:9.0%} {str(r['verified']):>8}  {'agrees' if r['agrees'] else 'DISAGREES'}"
+        )
+    print(
+        f"  gemm: suite {rows[0]['suite_tflops']:.0f} TFLOP/s, do_bench {rows[0]['reference_tflops']:.0f} TFLOP/s;"
+        f" copy: suite {rows[1]['suite_gbps']:.0f} GB/s, events {rows[1]['reference_gbps']:.0f} GB/s"
+    )
     out = args.json or (os.path.join(os.environ["OUT"], "crosscheck.json") if os.environ.get("OUT") else None)
     if out:
-        Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                         "rows": rows, "all_agree": ok}, indent=2))
+        Path(out).write_text(
+            json.dumps(
+                {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows, "all_agree": ok},
+                indent=2,
+            )
+        )
         print(f"JSON: {out}")
     return 0 if ok else 1
 

@@ -11,6 +11,7 @@ is imported.
     python3 bench/dali_reference.py DATASET_DIR --device cpu --decoder cpu --threads 2   # no GPU:
         batches stay on the host, as the suite's dali_cpu path with device=cpu
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", type=Path, help="a data set folder made by suite.datasets (holds manifest.json)")
+    ap.add_argument("root", type=Path, help="a data set folder made by perfsuite.inputs.datasets (holds manifest.json)")
     ap.add_argument("--decoder", choices=("mixed", "cpu"), action="append", help="repeat for both")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the batches end")
     ap.add_argument("--batch", type=int, default=64)
@@ -41,14 +42,15 @@ def main() -> None:
         out[decoder] = time_epochs(files, manifest["labels"], decoder, args, iterator=False)
         out[decoder]["iterator"] = time_epochs(files, manifest["labels"], decoder, args, iterator=True)
         for how, fig in (("pipe.run()", out[decoder]), ("DALIGenericIterator", out[decoder]["iterator"])):
-            print(f"bare DALI {decoder:5} {how:19}: {fig['images_per_s']:,.0f} images/s "
-                  f"(median of {args.epochs} epochs of {fig['images_per_epoch']} images)")
+            print(
+                f"bare DALI {decoder:5} {how:19}: {fig['images_per_s']:,.0f} images/s "
+                f"(median of {args.epochs} epochs of {fig['images_per_epoch']} images)"
+            )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
 
-def time_epochs(files: list[str], labels: list[int], decoder: str, args: argparse.Namespace,
-                iterator: bool) -> dict:
+def time_epochs(files: list[str], labels: list[int], decoder: str, args: argparse.Namespace, iterator: bool) -> dict:
     import torch
     from nvidia.dali import fn, pipeline_def, types
 
@@ -60,19 +62,28 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
 
     @pipeline_def(batch_size=args.batch, num_threads=args.threads, device_id=0 if on_gpu else None, seed=0)
     def pipe_def():  # type: ignore[no-untyped-def]
-        # the suite's data.image_pipeline pipeline, option for option (suite.input_pipelines)
+        # the suite's data.image_pipeline pipeline, option for option (perfsuite.inputs.pipelines)
         jpegs, lab = fn.readers.file(files=files, labels=labels, random_shuffle=True, seed=0, name="reader")
         images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB)
-        images = fn.random_resized_crop(images, size=(args.size, args.size), random_area=(0.08, 1.0),
-                                        random_aspect_ratio=(3 / 4, 4 / 3), antialias=True)
+        images = fn.random_resized_crop(
+            images,
+            size=(args.size, args.size),
+            random_area=(0.08, 1.0),
+            random_aspect_ratio=(3 / 4, 4 / 3),
+            antialias=True,
+        )
         if decoder == "cpu" and on_gpu:
             images = images.gpu()
         if on_gpu:
             lab = lab.gpu()
-        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
-                                          mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-                                          std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
-                                          mirror=fn.random.coin_flip(probability=0.5))
+        images = fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT,
+            output_layout="CHW",
+            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+            std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+            mirror=fn.random.coin_flip(probability=0.5),
+        )
         return images, lab
 
     pipe = pipe_def()
@@ -81,16 +92,19 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
     if iterator:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-        loader = DALIGenericIterator(pipe, ["images", "labels"], reader_name="reader",
-                                     last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+        loader = DALIGenericIterator(
+            pipe, ["images", "labels"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True
+        )
 
         def one_epoch() -> None:
             for _batch in loader:
                 pass
     else:
+
         def one_epoch() -> None:
             for _ in range(per_epoch):
                 pipe.run()
+
     seconds = []
     for epoch in range(1 + args.epochs):  # the first epoch warms up
         synchronize()

@@ -10,6 +10,7 @@ verification did not pass.
 median over the rounds, so that drift between two single runs (the mixed path's best epoch
 moved 11% between two runs of one call) does not decide the comparison.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.figures import ceiling_cell, understated  # noqa: E402 - after the repo is on the path
+from perfsuite.analysis.figures import ceiling_cell, understated  # noqa: E402 - after the repo is on the path
 
 H2D_TARGET = 0.90  # pinned host-to-device, largest size, one stream: share of the measured ceiling
 DALI_TOLERANCE = 0.05  # the suite's DALI images/s against a bare DALI loop
@@ -65,8 +66,7 @@ def main() -> int:
     ok = True
     for rec in load(args.records, dt.datetime.fromisoformat(args.since)):
         name = rec["workload"]["name"]
-        print(f"\n{name} [{rec['run_id'][:8]}] status {rec['status']}"
-              + (f": {rec['error']}" if rec["error"] else ""))
+        print(f"\n{name} [{rec['run_id'][:8]}] status {rec['status']}" + (f": {rec['error']}" if rec["error"] else ""))
         ok &= rec["status"] in ("success", "skipped")
         cases = by_case(rec)
         if name == "data.image_pipeline":
@@ -95,12 +95,16 @@ def image_table(rec: dict, cases: dict, reference: dict) -> bool:
         ips = ms["items_per_s"]["value"]
         ref = reference.get({"dali_mixed": "mixed", "dali_cpu": "cpu"}.get(case, ""), {}).get("images_per_s")
         ratio = ips / ref if ref else None
-        print(f"  {case:24} {ips:10,.0f} {ms['encoded_mbps']['value']:9,.1f} {text:>18} "
-              f"{'' if ref is None else f'{ref:,.0f}':>10} {'' if ratio is None else f'{ratio:.3f}':>7}")
+        print(
+            f"  {case:24} {ips:10,.0f} {ms['encoded_mbps']['value']:9,.1f} {text:>18} "
+            f"{'' if ref is None else f'{ref:,.0f}':>10} {'' if ratio is None else f'{ratio:.3f}':>7}"
+        )
         if ratio is not None:
             met = abs(ratio - 1) <= DALI_TOLERANCE
-            print(f"  TARGET {case}: suite within {DALI_TOLERANCE:.0%} of the bare DALI loop: "
-                  f"{'met' if met else 'NOT met'} (ratio {ratio:.3f})")
+            print(
+                f"  TARGET {case}: suite within {DALI_TOLERANCE:.0%} of the bare DALI loop: "
+                f"{'met' if met else 'NOT met'} (ratio {ratio:.3f})"
+            )
     return ok
 
 
@@ -130,15 +134,21 @@ def dali_rounds(records: list[dict], references: list[Path]) -> int:
         ratio = statistics.median(suite[case]) / statistics.median(bare[decoder])
         met = abs(ratio - 1) <= DALI_TOLERANCE
         ok &= met
-        print(f"{case:12} {', '.join(f'{v:,.0f}' for v in suite[case]):>40} "
-              f"{', '.join(f'{v:,.0f}' for v in bare[decoder]):>40} {ratio:7.3f}")
-        print(f"  TARGET {case}: median suite within {DALI_TOLERANCE:.0%} of the median bare DALI loop: "
-              f"{'met' if met else 'NOT met'}")
+        print(
+            f"{case:12} {', '.join(f'{v:,.0f}' for v in suite[case]):>40} "
+            f"{', '.join(f'{v:,.0f}' for v in bare[decoder]):>40} {ratio:7.3f}"
+        )
+        print(
+            f"  TARGET {case}: median suite within {DALI_TOLERANCE:.0%} of the median bare DALI loop: "
+            f"{'met' if met else 'NOT met'}"
+        )
         if decoder in bare_iterator:  # not the target: where a gap lies (DALI's iterator or the suite)
             it = statistics.median(bare_iterator[decoder])
-            print(f"  bare loop through DALIGenericIterator: {', '.join(f'{v:,.0f}' for v in bare_iterator[decoder])}"
-                  f" images/s; suite / iterator loop {statistics.median(suite[case]) / it:.3f}, "
-                  f"iterator loop / pipe.run() loop {it / statistics.median(bare[decoder]):.3f}")
+            print(
+                f"  bare loop through DALIGenericIterator: {', '.join(f'{v:,.0f}' for v in bare_iterator[decoder])}"
+                f" images/s; suite / iterator loop {statistics.median(suite[case]) / it:.3f}, "
+                f"iterator loop / pipe.run() loop {it / statistics.median(bare[decoder]):.3f}"
+            )
     return 0 if ok else 1
 
 
@@ -158,11 +168,18 @@ def h2d_table(rec: dict, cases: dict) -> bool:
         roof = cases[largest]["gbps"].get("roofline") or {}
         frac = roof.get("fraction")
         met = frac is not None and frac >= H2D_TARGET
-        shown = ("no ceiling: " + str(roof.get("reason")) if frac is None
-                 else ceiling_cell(cases[largest]["gbps"]) if understated(cases[largest]["gbps"]) else f"{frac:.1%}")
-        print(f"  TARGET {largest}: >= {H2D_TARGET:.0%} of the measured h2d.pinned ceiling "
-              f"({roof.get('ceiling')} GB/s, run {str(roof.get('ceiling_run_id'))[:8]}): "
-              f"{'met' if met else 'NOT met'} ({shown})")
+        shown = (
+            "no ceiling: " + str(roof.get("reason"))
+            if frac is None
+            else ceiling_cell(cases[largest]["gbps"])
+            if understated(cases[largest]["gbps"])
+            else f"{frac:.1%}"
+        )
+        print(
+            f"  TARGET {largest}: >= {H2D_TARGET:.0%} of the measured h2d.pinned ceiling "
+            f"({roof.get('ceiling')} GB/s, run {str(roof.get('ceiling_run_id'))[:8]}): "
+            f"{'met' if met else 'NOT met'} ({shown})"
+        )
     return ok
 
 

@@ -7,8 +7,9 @@ small messages. One tensor, in place, float32 sum; no buffer rotation, no checks
     torchrun --nproc-per-node 2 bench/dist_loop.py --max-bytes 65536 --out FILE.json
 
 The process sets the variables the suite sets for its own measuring processes
-(``suite.launcher.suite_env``: flight recorder and NVLink multicast off) before NCCL starts.
+(``perfsuite.engine.launcher.suite_env``: flight recorder and NVLink multicast off) before NCCL starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,13 @@ def main() -> None:
 
     import torch
     import torch.distributed as dist
+    from perfsuite.measure.timing import StreamHold, time_loop
+    from perfsuite.workloads.collectives._sweep import (  # the sweep's own rule
+        HOLD_TRIES,
+    )
+    from perfsuite.workloads.collectives._sweep import _all_held as all_held
 
     from bench.nccl_rank import init_nccl_rank
-    from suite.timing import StreamHold, time_loop
-    from workloads.collectives._sweep import HOLD_TRIES, _all_held as all_held  # the sweep's own rule
 
     rank, world = init_nccl_rank()
     hold = StreamHold() if args.hold else None
@@ -54,8 +58,7 @@ def main() -> None:
                 dist.barrier()
                 torch.cuda.synchronize()
                 # the untimed call before the start event aligns the ranks, as perfsuite's sweep does
-                lt = time_loop(lambda: dist.all_reduce(t), args.iters, "cuda", hold,
-                               before=lambda: dist.all_reduce(t))
+                lt = time_loop(lambda: dist.all_reduce(t), args.iters, "cuda", hold, before=lambda: dist.all_reduce(t))
                 if hold is None or all_held(lt.held):
                     break
                 hold.grow()  # as the sweep: every rank agreed that some hold ran out, so all redo
@@ -63,19 +66,35 @@ def main() -> None:
                 unheld += 1
             samples.append(lt.seconds / args.iters)
             launches.append(lt.launch_s / args.iters)
-        mine = torch.tensor([statistics.median_low(samples), sum(launches) / len(launches)], device="cuda",
-                            dtype=torch.float64)  # the median of the loops, as the sweep takes it
+        mine = torch.tensor(
+            [statistics.median_low(samples), sum(launches) / len(launches)], device="cuda", dtype=torch.float64
+        )  # the median of the loops, as the sweep takes it
         dist.all_reduce(mine)
-        rows.append({"size_bytes": size, "time_us": float(mine[0]) / world * 1e6,
-                     "launch_us": float(mine[1]) / world * 1e6})
+        rows.append(
+            {"size_bytes": size, "time_us": float(mine[0]) / world * 1e6, "launch_us": float(mine[1]) / world * 1e6}
+        )
         size *= 2
     if rank == 0:
-        args.out.write_text(json.dumps({"collective": "all_reduce", "world_size": world, "iters": args.iters,
-                                        "repeats": args.repeats, "hold": args.hold, "unheld_loops": unheld,
-                                        "hold_s": hold.seconds if hold else None, "rows": rows}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "collective": "all_reduce",
+                    "world_size": world,
+                    "iters": args.iters,
+                    "repeats": args.repeats,
+                    "hold": args.hold,
+                    "unheld_loops": unheld,
+                    "hold_s": hold.seconds if hold else None,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
         for r in rows:
-            print(f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us  "
-                  f"(host launch {r['launch_us']:.2f} us)")
+            print(
+                f"plain dist.all_reduce {r['size_bytes']:>8} B  {r['time_us']:8.2f} us  "
+                f"(host launch {r['launch_us']:.2f} us)"
+            )
     dist.destroy_process_group()
 
 

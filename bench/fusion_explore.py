@@ -3,7 +3,7 @@ rows per program x warps, torch.compile's default and max-autotune-no-cudagraphs
 and torch eager, at 2**28 elements per tensor (bf16) for hidden 1024 and 4096.
 
 Each variant is run once into a NaN-filled buffer and checked against the host's float64
-chain (``suite.fused_chain``: an error above its tolerance is marked FAIL), then timed with
+chain (``perfsuite.fused_chain``: an error above its tolerance is marked FAIL), then timed with
 triton.testing.do_bench (warmup 25 ms, rep 100 ms; mean). GB/s count the bytes that must
 move, (3*rows*hidden + 3*hidden) * 2; % is of a device copy measured in this process.
 The last lines give the best Triton launch per hidden, as --param options for
@@ -13,6 +13,7 @@ verified launch without cache hints (what the workload runs) as 'perfsuite run' 
 
     python3 bench/fusion_explore.py [--hidden 1024,4096] [--best-params FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "per
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.testing as tt  # noqa: E402
-
+from perfsuite import fused_chain as chain  # noqa: E402
 from perfsuite_triton.kernels import fused_chain as kernel  # noqa: E402
-from suite import fused_chain as chain  # noqa: E402
 
 EPS, TOLERANCE = chain.EPS, chain.TOLERANCE
 
@@ -78,21 +78,44 @@ def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, d
         if rpp * block > MAX_SWEPT_TILE:
             continue
         for warps in NUM_WARPS:
-            found.append((f"triton R{rpp} w{warps}", kernel.launch_config(hidden, warps, rpp),
-                          lambda rpp=rpp, warps=warps: lambda: kernel.fused_chain(
-                              *inputs, EPS, out=out, num_warps=warps, rows_per_program=rpp)))
+            found.append(
+                (
+                    f"triton R{rpp} w{warps}",
+                    kernel.launch_config(hidden, warps, rpp),
+                    lambda rpp=rpp, warps=warps: (
+                        lambda: kernel.fused_chain(*inputs, EPS, out=out, num_warps=warps, rows_per_program=rpp)
+                    ),
+                )
+            )
     for rpp, warps in FOCUS:  # the best launches again, with the cheaper erf and without cache hints
         if rpp * block > MAX_SWEPT_TILE:
             continue
         for erf, evict in (("libdevice", True), ("as7126", True), ("libdevice", False)):
-            found.append((f"triton R{rpp} w{warps} erf={erf}{'' if evict else ' no-evict'}",
-                          {**kernel.launch_config(hidden, warps, rpp), "erf": erf, "evict": evict},
-                          lambda rpp=rpp, warps=warps, erf=erf, evict=evict: lambda: kernel.fused_chain(
-                              *inputs, EPS, out=out, num_warps=warps, rows_per_program=rpp,
-                              fast_erf=erf == "as7126", evict=evict)))
+            found.append(
+                (
+                    f"triton R{rpp} w{warps} erf={erf}{'' if evict else ' no-evict'}",
+                    {**kernel.launch_config(hidden, warps, rpp), "erf": erf, "evict": evict},
+                    lambda rpp=rpp, warps=warps, erf=erf, evict=evict: (
+                        lambda: kernel.fused_chain(
+                            *inputs,
+                            EPS,
+                            out=out,
+                            num_warps=warps,
+                            rows_per_program=rpp,
+                            fast_erf=erf == "as7126",
+                            evict=evict,
+                        )
+                    ),
+                )
+            )
     default = kernel.launch_config(hidden)
-    found.append((f"triton default (R{default['ROWS']} w{default['num_warps']})", default,
-                  lambda: lambda: kernel.fused_chain(*inputs, EPS, out=out)))
+    found.append(
+        (
+            f"triton default (R{default['ROWS']} w{default['num_warps']})",
+            default,
+            lambda: lambda: kernel.fused_chain(*inputs, EPS, out=out),
+        )
+    )
     for mode in COMPILE_MODES:
         found.append((f"compile {mode}", {"mode": mode}, lambda mode=mode: compiled(mode, inputs)))
     found.append(("eager", {}, lambda: lambda: chain.eager(*inputs, eps=EPS)))
@@ -122,10 +145,24 @@ def sweep(hidden: int, copy: float, rows_out: list[dict]) -> None:
         ms = bench_ms(fn)
         g = gbps(nbytes, ms)
         ok = err <= TOLERANCE["bf16"]
-        rows_out.append({"hidden": hidden, "rows": rows, "variant": label, **cfg, "ms": ms, "gbps": g,
-                         "of_copy": g / copy, "rel_error": err, "verified": ok})
-        print(f"hidden {hidden:5d} rows {rows:7d} {label:34s} {ms:7.3f} ms {g:7.0f} GB/s {g / copy:6.1%}  "
-              f"err {err:.1e}{'' if ok else ' FAIL'}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+        rows_out.append(
+            {
+                "hidden": hidden,
+                "rows": rows,
+                "variant": label,
+                **cfg,
+                "ms": ms,
+                "gbps": g,
+                "of_copy": g / copy,
+                "rel_error": err,
+                "verified": ok,
+            }
+        )
+        print(
+            f"hidden {hidden:5d} rows {rows:7d} {label:34s} {ms:7.3f} ms {g:7.0f} GB/s {g / copy:6.1%}  "
+            f"err {err:.1e}{'' if ok else ' FAIL'}  ({time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
     del x, inputs, ref, out
     torch._dynamo.reset()
     if DEVICE == "cuda":
@@ -140,13 +177,17 @@ def summary(rows_out: list[dict]) -> None:
         compile_rows = [r for r in here if r["variant"].startswith("compile")]
         if triton_rows:
             t = max(triton_rows, key=lambda r: r["gbps"])
-            print(f"hidden {hidden:5d} triton  {t['variant']:26s} {t['of_copy']:6.1%} "
-                  f"{'meets' if t['of_copy'] >= TARGET else 'MISSES'} -> "
-                  f"--param rows_per_program={t['ROWS']} --param num_warps={t['num_warps']}")
+            print(
+                f"hidden {hidden:5d} triton  {t['variant']:26s} {t['of_copy']:6.1%} "
+                f"{'meets' if t['of_copy'] >= TARGET else 'MISSES'} -> "
+                f"--param rows_per_program={t['ROWS']} --param num_warps={t['num_warps']}"
+            )
         if compile_rows:
             c = max(compile_rows, key=lambda r: r["gbps"])
-            print(f"hidden {hidden:5d} compile {c['variant']:26s} {c['of_copy']:6.1%} "
-                  f"{'meets' if c['of_copy'] >= TARGET else 'MISSES'} -> --param compile_mode={c['mode']}")
+            print(
+                f"hidden {hidden:5d} compile {c['variant']:26s} {c['of_copy']:6.1%} "
+                f"{'meets' if c['of_copy'] >= TARGET else 'MISSES'} -> --param compile_mode={c['mode']}"
+            )
 
 
 def best_params(rows_out: list[dict]) -> str:
@@ -161,8 +202,13 @@ def best_params(rows_out: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hidden", default="1024,4096", help="comma-separated hidden sizes (rows = 2**28 / hidden)")
-    ap.add_argument("--best-params", type=Path, default=None, metavar="FILE",
-                    help="write the best verified launch without cache hints as 'perfsuite run' options")
+    ap.add_argument(
+        "--best-params",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the best verified launch without cache hints as 'perfsuite run' options",
+    )
     args = ap.parse_args()
     hiddens = [int(h) for h in args.hidden.split(",")]
     start = time.perf_counter()
@@ -178,8 +224,18 @@ def main() -> None:
     print(f"\nsweep took {time.perf_counter() - start:.0f} s")
     if os.environ.get("OUT"):
         path = Path(os.environ["OUT"]) / "fusion_explore.json"
-        path.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                    "triton": triton.__version__, "copy_gbps": copy, "rows": rows_out}, indent=1))
+        path.write_text(
+            json.dumps(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "copy_gbps": copy,
+                    "rows": rows_out,
+                },
+                indent=1,
+            )
+        )
         print(f"wrote {path}")
 
 

@@ -4,10 +4,10 @@
 #   bash bench/gpu_house.sh [extra 'perfsuite run' options]
 #  1. kernels.ceilings, then kernels.fusion (eager, torch.compile) and triton.fused_chain
 #     (Triton kernel, eager, torch.compile) at 262144 x 1024 bf16: both time the host's one
-#     chain (suite.fused_chain); torch.compile in its default mode to stay inside minutes;
+#     chain (perfsuite.fused_chain); torch.compile in its default mode to stay inside minutes;
 #  2. kernels.launch (eager baseline, CUDA graph) and kernels.memory: the speed-up column
 #     and a workload without a baseline;
-#  3. collectives.copy_bandwidth (suite.copy_case across a peer link) where 2 GPUs are seen;
+#  3. collectives.copy_bandwidth (perfsuite.copy_case across a peer link) where 2 GPUs are seen;
 #  4. pytest -m gpu tests/test_kernels_gpu.py: the quick presets of kernels.fusion and
 #     kernels.launch and the graph-replay check (the full-size autotuned one is gpu_kernels.sh's);
 #  5. perfsuite results (one line per run, each with its declared headline metric).

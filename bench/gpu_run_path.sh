@@ -27,7 +27,7 @@ verdict() {  # verdict NAME OK(0/1) TEXT
   [ "$2" = 0 ] || status=1
 }
 ours() {  # processes of this script's launches still alive (worker, torchrun, ranks)
-  pgrep -f "suite.worker|suite.lifeline" | while read -r pid; do
+  pgrep -f "perfsuite.engine.worker|perfsuite.engine.lifeline" | while read -r pid; do
     tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "PERFSUITE_DB=$PERFSUITE_DB" && echo "$pid"
   done
 }

@@ -53,6 +53,7 @@ COMMON=(-p "server_command=$SERVER" -p build_model=true -p model_layers=12 -p mo
         -p server_ready_timeout_s=300 -p request_timeout_s=120 -p stall_timeout_s=30 -p warmup_requests=8)
 
 main() {
+python3 -c 'import perfsuite' || { echo "perfsuite is not importable: bench/gpu_env.sh must put the checkout's package on the path" >&2; return 2; }
 python3 -c 'import torch, transformers, mlperf_loadgen, aiohttp, fastapi, uvicorn, openai
 from transformers.utils.import_utils import is_serve_available
 assert is_serve_available(), "transformers serve is missing a dependency"
@@ -60,24 +61,24 @@ print("torch", torch.__version__, "transformers", transformers.__version__, "|",
 case "$part" in
   sweep)
     step "inference.serving: LoadGen, rate sweep, find_peak" packed sweep \
-      prun inference.serving "${COMMON[@]}" -p scenarios=SingleStream,Server,Offline -p target_qps=8 \
+      python3 -m perfsuite run inference.serving "${COMMON[@]}" --device cuda -p scenarios=SingleStream,Server,Offline -p target_qps=8 \
         -p target_latency_percentile=0.9 -p min_query_count=64 -p min_duration_ms=10000 \
         -p rates=2,4,8,16,32,64,128 -p sweep_requests=96 -p find_peak=true -p peak_start_rps=4 -p peak_steps=6 \
         --seed 1 --timeout 570 ;;
   crosscheck)
     step "inference.serving: cross-check" packed crosscheck \
-      python3 -m suite crosscheck inference.serving "${COMMON[@]}" -p scenarios= -p concurrencies=1,16 \
+      python3 -m perfsuite crosscheck inference.serving "${COMMON[@]}" -p scenarios= -p concurrencies=1,16 \
         -p sweep_requests=128 -p crosscheck_concurrency=16 -p crosscheck_requests=128 --rounds 2 \
         --device cuda --seed 1 --timeout 570 ;;
   *) echo "usage: bench/gpu_serving.sh sweep|crosscheck" >&2; return 2 ;;
 esac
 run=$(python3 - <<'PY'
-from registry import open_registry
+from perfsuite.registry import open_registry
 with open_registry() as reg:
     print(reg.results(limit=1)[0]["run_id"])
 PY
 )
-python3 -m suite show "$run" || status=1
+python3 -m perfsuite show "$run" || status=1
 return $status
 }
 main 2>&1 | tee "$OUT/gpu_serving-$part.log"

@@ -25,6 +25,7 @@ with it off, and again with ``NCCL_GRAPH_REGISTER=0`` (no user-buffer registrati
 
     torchrun --nproc-per-node 2 bench/graph_probe.py --out DIR   # DIR gets graph_probe.json, *.dot
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ VARIANTS = ("eager", "sync", "async", "replays", "no_before", "graph_before", "h
 REPLAYS = 10  # "replays": the sync graph launched this often back to back per timed loop
 ENV_KNOBS = ("NCCL_GRAPH_MIXING_SUPPORT", "NCCL_GRAPH_REGISTER")  # recorded per row when set
 EAGER_MAX_CALLS = 20  # an eager loop longer than this outruns the probe's 2 ms hold
-NODE_KIND = re.compile(r"\b(KERNEL|MEMCPY|MEMSET|HOST|EMPTY|EVENT_RECORD|WAIT_EVENT|EVENT_WAIT|MEM_ALLOC|MEM_FREE|"
-                       r"GRAPH|EXT_SEMAS_SIGNAL|EXT_SEMAS_WAIT|BATCH_MEM_OP|CONDITIONAL)\b")
+NODE_KIND = re.compile(
+    r"\b(KERNEL|MEMCPY|MEMSET|HOST|EMPTY|EVENT_RECORD|WAIT_EVENT|EVENT_WAIT|MEM_ALLOC|MEM_FREE|"
+    r"GRAPH|EXT_SEMAS_SIGNAL|EXT_SEMAS_WAIT|BATCH_MEM_OP|CONDITIONAL)\b"
+)
 
 
 NODE_LABEL = re.compile(r'^"[^"]*_node_\d+"\[[^\n]*?label="(.*?)"\]', re.M | re.S)
@@ -96,20 +99,24 @@ def gpu_trace(fn, per_loop: int, record: bool) -> dict | None:
     names = collections.Counter(e.name[:60] for e in events)
     busy = sum(e.time_range.elapsed_us() for e in events)
     gaps = [b.time_range.start - a.time_range.end for a, b in zip(events, events[1:])]
-    return {"ops": dict(names.most_common(6)), "count": len(events), "busy_us": round(busy, 2),
-            "span_us": round(events[-1].time_range.end - events[0].time_range.start, 2) if events else 0.0,
-            "median_gap_us": round(statistics.median(gaps), 2) if gaps else None}
+    return {
+        "ops": dict(names.most_common(6)),
+        "count": len(events),
+        "busy_us": round(busy, 2),
+        "span_us": round(events[-1].time_range.end - events[0].time_range.start, 2) if events else 0.0,
+        "median_gap_us": round(statistics.median(gaps), 2) if gaps else None,
+    }
 
 
 def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: int, result: dict) -> None:
     """Capture (or not) ``calls`` all_reduces of ``t``, trace one loop, time ``repeats`` loops."""
     import torch
     import torch.distributed as dist
-
-    from suite.timing import time_loop
+    from perfsuite.measure.timing import time_loop
 
     name = f"{variant} {size} B {calls} calls"
     replays = 1
+
     def before() -> None:  # the suite's untimed call before the start event; the eager loop's call
         dist.all_reduce(t)
 
@@ -160,13 +167,22 @@ def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: 
         held.append(bool(lt.held))
     mine = torch.tensor([statistics.median(samples)], device="cuda", dtype=torch.float64)
     dist.all_reduce(mine)
-    row = {"variant": variant, "size_bytes": size, "calls": calls, "replays": replays,
-           "time_us": float(mine[0]) / world * 1e6, "loops_held_on_rank0": sum(held),
-           "env": {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}}
+    row = {
+        "variant": variant,
+        "size_bytes": size,
+        "calls": calls,
+        "replays": replays,
+        "time_us": float(mine[0]) / world * 1e6,
+        "loops_held_on_rank0": sum(held),
+        "env": {k: os.environ[k] for k in ENV_KNOBS if k in os.environ},
+    }
     result["rows"].append(row)
     if rank == 0:
-        print(f"{variant:7} {size:>7} B  {row['time_us']:7.2f} us per all_reduce ({calls} calls x {replays} "
-              f"replays per loop, median of {args.repeats}) {row['env'] or ''}", flush=True)
+        print(
+            f"{variant:7} {size:>7} B  {row['time_us']:7.2f} us per all_reduce ({calls} calls x {replays} "
+            f"replays per loop, median of {args.repeats}) {row['env'] or ''}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -179,15 +195,22 @@ def main() -> None:
 
     import torch
     import torch.distributed as dist
+    from perfsuite.measure.timing import StreamHold
 
     from bench.nccl_rank import init_nccl_rank
-    from suite.timing import StreamHold
 
     rank, world = init_nccl_rank()
     args.out.mkdir(parents=True, exist_ok=True)
     hold = StreamHold()
-    result = {"world_size": world, "calls": args.calls, "torch": torch.__version__,
-              "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": [], "graphs": {}, "traces": {}}
+    result = {
+        "world_size": world,
+        "calls": args.calls,
+        "torch": torch.__version__,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "rows": [],
+        "graphs": {},
+        "traces": {},
+    }
     for size in (int(s) for s in args.sizes.split(",")):
         t = torch.zeros(max(1, size // 4), device="cuda")
         for _ in range(5):

@@ -6,7 +6,7 @@ of place only) 7.36 against 5.32. nccl-tests' graph mode shows no such step.
 
 This probe captures what the sweep captures, size by size and mode by mode in the sweep's
 order: one untimed eager call, then ``--calls`` calls in one CUDA graph, call ``i`` on the
-buffer slice at offset ``i x span`` (``workloads.collectives._sweep.Sweep.calls``), timed
+buffer slice at offset ``i x span`` (``perfsuite.workloads.collectives._sweep.Sweep.calls``), timed
 the suite's way (behind a stream hold, an untimed eager call before the start event,
 median of ``--repeats`` replays). For each graph it lists, on rank 0, the nodes by kind and
 the kernels' names (NCCL names its kernels by algorithm and protocol), so a graph that
@@ -17,6 +17,7 @@ default (NCCL makes connections when a call first needs them).
 
     torchrun --nproc-per-node 2 bench/graph_sizes_probe.py --op all_gather --out DIR
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,9 @@ def main() -> None:
 
     import torch
     import torch.distributed as dist
-
-    from suite.launcher import suite_env
-    from suite.timing import StreamHold, time_loop
-    from workloads.collectives._ops import OPS, CallArgs
+    from perfsuite.engine.launcher import suite_env
+    from perfsuite.measure.timing import StreamHold, time_loop
+    from perfsuite.workloads.collectives._ops import OPS, CallArgs
 
     os.environ.update(suite_env("cuda", cuda_graph=True))  # as a --cuda-graph run: NCCL's graph mixing off
     from bench.nccl_rank import init_nccl_rank
@@ -64,16 +64,26 @@ def main() -> None:
     recv = torch.zeros(span_max, device="cuda")
     hold = StreamHold()
     env = {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}
-    result = {"op": args.op, "world_size": world, "calls": args.calls, "recapture": args.recapture, "env": env,
-              "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": []}
+    result = {
+        "op": args.op,
+        "world_size": world,
+        "calls": args.calls,
+        "recapture": args.recapture,
+        "env": env,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "rows": [],
+    }
 
     def calls_for(mode: str, c) -> list:
         steps = max(1, recv.numel() // c.span)
         out = []
         for i in range(args.calls):
             shift = c.span * (i % steps)
-            v = op.oop_views(send[shift:], recv[shift:], c, rank) if mode == "oop" else \
-                op.ip_views(recv[shift:], c, rank)
+            v = (
+                op.oop_views(send[shift:], recv[shift:], c, rank)
+                if mode == "oop"
+                else op.ip_views(recv[shift:], c, rank)
+            )
             out.append(lambda v=v: op.call(v, cargs))
         return out
 
@@ -114,12 +124,20 @@ def main() -> None:
                 samples.append(lt.seconds / args.calls)
             mine = torch.tensor([statistics.median(samples)], device="cuda", dtype=torch.float64)
             dist.all_reduce(mine)
-            row = {"size_bytes": size, "mode": mode, "time_us": float(mine[0]) / world * 1e6,
-                   "rank0_samples_us": [round(s * 1e6, 3) for s in samples], "nodes": nodes}
+            row = {
+                "size_bytes": size,
+                "mode": mode,
+                "time_us": float(mine[0]) / world * 1e6,
+                "rank0_samples_us": [round(s * 1e6, 3) for s in samples],
+                "nodes": nodes,
+            }
             result["rows"].append(row)
             if rank == 0:
-                print(f"{name:28} {row['time_us']:6.2f} us per call (median of {args.repeats} replays of "
-                      f"{args.calls}) {env or ''} nodes {nodes}", flush=True)
+                print(
+                    f"{name:28} {row['time_us']:6.2f} us per call (median of {args.repeats} replays of "
+                    f"{args.calls}) {env or ''} nodes {nodes}",
+                    flush=True,
+                )
             del g, first
     if rank == 0:
         tag = "-recapture" if args.recapture else ""

@@ -3,7 +3,7 @@
 # ../shared/reference/nccl-tests) against the NCCL that torch uses, into /tmp/nccl-tests-build,
 # writing the build log to $OUT/nccl-tests-build.txt.
 #
-# Where its ranks live (suite.nccl_tests.layout): with MPICH's wheel carried beside the source
+# Where its ranks live (perfsuite.crosscheck.nccl_tests.layout): with MPICH's wheel carried beside the source
 # (.ref/mpich-*.whl, from PyPI: `pip download --no-deps --only-binary=:all: --python-version 3.12
 # --platform manylinux_2_28_x86_64 -d .ref mpich`), nccl-tests is built with MPI=1 and runs as
 # one process per GPU under its mpiexec (PERFSUITE_NCCL_TESTS_MPIRUN), the suite's own layout:

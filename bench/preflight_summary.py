@@ -5,6 +5,7 @@ and prints, per workload and case, each mode's median time per call and 95% CI, 
 profiled median lies within the unprofiled run's CI or within 2% of its median, then each
 profile's top 3 entries. Exit 1 when a profiled median is outside both.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,7 +69,9 @@ def main(folder: Path) -> int:
             extra = ""
             if e.get("memory_throughput_pct") is not None or e.get("sm_throughput_pct") is not None:
                 extra = f"  mem {e.get('memory_throughput_pct') or 0:.1f}%  SM {e.get('sm_throughput_pct') or 0:.1f}%"
-            print(f"  {e['name'][:70]:70} calls {e['calls']:4}  {e['total_us']:10.1f} us  {100 * e['share']:5.1f}%{extra}")
+            print(
+                f"  {e['name'][:70]:70} calls {e['calls']:4}  {e['total_us']:10.1f} us  {100 * e['share']:5.1f}%{extra}"
+            )
     return 1 if bad else 0
 
 

@@ -6,10 +6,11 @@ compare queries.
 
 The records are schema-valid and hashed like real ones (20 workloads x 50 hosts x 5 cases,
 time and TFLOP/s per case, 8 raw samples per metric); the import goes through
-``registry.bulk.store_many`` with the full schema and hash checks. Query times are the
+``perfsuite.registry.bulk.store_many`` with the full schema and hash checks. Query times are the
 median of 7 warm calls; the goal is under 200 ms each. Prints a table; writes
 ``registry_scale.json`` into ``--out`` when given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
-from registry import open_registry  # noqa: E402
-from registry.records import record_sha256  # noqa: E402
+from perfsuite.registry import open_registry  # noqa: E402
+from perfsuite.registry.records import record_sha256  # noqa: E402
 
 WORKLOADS = 20
 HOSTS = 50
@@ -54,9 +55,18 @@ def _templates() -> dict:
             metrics.append(make_metric(c, "time_ms", "ms", t, higher_is_better=False))
             metrics.append(make_metric(c, "tflops", "TFLOP/s", [2.0 / x for x in t], higher_is_better=True))
         per_host.append(metrics)
-    return {(w, h): make_record(workload_name=f"bench.w{w:02d}", category="kernels", host=f"host{h:02d}",
-                                device="cuda", params={"m": 4096}, metrics=per_host[h])
-            for w in range(WORKLOADS) for h in range(HOSTS)}
+    return {
+        (w, h): make_record(
+            workload_name=f"bench.w{w:02d}",
+            category="kernels",
+            host=f"host{h:02d}",
+            device="cuda",
+            params={"m": 4096},
+            metrics=per_host[h],
+        )
+        for w in range(WORKLOADS)
+        for h in range(HOSTS)
+    }
 
 
 def records(n: int):
@@ -70,8 +80,9 @@ def records(n: int):
         record["finished_at"] = (started + timedelta(seconds=30)).isoformat()
         record["controls"] = {**record["controls"], "seed": i}
         scale = 1.0 + (i % 7) * 0.001
-        record["metrics"] = [{**m, "value": m["value"] * scale, "samples": [s * scale for s in m["samples"]]}
-                             for m in record["metrics"]]
+        record["metrics"] = [
+            {**m, "value": m["value"] * scale, "samples": [s * scale for s in m["samples"]]} for m in record["metrics"]
+        ]
         record.pop("sha256", None)
         record["sha256"] = record_sha256(record)
         if i and i % 10_000 == 0:
@@ -90,11 +101,11 @@ def _median_ms(fn) -> float:
 
 
 def run_backend(url: str, n: int, label: str) -> dict:
-    from registry.bulk import store_many
-    from registry.compare import latest_run
-    from registry.history import metric_history
-    from registry.leaderboard.data import load
-    from suite.compare import compare_records
+    from perfsuite.analysis.compare import compare_records
+    from perfsuite.registry.bulk import store_many
+    from perfsuite.registry.compare import latest_run
+    from perfsuite.registry.history import metric_history
+    from perfsuite.registry.leaderboard.data import load
 
     with open_registry(url) as reg:
         outcome = store_many(reg, records(n))
@@ -102,10 +113,12 @@ def run_backend(url: str, n: int, label: str) -> dict:
         assert outcome.stored == n, outcome
         if reg.engine.dialect.name == "postgresql":
             from sqlalchemy import text
+
             with reg.engine.connect() as c:
                 c.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
         else:
             from sqlalchemy import text
+
             with reg.engine.connect() as c:
                 c.execute(text("ANALYZE"))
                 c.commit()
@@ -127,12 +140,18 @@ def run_backend(url: str, n: int, label: str) -> dict:
                 b = latest_run(s, workload, system="host04", comparability_key=a["comparability_key"])
             compare_records(a, b)
 
-        figures = {"backend": label, "records": n, "metric_rows": n * 2 * len(CASES),
-                   "import_s": wall, "import_s_per_1000": wall / n * 1000,
-                   "validate_s_per_1000": outcome.validate_s / n * 1000,
-                   "write_s_per_1000": outcome.write_s / n * 1000,
-                   "leaderboard_ms": _median_ms(leaderboard), "history_ms": _median_ms(history),
-                   "compare_ms": _median_ms(compare)}
+        figures = {
+            "backend": label,
+            "records": n,
+            "metric_rows": n * 2 * len(CASES),
+            "import_s": wall,
+            "import_s_per_1000": wall / n * 1000,
+            "validate_s_per_1000": outcome.validate_s / n * 1000,
+            "write_s_per_1000": outcome.write_s / n * 1000,
+            "leaderboard_ms": _median_ms(leaderboard),
+            "history_ms": _median_ms(history),
+            "compare_ms": _median_ms(compare),
+        }
     return figures
 
 
@@ -159,12 +178,16 @@ def main() -> None:
             print(json.dumps(results[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'backend':12} {'records':>8} {'import s/1000':>14} {'(validate':>10} {'write)':>8} "
-          f"{'leaderboard ms':>15} {'history ms':>11} {'compare ms':>11}")
+    print(
+        f"\n{'backend':12} {'records':>8} {'import s/1000':>14} {'(validate':>10} {'write)':>8} "
+        f"{'leaderboard ms':>15} {'history ms':>11} {'compare ms':>11}"
+    )
     for r in results:
-        print(f"{r['backend']:12} {r['records']:>8} {r['import_s_per_1000']:>14.2f} {r['validate_s_per_1000']:>10.2f} "
-              f"{r['write_s_per_1000']:>8.2f} {r['leaderboard_ms']:>15.1f} {r['history_ms']:>11.1f} "
-              f"{r['compare_ms']:>11.1f}")
+        print(
+            f"{r['backend']:12} {r['records']:>8} {r['import_s_per_1000']:>14.2f} {r['validate_s_per_1000']:>10.2f} "
+            f"{r['write_s_per_1000']:>8.2f} {r['leaderboard_ms']:>15.1f} {r['history_ms']:>11.1f} "
+            f"{r['compare_ms']:>11.1f}"
+        )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "registry_scale.json").write_text(json.dumps(results, indent=2))

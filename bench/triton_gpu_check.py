@@ -10,6 +10,7 @@ of this GPU's copy bandwidth, measured here the same way (bytes read + written).
 
 Sizes come from the workloads' Params, so this checks what ``perfsuite run`` measures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "plugins" / "perfsuite-triton"), str(REPO)]
 
-from suite.dtypes import torch_dtype  # noqa: E402  (after the path set-up above)
+from perfsuite.dtypes import torch_dtype  # noqa: E402  (after the path set-up above)
 
 WARPS = (None, 4, 8, 16)  # None: the launcher's own choice, what the workloads use
 COPY_BYTES = 1 << 30  # 1 GiB copied: 2 GiB moved per call
@@ -31,7 +32,7 @@ DEVICE = "cuda"
 
 
 def params(cls, quick: bool):
-    from suite import params as params_mod
+    from perfsuite.engine import params as params_mod
 
     return params_mod.resolve(cls, {}, quick)
 
@@ -51,7 +52,7 @@ def sync() -> None:
 
 
 def rel_error(out, ref) -> float:
-    from suite.checks import relative_error
+    from perfsuite.checks import relative_error
 
     return relative_error(out, ref)
 
@@ -68,10 +69,9 @@ def compiled(fn, *args):
 
 def check_fused_chain(quick: bool, rows: list[dict], copy_gbps: float) -> None:
     import torch
-
+    from perfsuite import fused_chain as chain
     from perfsuite_triton.kernels import fused_chain as k
     from perfsuite_triton.workloads.fused_chain import FusedChain
-    from suite import fused_chain as chain
 
     p = params(FusedChain, quick)
     inputs = chain.make_inputs(p.rows, p.hidden, p.dtype, DEVICE)  # as the workloads make them
@@ -88,20 +88,55 @@ def check_fused_chain(quick: bool, rows: list[dict], copy_gbps: float) -> None:
         k.fused_chain(*args, out=out, num_warps=warps)
         err = rel_error(out, ref)
         t = bench(lambda: k.fused_chain(*args, out=out, num_warps=warps))
-        rows.append(row("fused_chain", shape, "triton", f"BLOCK={cfg['BLOCK']} warps={cfg['num_warps']}"
-                        + (" (auto)" if warps is None else ""), t, nbytes / t / 1e9, "GB/s", copy_gbps, err, tol))
+        rows.append(
+            row(
+                "fused_chain",
+                shape,
+                "triton",
+                f"BLOCK={cfg['BLOCK']} warps={cfg['num_warps']}" + (" (auto)" if warps is None else ""),
+                t,
+                nbytes / t / 1e9,
+                "GB/s",
+                copy_gbps,
+                err,
+                tol,
+            )
+        )
     t = bench(lambda: chain.eager(*args))
-    rows.append(row("fused_chain", shape, "torch_eager", "", t, nbytes / t / 1e9, "GB/s", copy_gbps,
-                    rel_error(chain.eager(*args), ref), tol))
+    rows.append(
+        row(
+            "fused_chain",
+            shape,
+            "torch_eager",
+            "",
+            t,
+            nbytes / t / 1e9,
+            "GB/s",
+            copy_gbps,
+            rel_error(chain.eager(*args), ref),
+            tol,
+        )
+    )
     c, compile_s = compiled(chain.eager, *args)
     t = bench(lambda: c(*args))
-    rows.append(row("fused_chain", shape, "torch_compile", f"compile {compile_s:.1f}s", t, nbytes / t / 1e9, "GB/s",
-                    copy_gbps, rel_error(c(*args), ref), tol))
+    rows.append(
+        row(
+            "fused_chain",
+            shape,
+            "torch_compile",
+            f"compile {compile_s:.1f}s",
+            t,
+            nbytes / t / 1e9,
+            "GB/s",
+            copy_gbps,
+            rel_error(c(*args), ref),
+            tol,
+        )
+    )
 
 
 def check_softmax(quick: bool, rows: list[dict], copy_gbps: float) -> None:
     import torch
-
     from perfsuite_triton.kernels import softmax as k
     from perfsuite_triton.workloads import _shared
     from perfsuite_triton.workloads.softmax import Softmax
@@ -119,21 +154,45 @@ def check_softmax(quick: bool, rows: list[dict], copy_gbps: float) -> None:
         k.softmax(x, out=out, num_warps=warps)
         err = rel_error(out, ref)
         t = bench(lambda: k.softmax(x, out=out, num_warps=warps))
-        rows.append(row("softmax", shape, "triton", f"BLOCK={cfg['BLOCK']} warps={cfg['num_warps']}"
-                        + (" (auto)" if warps is None else ""), t, nbytes / t / 1e9, "GB/s", copy_gbps, err, tol))
+        rows.append(
+            row(
+                "softmax",
+                shape,
+                "triton",
+                f"BLOCK={cfg['BLOCK']} warps={cfg['num_warps']}" + (" (auto)" if warps is None else ""),
+                t,
+                nbytes / t / 1e9,
+                "GB/s",
+                copy_gbps,
+                err,
+                tol,
+            )
+        )
     eager = lambda: torch.softmax(x, -1)  # noqa: E731
     t = bench(eager)
-    rows.append(row("softmax", shape, "torch_eager", "", t, nbytes / t / 1e9, "GB/s", copy_gbps,
-                    rel_error(eager(), ref), tol))
+    rows.append(
+        row("softmax", shape, "torch_eager", "", t, nbytes / t / 1e9, "GB/s", copy_gbps, rel_error(eager(), ref), tol)
+    )
     c, compile_s = compiled(lambda v: torch.softmax(v, -1), x)
     t = bench(lambda: c(x))
-    rows.append(row("softmax", shape, "torch_compile", f"compile {compile_s:.1f}s", t, nbytes / t / 1e9, "GB/s",
-                    copy_gbps, rel_error(c(x), ref), tol))
+    rows.append(
+        row(
+            "softmax",
+            shape,
+            "torch_compile",
+            f"compile {compile_s:.1f}s",
+            t,
+            nbytes / t / 1e9,
+            "GB/s",
+            copy_gbps,
+            rel_error(c(x), ref),
+            tol,
+        )
+    )
 
 
 def check_matmul(quick: bool, rows: list[dict], dtypes: list[str]) -> None:
     import torch
-
     from perfsuite_triton.kernels import matmul as k
     from perfsuite_triton.workloads import _shared
     from perfsuite_triton.workloads.matmul import Matmul
@@ -159,23 +218,69 @@ def check_matmul(quick: bool, rows: list[dict], dtypes: list[str]) -> None:
         err = rel_error(out, ref)
         t = bench(lambda: k.matmul(a, b, out=out))
         cfg = " ".join(f"{key}={v}" for key, v in chosen.items())
-        rows.append(row("matmul", shape, "triton", f"{cfg} (tuned {tune_s:.0f}s)", t, flops / t / 1e12, "TFLOP/s",
-                        None, err, tol))
+        rows.append(
+            row(
+                "matmul",
+                shape,
+                "triton",
+                f"{cfg} (tuned {tune_s:.0f}s)",
+                t,
+                flops / t / 1e12,
+                "TFLOP/s",
+                None,
+                err,
+                tol,
+            )
+        )
         t = bench(lambda: torch.matmul(a, b))
-        rows.append(row("matmul", shape, "torch_eager", "cuBLAS", t, flops / t / 1e12, "TFLOP/s", None,
-                        rel_error(torch.matmul(a, b), ref), tol))
+        rows.append(
+            row(
+                "matmul",
+                shape,
+                "torch_eager",
+                "cuBLAS",
+                t,
+                flops / t / 1e12,
+                "TFLOP/s",
+                None,
+                rel_error(torch.matmul(a, b), ref),
+                tol,
+            )
+        )
         c, compile_s = compiled(torch.matmul, a, b)
         t = bench(lambda: c(a, b))
-        rows.append(row("matmul", shape, "torch_compile", f"compile {compile_s:.1f}s", t, flops / t / 1e12, "TFLOP/s",
-                        None, rel_error(c(a, b), ref), tol))
+        rows.append(
+            row(
+                "matmul",
+                shape,
+                "torch_compile",
+                f"compile {compile_s:.1f}s",
+                t,
+                flops / t / 1e12,
+                "TFLOP/s",
+                None,
+                rel_error(c(a, b), ref),
+                tol,
+            )
+        )
         del a, b, ref, out
         torch.cuda.empty_cache()
 
 
 def row(kernel, shape, impl, config, t_s, rate, unit, copy_gbps, err, tol) -> dict:
-    return {"kernel": kernel, "shape": shape, "impl": impl, "config": config, "time_ms": t_s * 1e3,
-            "rate": rate, "unit": unit, "of_copy": rate / copy_gbps if copy_gbps else None,
-            "rel_error": err, "tolerance": tol, "ok": err <= tol}
+    return {
+        "kernel": kernel,
+        "shape": shape,
+        "impl": impl,
+        "config": config,
+        "time_ms": t_s * 1e3,
+        "rate": rate,
+        "unit": unit,
+        "of_copy": rate / copy_gbps if copy_gbps else None,
+        "rel_error": err,
+        "tolerance": tol,
+        "ok": err <= tol,
+    }
 
 
 def copy_bandwidth_gbps() -> float:
@@ -210,16 +315,29 @@ def main() -> None:
     check_fused_chain(args.quick, rows, copy_gbps)
     check_softmax(args.quick, rows, copy_gbps)
     check_matmul(args.quick, rows, [d for d in args.matmul_dtypes.split(",") if d])
-    print(f"\n{'kernel':12} {'shape':24} {'impl':14} {'ms':>9} {'rate':>16} {'of copy':>8} {'rel err':>9} "
-          f"{'ok':>3}  config")
+    print(
+        f"\n{'kernel':12} {'shape':24} {'impl':14} {'ms':>9} {'rate':>16} {'of copy':>8} {'rel err':>9} "
+        f"{'ok':>3}  config"
+    )
     for r in rows:
         frac = f"{r['of_copy']:.0%}" if r["of_copy"] is not None else "-"
-        print(f"{r['kernel']:12} {r['shape']:24} {r['impl']:14} {r['time_ms']:9.3f} {r['rate']:10.1f} {r['unit']:7}"
-              f"{frac:>8} {r['rel_error']:9.2e} {'yes' if r['ok'] else 'NO':>3}  {r['config']}")
+        print(
+            f"{r['kernel']:12} {r['shape']:24} {r['impl']:14} {r['time_ms']:9.3f} {r['rate']:10.1f} {r['unit']:7}"
+            f"{frac:>8} {r['rel_error']:9.2e} {'yes' if r['ok'] else 'NO':>3}  {r['config']}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                         "triton": triton.__version__, "copy_gbps": copy_gbps, "rows": rows},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "copy_gbps": copy_gbps,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
     if not all(r["ok"] for r in rows):
         sys.exit("some outputs are outside their tolerance (ok = NO above)")
 

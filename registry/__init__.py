@@ -12,15 +12,32 @@
 
 Nothing here imports the runner, the CLI or any workload: the registry only knows records.
 """
+
 from __future__ import annotations
 
 from .db import Registry, check_url, default_url, open_registry, records_dir
 from .errors import RecordInvalid, RegistryError
-from .records import (MAX_RECORD_BYTES, canonical_json, check_record, load_record_file, record_sha256,
-                      validate_record)
+from .records import (
+    MAX_RECORD_BYTES,
+    canonical_json,
+    check_record,
+    load_record_file,
+    record_sha256,
+    validate_record,
+)
 
 __all__ = [
-    "open_registry", "check_url", "default_url", "records_dir", "Registry", "RegistryError", "RecordInvalid",
-    "canonical_json", "record_sha256", "validate_record", "check_record", "load_record_file",
     "MAX_RECORD_BYTES",
+    "RecordInvalid",
+    "Registry",
+    "RegistryError",
+    "canonical_json",
+    "check_record",
+    "check_url",
+    "default_url",
+    "load_record_file",
+    "open_registry",
+    "record_sha256",
+    "records_dir",
+    "validate_record",
 ]

@@ -1,6 +1,7 @@
 """Finding the runs to compare: by run id, or the latest run of a workload on a system or
-at a suite commit. The statistics live with the host (``suite.compare``); this module only
+at a suite commit. The statistics live with the host (``perfsuite.analysis.compare``); this module only
 reads the registry."""
+
 from __future__ import annotations
 
 from sqlalchemy import or_, select
@@ -12,17 +13,29 @@ from .models import Run, Submission, SubmittedSystem, System, Workload
 
 def _system_filter(system: str):
     """A system is named by its submitted name, its host name or a device-key prefix."""
-    submitted = (select(Submission.run_id).join(SubmittedSystem, Submission.system_id == SubmittedSystem.id)
-                 .where(SubmittedSystem.name == system))
+    submitted = (
+        select(Submission.run_id)
+        .join(SubmittedSystem, Submission.system_id == SubmittedSystem.id)
+        .where(SubmittedSystem.name == system)
+    )
     hosts = select(System.id).where(System.hostname == system)
     return or_(Run.id.in_(submitted), Run.system_id.in_(hosts), Run.device_key.startswith(system.lower()))
 
 
-def latest_run(session: Session, workload: str, *, system: str | None = None, commit: str | None = None,
-               comparability_key: str | None = None) -> dict:
+def latest_run(
+    session: Session,
+    workload: str,
+    *,
+    system: str | None = None,
+    commit: str | None = None,
+    comparability_key: str | None = None,
+) -> dict:
     """The newest successful run of ``workload`` matching the filters (full record)."""
-    query = (select(Run.id, Run.record).join(Workload, Run.workload_id == Workload.id)
-             .where(Workload.name == workload, Run.status == "success"))
+    query = (
+        select(Run.id, Run.record)
+        .join(Workload, Run.workload_id == Workload.id)
+        .where(Workload.name == workload, Run.status == "success")
+    )
     if system is not None:
         query = query.where(_system_filter(system))
     if comparability_key is not None:
@@ -32,10 +45,19 @@ def latest_run(session: Session, workload: str, *, system: str | None = None, co
         found = session.execute(query.limit(1)).first()
     else:  # the commit lives inside the record's environment: scan this workload's runs
         want = commit.lower()
-        found = next((row for row in session.execute(query)
-                      if (row.record["environment"]["suite"].get("git_commit") or "").startswith(want)), None)
+        found = next(
+            (
+                row
+                for row in session.execute(query)
+                if (row.record["environment"]["suite"].get("git_commit") or "").startswith(want)
+            ),
+            None,
+        )
     if found is None:
         where = ", ".join(f"{k} {v}" for k, v in (("system", system), ("commit", commit)) if v)
-        raise RegistryError(f"no successful run of {workload}" + (f" with {where}" if where else "")
-                            + (" and the same parameters" if comparability_key else ""))
+        raise RegistryError(
+            f"no successful run of {workload}"
+            + (f" with {where}" if where else "")
+            + (" and the same parameters" if comparability_key else "")
+        )
     return found.record

@@ -17,6 +17,7 @@ refuses connections, a SQLite path that is a folder, not a database or not writa
 leaves here as a one-line :class:`RegistryError`; :func:`check_url` finds the same
 problems cheaply, creating nothing, before a long run starts.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,9 +25,10 @@ import fcntl
 import functools
 import os
 import zlib
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection
@@ -79,6 +81,7 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
     def wrapper(self: "Registry", *args, **kwargs) -> T:
         with translated_errors(f"registry {self.url}"):
             return method(self, *args, **kwargs)
+
     return wrapper
 
 
@@ -117,8 +120,9 @@ def _make_engine(url_text: str) -> Engine:
         try:
             return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
         except ModuleNotFoundError as exc:
-            raise RegistryError(f"the {url.drivername} driver is not installed ({exc.name}): "
-                                f"pip install 'perfsuite[postgres]'") from exc
+            raise RegistryError(
+                f"the {url.drivername} driver is not installed ({exc.name}): pip install 'perfsuite[postgres]'"
+            ) from exc
 
     path = _sqlite_file(url)
     if path is not None:
@@ -198,12 +202,11 @@ def migrate(engine: Engine) -> None:
     """Bring the database to the Alembic head, one process at a time."""
     from alembic import command
 
-    with engine.connect() as connection:
-        with _migration_lock(engine, connection):
-            if engine.dialect.name == "sqlite":
-                _use_wal(connection)
-            command.upgrade(alembic_config(connection), "head")
-            connection.commit()
+    with engine.connect() as connection, _migration_lock(engine, connection):
+        if engine.dialect.name == "sqlite":
+            _use_wal(connection)
+        command.upgrade(alembic_config(connection), "head")
+        connection.commit()
 
 
 class Registry:
@@ -242,8 +245,13 @@ class Registry:
         return store_records(self._write_sessions, records)
 
     @translated
-    def results(self, workload: str | None = None, since: datetime | None = None, limit: int | None = 50,
-                status: str | None = None) -> list[dict]:
+    def results(
+        self,
+        workload: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = 50,
+        status: str | None = None,
+    ) -> list[dict]:
         with self._read_sessions() as session:
             return queries.results(session, workload=workload, since=since, limit=limit, status=status)
 

@@ -1,10 +1,11 @@
 """The registry's two exceptions, each carrying a one-line message fit for a CLI error, and
 the one place where database and file-system failures become such a message."""
+
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class RegistryError(Exception):
@@ -45,7 +46,9 @@ def translated_errors(what: str) -> Iterator[None]:
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
         raise RegistryError(one_line(f"{what}: {first_line(exc)}")) from exc
     except Exception as exc:
-        from alembic.util import CommandError  # a database at a revision this version does not know
+        from alembic.util import (
+            CommandError,  # a database at a revision this version does not know
+        )
 
         if isinstance(exc, CommandError):
             raise RegistryError(one_line(f"{what}: {exc}")) from exc

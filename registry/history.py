@@ -1,6 +1,7 @@
 """One metric of one workload over time: the points ``perfsuite history`` plots and scans
 for change points. Reads metric rows by (workload, system or device, start time), the
 order the 0002 indexes serve."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,9 +9,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from perfsuite.schemas.headline import case_headline
+
 from .compare import _system_filter
 from .models import Metric, Run, Workload
-from schemas.headline import case_headline
 
 
 @dataclass
@@ -30,16 +32,33 @@ class Point:
     samples: list[float]
 
 
-def metric_history(session: Session, workload: str, *, case: str | None = None, metric: str | None = None,
-                   system: str | None = None) -> list[Point]:
+def metric_history(
+    session: Session, workload: str, *, case: str | None = None, metric: str | None = None, system: str | None = None
+) -> list[Point]:
     """Successful, verified runs of ``workload`` oldest first, one point per run and case.
 
-    Without ``metric``, each case's headline metric (``schemas.headline``)."""
-    query = (select(Run.id, Run.run_id, Run.started_at, Run.comparability_key, Run.params, Run.system_id,
-                    Metric.case, Metric.name, Metric.unit, Metric.higher_is_better, Metric.value,
-                    Metric.statistics, Metric.samples, Metric.position)
-             .join(Workload, Run.workload_id == Workload.id).join(Metric, Metric.run_id == Run.id)
-             .where(Workload.name == workload, Run.status == "success", Run.verification_status == "passed"))
+    Without ``metric``, each case's headline metric (``perfsuite.schemas.headline``)."""
+    query = (
+        select(
+            Run.id,
+            Run.run_id,
+            Run.started_at,
+            Run.comparability_key,
+            Run.params,
+            Run.system_id,
+            Metric.case,
+            Metric.name,
+            Metric.unit,
+            Metric.higher_is_better,
+            Metric.value,
+            Metric.statistics,
+            Metric.samples,
+            Metric.position,
+        )
+        .join(Workload, Run.workload_id == Workload.id)
+        .join(Metric, Metric.run_id == Run.id)
+        .where(Workload.name == workload, Run.status == "success", Run.verification_status == "passed")
+    )
     if system is not None:
         query = query.where(_system_filter(system))
     if case is not None:
@@ -56,8 +75,9 @@ def metric_history(session: Session, workload: str, *, case: str | None = None, 
         for r in rows:
             firsts.setdefault(r.comparability_key, r.id)
         for ckey, pk in firsts.items():
-            primary = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()["workload"].get(
-                "primary_metric")
+            primary = (
+                session.execute(select(Run.record).where(Run.id == pk)).scalar_one()["workload"].get("primary_metric")
+            )
             for case in dict.fromkeys(m["case"] for m in by_run[pk]):
                 heads[(ckey, case)] = case_headline(by_run[pk], case, primary)["name"]
     points: list[Point] = []
@@ -65,7 +85,21 @@ def metric_history(session: Session, workload: str, *, case: str | None = None, 
         if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
             continue
         s = r.statistics or {}
-        points.append(Point(r.run_id, r.started_at.isoformat(), r.comparability_key, r.params, str(r.system_id),
-                            r.case, r.name, r.unit, r.higher_is_better, r.value, s.get("ci95_low"),
-                            s.get("ci95_high"), list(r.samples)))
+        points.append(
+            Point(
+                r.run_id,
+                r.started_at.isoformat(),
+                r.comparability_key,
+                r.params,
+                str(r.system_id),
+                r.case,
+                r.name,
+                r.unit,
+                r.higher_is_better,
+                r.value,
+                s.get("ci95_low"),
+                s.get("ci95_high"),
+                list(r.samples),
+            )
+        )
     return points

@@ -1,6 +1,7 @@
 """Whether a registry URL can name a registry: parse it, and check a SQLite path without
 creating anything. Used when a registry is opened and by :func:`registry.check_url`
 before a long run, so that a bad ``--db`` is one line before any work is done."""
+
 from __future__ import annotations
 
 import shutil

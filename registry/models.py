@@ -9,13 +9,25 @@ Timestamps are stored in UTC and come back timezone-aware on every backend (SQLi
 no timezone type; see :class:`UTCDateTime`). The migration in
 ``migrations/versions`` must match these models: a test compares them.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, MetaData, String,
-                        Text, UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -34,19 +46,19 @@ class UTCDateTime(TypeDecorator):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: Optional[datetime], dialect) -> Optional[datetime]:
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()} given where a timezone is required")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
-    def process_result_value(self, value: Optional[datetime], dialect) -> Optional[datetime]:
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:  # SQLite hands back what was stored: UTC without an offset
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 # Named constraints, so that later migrations can drop or alter them on every backend.
@@ -75,7 +87,7 @@ class System(Base):
     key: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of host + cpu + gpu names
     hostname: Mapped[str] = mapped_column(String)
     cpu_model: Mapped[str] = mapped_column(String)
-    gpu_name: Mapped[Optional[str]] = mapped_column(String)  # distinct names, ", "-joined
+    gpu_name: Mapped[str | None] = mapped_column(String)  # distinct names, ", "-joined
     gpu_count: Mapped[int] = mapped_column(Integer)
 
     runs: Mapped[list["Run"]] = relationship(back_populates="system")
@@ -133,13 +145,13 @@ class Run(Base):
     device: Mapped[str] = mapped_column(String(16))  # controls.device: "cpu" or "cuda"
     device_key: Mapped[str] = mapped_column(String(64))  # environment.measured_device.key
     status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[Optional[str]] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
     verification_status: Mapped[str] = mapped_column(String(16))
     plugin_name: Mapped[str] = mapped_column(String)
-    plugin_distribution: Mapped[Optional[str]] = mapped_column(String)
-    plugin_version: Mapped[Optional[str]] = mapped_column(String)
+    plugin_distribution: Mapped[str | None] = mapped_column(String)
+    plugin_version: Mapped[str | None] = mapped_column(String)
     launcher: Mapped[str] = mapped_column(String(16))
     world_size: Mapped[int] = mapped_column(Integer)
     record_sha256: Mapped[str] = mapped_column(String(64))
@@ -148,8 +160,9 @@ class Run(Base):
     workload: Mapped[Workload] = relationship(back_populates="runs")
     system: Mapped[System] = relationship(back_populates="runs")
     environment: Mapped[Environment] = relationship(back_populates="runs")
-    metrics: Mapped[list["Metric"]] = relationship(back_populates="run", order_by="Metric.position",
-                                                   cascade="all, delete-orphan")
+    metrics: Mapped[list["Metric"]] = relationship(
+        back_populates="run", order_by="Metric.position", cascade="all, delete-orphan"
+    )
 
 
 class Metric(Base):
@@ -168,10 +181,10 @@ class Metric(Base):
     value: Mapped[float] = mapped_column(Float)
     higher_is_better: Mapped[bool] = mapped_column(Boolean)
     samples: Mapped[list[float]] = mapped_column(JSONDoc)
-    statistics: Mapped[Optional[dict[str, Any]]] = mapped_column(JSONDoc)
-    roofline_resource: Mapped[Optional[str]] = mapped_column(String)
-    roofline_fraction: Mapped[Optional[float]] = mapped_column(Float)
-    ceiling_run_id: Mapped[Optional[str]] = mapped_column(String)
+    statistics: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    roofline_resource: Mapped[str | None] = mapped_column(String)
+    roofline_fraction: Mapped[float | None] = mapped_column(Float)
+    ceiling_run_id: Mapped[str | None] = mapped_column(String)
 
     run: Mapped[Run] = relationship(back_populates="metrics")
 

@@ -3,6 +3,7 @@
 Summaries are plain JSON-friendly dicts (timestamps as ISO 8601 strings in UTC), so the CLI
 can print them as a table or dump them with ``--json`` unchanged.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,9 +12,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
-from schemas import CEILINGS_WORKLOAD
-from schemas.headline import headline
-from schemas.throttle import case_summary, throttle_flag
+from perfsuite.schemas import CEILINGS_WORKLOAD
+from perfsuite.schemas.headline import headline
+from perfsuite.schemas.throttle import case_summary, throttle_flag
 
 from .errors import RegistryError
 from .models import Metric, Run, System, Workload
@@ -27,10 +28,12 @@ _THROTTLE = Run.record[("details", "throttle")]
 
 
 def _summary_query():
-    return (select(Run, Workload.name, Workload.version, System.hostname, _PRIMARY_METRIC, _THROTTLE)
-            .join(Workload, Run.workload_id == Workload.id)
-            .join(System, Run.system_id == System.id)
-            .options(defer(Run.record)))  # summaries never need the whole record
+    return (
+        select(Run, Workload.name, Workload.version, System.hostname, _PRIMARY_METRIC, _THROTTLE)
+        .join(Workload, Run.workload_id == Workload.id)
+        .join(System, Run.system_id == System.id)
+        .options(defer(Run.record))
+    )  # summaries never need the whole record
 
 
 def _summaries(session: Session, rows) -> list[dict]:
@@ -39,27 +42,47 @@ def _summaries(session: Session, rows) -> list[dict]:
     if by_run:
         metric_rows = session.execute(
             select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.value)
-            .where(Metric.run_id.in_(list(by_run))).order_by(Metric.run_id, Metric.position))
+            .where(Metric.run_id.in_(list(by_run)))
+            .order_by(Metric.run_id, Metric.position)
+        )
         for run_pk, case, name, unit, value in metric_rows:
             by_run[run_pk].append({"case": case, "name": name, "unit": unit, "value": value})
     out = []
     for run, name, version, host, primary_name, throttle in rows:
         primary = headline(by_run[run.id], primary_name) or {}
         nvml = case_summary(throttle, primary.get("case"))
-        out.append({
-            "run_id": run.run_id, "workload": name, "version": version, "device": run.device,
-            "device_key": run.device_key, "host": host, "status": run.status, "error": run.error,
-            "verification": run.verification_status, "started_at": run.started_at.isoformat(),
-            "comparability_key": run.comparability_key, "case": primary.get("case"),
-            "metric": primary.get("name"), "value": primary.get("value"), "unit": primary.get("unit"),
-            # the headline case's NVML summary and its flag ("power-capped", "thermal slowdown")
-            "throttle": nvml, "throttled": throttle_flag(nvml),
-        })
+        out.append(
+            {
+                "run_id": run.run_id,
+                "workload": name,
+                "version": version,
+                "device": run.device,
+                "device_key": run.device_key,
+                "host": host,
+                "status": run.status,
+                "error": run.error,
+                "verification": run.verification_status,
+                "started_at": run.started_at.isoformat(),
+                "comparability_key": run.comparability_key,
+                "case": primary.get("case"),
+                "metric": primary.get("name"),
+                "value": primary.get("value"),
+                "unit": primary.get("unit"),
+                # the headline case's NVML summary and its flag ("power-capped", "thermal slowdown")
+                "throttle": nvml,
+                "throttled": throttle_flag(nvml),
+            }
+        )
     return out
 
 
-def results(session: Session, workload: str | None = None, since: datetime | None = None,
-            limit: int | None = 50, status: str | None = None) -> list[dict]:
+def results(
+    session: Session,
+    workload: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = 50,
+    status: str | None = None,
+) -> list[dict]:
     """Summaries of stored runs, newest first, optionally filtered."""
     query = _summary_query()
     if workload is not None:
@@ -76,8 +99,7 @@ def results(session: Session, workload: str | None = None, since: datetime | Non
     return _summaries(session, session.execute(query))
 
 
-def history(session: Session, workload: str, params: dict | None = None,
-            device_key: str | None = None) -> list[dict]:
+def history(session: Session, workload: str, params: dict | None = None, device_key: str | None = None) -> list[dict]:
     """Summaries of one workload's runs, oldest first; with ``params``, only runs that
     resolved exactly those parameters (compared as JSON values)."""
     query = _summary_query().where(Workload.name == workload)
@@ -94,23 +116,33 @@ def get(session: Session, run_id_or_prefix: str) -> dict:
     prefix = run_id_or_prefix.strip().lower()
     if not _RUN_ID_PREFIX.match(prefix):
         raise RegistryError(f"{run_id_or_prefix!r} is not a run id (1 to 32 hex digits)")
-    found = session.execute(select(Run.run_id, Run.record).where(Run.run_id.startswith(prefix))
-                            .order_by(Run.run_id).limit(6)).all()
+    found = session.execute(
+        select(Run.run_id, Run.record).where(Run.run_id.startswith(prefix)).order_by(Run.run_id).limit(6)
+    ).all()
     if not found:
         raise RegistryError(f"no run with id {prefix}")
     if len(found) > 1:
         shown = ", ".join(row.run_id for row in found[:5])
-        raise RegistryError(f"run id prefix {prefix} is ambiguous: matches {shown}"
-                            f"{' and more' if len(found) > 5 else ''}")
+        raise RegistryError(
+            f"run id prefix {prefix} is ambiguous: matches {shown}{' and more' if len(found) > 5 else ''}"
+        )
     return found[0].record
 
 
 def latest_passed(session: Session, workload: str, device_key: str) -> dict | None:
     """The newest successful, verified record of ``workload`` measured on ``device_key``."""
-    query = (select(Run.record).join(Workload, Run.workload_id == Workload.id)
-             .where(Workload.name == workload, Run.device_key == device_key,
-                    Run.status == "success", Run.verification_status == "passed")
-             .order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+    query = (
+        select(Run.record)
+        .join(Workload, Run.workload_id == Workload.id)
+        .where(
+            Workload.name == workload,
+            Run.device_key == device_key,
+            Run.status == "success",
+            Run.verification_status == "passed",
+        )
+        .order_by(Run.started_at.desc(), Run.id.desc())
+        .limit(1)
+    )
     return session.execute(query).scalar_one_or_none()
 
 

@@ -8,6 +8,7 @@ Canonical JSON is ``json.dumps(..., sort_keys=True, separators=(",", ":"),
 ensure_ascii=False)`` encoded as UTF-8; the sha256 covers the record without its own
 ``sha256`` key. NaN and infinities are refused: they are not JSON, and PostgreSQL rejects them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import schemas
+from perfsuite import schemas
 
 from .errors import RecordInvalid, one_line
 
@@ -36,8 +37,7 @@ MAX_RECORD_DEPTH = 64
 def canonical_json(record: Any) -> str:
     """The canonical text of a JSON document: sorted keys, no spaces, UTF-8 kept as is."""
     try:
-        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError as exc:  # NaN or infinity somewhere in the document
         raise RecordInvalid(one_line(f"record is not valid JSON: {exc}")) from exc
     except TypeError as exc:  # a value json cannot encode (a datetime, a numpy scalar ...)
@@ -145,7 +145,9 @@ def load_record_file(path: str | os.PathLike) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise RecordInvalid(f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)") from None
+        raise RecordInvalid(
+            f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
         raise RecordInvalid(one_line(f"not JSON: {exc}")) from exc
 

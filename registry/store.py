@@ -8,6 +8,7 @@ Shared rows (system, environment, workload) are inserted with ``ON CONFLICT DO N
 and then read back: two processes storing runs of the same box at once both succeed
 instead of one losing a unique-constraint race.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,9 @@ def _existing(session: Session, run_id: str, sha256: str) -> str | None:
     if found is None:
         return None
     if found != sha256:
-        raise RegistryError(f"run {run_id} is already stored with sha256 {found}; "
-                            f"refusing a different record (sha256 {sha256})")
+        raise RegistryError(
+            f"run {run_id} is already stored with sha256 {found}; refusing a different record (sha256 {sha256})"
+        )
     return DUPLICATE
 
 
@@ -74,28 +76,48 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
     system_id = _get_or_create(session, System, {"key": key}, system_columns)
     env_sha = hashlib.sha256(canonical_json(env).encode("utf-8")).hexdigest()
     environment_id = _get_or_create(session, Environment, {"sha256": env_sha}, {"data": env})
-    workload_id = _get_or_create(session, Workload, {"name": wl["name"], "version": wl["version"]},
-                                 {"category": wl["category"]})
+    workload_id = _get_or_create(
+        session, Workload, {"name": wl["name"], "version": wl["version"]}, {"category": wl["category"]}
+    )
     run = Run(
-        run_id=record["run_id"], workload_id=workload_id, system_id=system_id,
-        environment_id=environment_id, comparability_key=record["comparability_key"],
-        params=wl["params"], device=record["controls"]["device"],
-        device_key=env["measured_device"]["key"], status=record["status"], error=record["error"],
+        run_id=record["run_id"],
+        workload_id=workload_id,
+        system_id=system_id,
+        environment_id=environment_id,
+        comparability_key=record["comparability_key"],
+        params=wl["params"],
+        device=record["controls"]["device"],
+        device_key=env["measured_device"]["key"],
+        status=record["status"],
+        error=record["error"],
         started_at=parse_timestamp(record["started_at"], "started_at"),
         finished_at=parse_timestamp(record["finished_at"], "finished_at"),
         verification_status=record["verification"]["status"],
-        plugin_name=wl["plugin"]["name"], plugin_distribution=wl["plugin"]["distribution"],
-        plugin_version=wl["plugin"]["version"], launcher=record["launch"]["launcher"],
-        world_size=record["launch"]["world_size"], record_sha256=sha256, record=record,
+        plugin_name=wl["plugin"]["name"],
+        plugin_distribution=wl["plugin"]["distribution"],
+        plugin_version=wl["plugin"]["version"],
+        launcher=record["launch"]["launcher"],
+        world_size=record["launch"]["world_size"],
+        record_sha256=sha256,
+        record=record,
     )
     for position, m in enumerate(record["metrics"]):
         roofline = m["roofline"] or {}
-        run.metrics.append(Metric(
-            position=position, case=m["case"], name=m["name"], unit=m["unit"], value=m["value"],
-            higher_is_better=m["higher_is_better"], samples=m["samples"], statistics=m["statistics"],
-            roofline_resource=roofline.get("resource"), roofline_fraction=roofline.get("fraction"),
-            ceiling_run_id=roofline.get("ceiling_run_id"),
-        ))
+        run.metrics.append(
+            Metric(
+                position=position,
+                case=m["case"],
+                name=m["name"],
+                unit=m["unit"],
+                value=m["value"],
+                higher_is_better=m["higher_is_better"],
+                samples=m["samples"],
+                statistics=m["statistics"],
+                roofline_resource=roofline.get("resource"),
+                roofline_fraction=roofline.get("fraction"),
+                ceiling_run_id=roofline.get("ceiling_run_id"),
+            )
+        )
     return run
 
 
@@ -110,8 +132,7 @@ def _store_in(session: Session, record: dict, sha256: str) -> str:
     except IntegrityError as exc:
         if _existing(session, record["run_id"], sha256):
             return DUPLICATE
-        raise RegistryError(f"storing run {record['run_id']} failed: "
-                            f"{str(exc.orig).splitlines()[0]}") from exc
+        raise RegistryError(f"storing run {record['run_id']} failed: {str(exc.orig).splitlines()[0]}") from exc
     return STORED
 
 
@@ -122,9 +143,8 @@ def store_record(session_factory, record: dict) -> str:
     duplicate check and the insert happen under one write lock).
     """
     sha256 = check_record(record)
-    with session_factory() as session:
-        with session.begin():
-            return _store_in(session, record, sha256)
+    with session_factory() as session, session.begin():
+        return _store_in(session, record, sha256)
 
 
 def store_records(session_factory, records: list[dict]) -> list[str]:
@@ -139,6 +159,5 @@ def store_records(session_factory, records: list[dict]) -> list[str]:
             hashes.append(check_record(record))
         except RecordInvalid as exc:
             raise RecordInvalid(f"record {position} of {len(records)}: {exc}") from exc
-    with session_factory() as session:
-        with session.begin():
-            return [_store_in(session, record, sha256) for record, sha256 in zip(records, hashes)]
+    with session_factory() as session, session.begin():
+        return [_store_in(session, record, sha256) for record, sha256 in zip(records, hashes)]

@@ -29,6 +29,7 @@ none: a submitter fixes them all in one go. The rules:
 
 :func:`import_tree` loads a tree that checks clean, idempotently.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,17 +38,24 @@ import json
 import os
 import shutil
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
-import schemas
-from schemas.cost import result_cost, validate_price
 from sqlalchemy import select
+
+from perfsuite import schemas
+from perfsuite.schemas.cost import result_cost, validate_price
 
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
-from .records import MAX_RECORD_BYTES, canonical_json, check_sha256, load_record_file, validate_record
+from .records import (
+    MAX_RECORD_BYTES,
+    canonical_json,
+    check_sha256,
+    load_record_file,
+    validate_record,
+)
 
 SYSTEMS_DIR = "systems"
 RESULTS_DIR = "results"
@@ -61,9 +69,18 @@ DEFAULT_REQUIRED_RUNS = 1
 # MLLOG keys a training run's log must hold: the subset of MLPerf Training's common
 # compliance rules (mlperf_logging's common.yaml) that does not depend on the benchmark.
 MLLOG_REQUIRED_TRAINING_KEYS = (
-    "submission_benchmark", "submission_division", "submission_platform", "seed",
-    "global_batch_size", "train_samples", "eval_samples",
-    "init_start", "init_stop", "run_start", "run_stop", "eval_accuracy",
+    "submission_benchmark",
+    "submission_division",
+    "submission_platform",
+    "seed",
+    "global_batch_size",
+    "train_samples",
+    "eval_samples",
+    "init_start",
+    "init_stop",
+    "run_start",
+    "run_stop",
+    "eval_accuracy",
 )
 
 
@@ -133,9 +150,18 @@ def _capacity(num_bytes: int | None) -> str:
     return f"{num_bytes / 2**30:.0f} GiB"
 
 
-def system_description(record: dict, submitter: str, system_name: str, *, division: str | None = None,
-                       status: str = "Available", cooling: str = "unknown", number_of_nodes: int | None = None,
-                       interconnect: str | None = None, price_per_hour: float | None = None) -> dict:
+def system_description(
+    record: dict,
+    submitter: str,
+    system_name: str,
+    *,
+    division: str | None = None,
+    status: str = "Available",
+    cooling: str = "unknown",
+    number_of_nodes: int | None = None,
+    interconnect: str | None = None,
+    price_per_hour: float | None = None,
+) -> dict:
     """A system description written from a record's environment fingerprint.
 
     What a fingerprint cannot know (cooling, availability, the interconnect when no
@@ -211,8 +237,10 @@ def _escapes(root: Path) -> Iterator[Problem]:
             target = os.readlink(path)
             resolved = path.resolve()
             if not resolved.is_relative_to(real_root):
-                yield Problem(_rel(root, path), f"path escapes the tree: symlink to {target!r} "
-                                                f"(resolves to {resolved}, outside {real_root})")
+                yield Problem(
+                    _rel(root, path),
+                    f"path escapes the tree: symlink to {target!r} (resolves to {resolved}, outside {real_root})",
+                )
             elif not resolved.exists():
                 yield Problem(_rel(root, path), f"dangling symlink to {target!r}")
 
@@ -273,8 +301,12 @@ def check_tree(root: Path) -> TreeReport:
                 errors = validate_system(description)
                 problems.extend(Problem(rel, e) for e in errors)
                 if isinstance(description, dict) and description.get("system_name") != path.stem:
-                    problems.append(Problem(rel, f"system_name {description.get('system_name')!r} differs from "
-                                                 f"its file name {path.stem!r}"))
+                    problems.append(
+                        Problem(
+                            rel,
+                            f"system_name {description.get('system_name')!r} differs from its file name {path.stem!r}",
+                        )
+                    )
                 if not errors:
                     report.systems[(org, path.stem)] = description
         if not results_dir.is_dir():
@@ -310,16 +342,25 @@ def check_tree(root: Path) -> TreeReport:
                 continue
             system, workload, _ = parts
             if record["workload"]["name"] != workload:
-                problems.append(Problem(rel, f"filed under workload {workload!r} but is a run of "
-                                             f"{record['workload']['name']!r}"))
+                problems.append(
+                    Problem(rel, f"filed under workload {workload!r} but is a run of {record['workload']['name']!r}")
+                )
             if record["run_id"] != path.stem:
                 problems.append(Problem(rel, f"file name {path.stem!r} is not the record's run id {record['run_id']}"))
             if record["status"] != "success":
-                problems.append(Problem(rel, f"status is {record['status']!r}, not 'success': "
-                                             f"only successful runs may be submitted"))
+                problems.append(
+                    Problem(
+                        rel, f"status is {record['status']!r}, not 'success': only successful runs may be submitted"
+                    )
+                )
             if record["verification"]["status"] != "passed":
-                problems.append(Problem(rel, f"verification {record['verification']['status']}: only runs whose "
-                                             f"verification passed may be submitted"))
+                problems.append(
+                    Problem(
+                        rel,
+                        f"verification {record['verification']['status']}: only runs whose "
+                        f"verification passed may be submitted",
+                    )
+                )
             if record["workload"]["category"] == "training":
                 mllog = path.with_suffix(MLLOG_SUFFIX)
                 if not mllog.is_file():
@@ -332,8 +373,13 @@ def check_tree(root: Path) -> TreeReport:
 
     _check_across_records(report)
     if not report.records and not report.problems:
-        problems.append(Problem(str(root), f"no records found: expected <org>/{RESULTS_DIR}/<system>/<workload>/"
-                                           f"<run_id>.json below it (or {RESULTS_DIR}/... below an org folder)"))
+        problems.append(
+            Problem(
+                str(root),
+                f"no records found: expected <org>/{RESULTS_DIR}/<system>/<workload>/"
+                f"<run_id>.json below it (or {RESULTS_DIR}/... below an org folder)",
+            )
+        )
     report.problems.sort(key=lambda p: (p.path, p.message))
     return report
 
@@ -352,42 +398,67 @@ def _check_across_records(report: TreeReport) -> None:
         seed = r["controls"]["seed"]
         first = seeds[group].get(seed)
         if first is not None:
-            problems.append(Problem(filed.relpath, f"seed {seed} is already used by {first.relpath}: "
-                                                   f"seeds must be unique per workload, parameters and system"))
+            problems.append(
+                Problem(
+                    filed.relpath,
+                    f"seed {seed} is already used by {first.relpath}: "
+                    f"seeds must be unique per workload, parameters and system",
+                )
+            )
         else:
             seeds[group][seed] = filed
         counts[(filed.org, filed.system, r["workload"]["name"], r["comparability_key"])].append(filed)
         description = report.systems.get((filed.org, filed.system))
         if description is None:
-            problems.append(Problem(filed.relpath, f"no valid system file {filed.org}/{SYSTEMS_DIR}/{filed.system}.json "
-                                                   f"for system {filed.system!r}"))
+            problems.append(
+                Problem(
+                    filed.relpath,
+                    f"no valid system file {filed.org}/{SYSTEMS_DIR}/{filed.system}.json for system {filed.system!r}",
+                )
+            )
             continue
         gpus = r["environment"]["gpus"]
         names = sorted({g["name"] for g in gpus}) or ["none"]
         if names != [description["accelerator_model_name"]]:
-            problems.append(Problem(filed.relpath, f"accelerator {', '.join(names)} differs from the system file's "
-                                                   f"{description['accelerator_model_name']!r} ({filed.system}.json)"))
+            problems.append(
+                Problem(
+                    filed.relpath,
+                    f"accelerator {', '.join(names)} differs from the system file's "
+                    f"{description['accelerator_model_name']!r} ({filed.system}.json)",
+                )
+            )
         if len(gpus) != description["accelerators_per_node"]:
-            problems.append(Problem(filed.relpath, f"{len(gpus)} accelerators in the record, "
-                                                   f"{description['accelerators_per_node']} per node in "
-                                                   f"{filed.system}.json"))
+            problems.append(
+                Problem(
+                    filed.relpath,
+                    f"{len(gpus)} accelerators in the record, "
+                    f"{description['accelerators_per_node']} per node in "
+                    f"{filed.system}.json",
+                )
+            )
     for run_id, filed_list in by_run_id.items():
         for dup in filed_list[1:]:
             problems.append(Problem(dup.relpath, f"duplicate run id {run_id}: also {filed_list[0].relpath}"))
-    for (org, system, workload, _key), filed_list in counts.items():
+    for (_org, system, workload, _key), filed_list in counts.items():
         needed = required_runs(filed_list[0].record["workload"]["category"])
         if len(filed_list) < needed:
-            problems.append(Problem(filed_list[0].relpath, f"{len(filed_list)} run(s) of {workload} with these "
-                                                           f"parameters on {system}; "
-                                                           f"{filed_list[0].record['workload']['category']} "
-                                                           f"workloads need {needed}"))
+            problems.append(
+                Problem(
+                    filed_list[0].relpath,
+                    f"{len(filed_list)} run(s) of {workload} with these "
+                    f"parameters on {system}; "
+                    f"{filed_list[0].record['workload']['category']} "
+                    f"workloads need {needed}",
+                )
+            )
 
 
 # -- loading a tree ------------------------------------------------------------------------------
 def _system_row(session, org: str, name: str, description: dict) -> int:
     sha = hashlib.sha256(canonical_json(description).encode("utf-8")).hexdigest()
-    row = session.execute(select(SubmittedSystem).where(SubmittedSystem.org == org,
-                                                        SubmittedSystem.name == name)).scalar_one_or_none()
+    row = session.execute(
+        select(SubmittedSystem).where(SubmittedSystem.org == org, SubmittedSystem.name == name)
+    ).scalar_one_or_none()
     if row is None:
         row = SubmittedSystem(org=org, name=name, sha256=sha, description=description)
         session.add(row)
@@ -411,19 +482,21 @@ def import_tree(registry, root: Path) -> dict[str, int]:
     outcomes = {"stored": 0, "duplicate": 0, "systems": len(report.systems)}
     for outcome in registry.store_all([filed.record for filed in report.records]):  # all or none
         outcomes[outcome] += 1
-    with registry._write_sessions() as session:
-        with session.begin():
-            system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
-            run_pks = dict(session.execute(select(Run.run_id, Run.id).where(
-                Run.run_id.in_([f.record["run_id"] for f in report.records]))).all())
-            existing = set(session.execute(select(Submission.run_id).where(
-                Submission.run_id.in_(list(run_pks.values())))).scalars())
-            for filed in report.records:
-                pk = run_pks[filed.record["run_id"]]
-                if pk in existing:
-                    continue
-                session.add(Submission(run_id=pk, system_id=system_ids[(filed.org, filed.system)],
-                                       path=filed.relpath))
+    with registry._write_sessions() as session, session.begin():
+        system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
+        run_pks = dict(
+            session.execute(
+                select(Run.run_id, Run.id).where(Run.run_id.in_([f.record["run_id"] for f in report.records]))
+            ).all()
+        )
+        existing = set(
+            session.execute(select(Submission.run_id).where(Submission.run_id.in_(list(run_pks.values())))).scalars()
+        )
+        for filed in report.records:
+            pk = run_pks[filed.record["run_id"]]
+            if pk in existing:
+                continue
+            session.add(Submission(run_id=pk, system_id=system_ids[(filed.org, filed.system)], path=filed.relpath))
     return outcomes
 
 
@@ -433,8 +506,15 @@ def record_text(record: dict) -> str:
     return json.dumps(record, indent=1, sort_keys=True)
 
 
-def submit_runs(records: list[dict], root: Path, org: str, system: str, records_dir: Path | None,
-                write_mllog: Callable[[dict, Path], None], **description_options) -> list[Path]:
+def submit_runs(
+    records: list[dict],
+    root: Path,
+    org: str,
+    system: str,
+    records_dir: Path | None,
+    write_mllog: Callable[[dict, Path], None],
+    **description_options,
+) -> list[Path]:
     """File ``records`` under ``root/org/results/system/...``; write the system file from the
     first record's fingerprint when there is none. A record file the runner wrote (found in
     ``records_dir`` with the same hash) is copied byte for byte, with its MLLOG twin."""
@@ -442,8 +522,10 @@ def submit_runs(records: list[dict], root: Path, org: str, system: str, records_
         raise RegistryError("no runs to submit")
     for record in records:
         if record["status"] != "success" or record["verification"]["status"] != "passed":
-            raise RegistryError(f"run {record['run_id']} is {record['status']} with verification "
-                                f"{record['verification']['status']}: only successful, verified runs are submitted")
+            raise RegistryError(
+                f"run {record['run_id']} is {record['status']} with verification "
+                f"{record['verification']['status']}: only successful, verified runs are submitted"
+            )
     org_dir = Path(root) / org
     system_file = org_dir / SYSTEMS_DIR / f"{system}.json"
     if system_file.exists():
@@ -452,8 +534,9 @@ def submit_runs(records: list[dict], root: Path, org: str, system: str, records_
         description = system_description(records[0], org, system, **description_options)
         errors = validate_system(description)
         if errors:
-            raise RegistryError(f"the system description made from run {records[0]['run_id']} is invalid: "
-                                + "; ".join(errors))
+            raise RegistryError(
+                f"the system description made from run {records[0]['run_id']} is invalid: " + "; ".join(errors)
+            )
         system_file.parent.mkdir(parents=True, exist_ok=True)
         system_file.write_text(json.dumps(description, indent=2) + "\n")
     written = [system_file]
@@ -485,16 +568,19 @@ def _check_existing_system(path: Path, price_per_hour: float | None) -> None:
     if errors:
         raise RegistryError(f"{path}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
     if price_per_hour is not None and description.get(PRICE_FIELD) != price_per_hour:
-        raise RegistryError(f"{path} exists with {PRICE_FIELD} {description.get(PRICE_FIELD)}, not "
-                            f"{price_per_hour:g}: change the price in that file")
+        raise RegistryError(
+            f"{path} exists with {PRICE_FIELD} {description.get(PRICE_FIELD)}, not "
+            f"{price_per_hour:g}: change the price in that file"
+        )
 
 
 def filed_cost(report: TreeReport, filed: FiledRecord) -> dict | None:
     """A filed result's cost: its own, else one at its system description's price."""
     description = report.systems.get((filed.org, filed.system)) or {}
     r = filed.record
-    return result_cost(r.get("cost"), description.get(PRICE_FIELD), r["metrics"], r["controls"]["device"],
-                       r["launch"]["world_size"])
+    return result_cost(
+        r.get("cost"), description.get(PRICE_FIELD), r["metrics"], r["controls"]["device"], r["launch"]["world_size"]
+    )
 
 
 def _same_record(path: Path, record: dict) -> bool:

@@ -1,4 +1,5 @@
 """The versioned JSON Schemas (draft 2020-12) of perfsuite's records, shipped as package data."""
+
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,7 @@ RESULT_SCHEMA_VERSION = "1.0"
 CEILINGS_WORKLOAD = "kernels.ceilings"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(name: str) -> dict:
     """Load ``<name>.schema.json`` (e.g. ``load("result")``)."""
     return json.loads(resources.files(__name__).joinpath(f"{name}.schema.json").read_text())

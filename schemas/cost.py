@@ -10,6 +10,7 @@ the two together are what a result costs.
 
 Plain functions on metric dicts: the registry uses them without importing the host.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -37,8 +38,9 @@ def validate_price(price: float | None) -> None:
     if price is None:
         return
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not (0 < price < MAX_PRICE_USD):
-        raise ValueError(f"price per accelerator-hour must be a positive number of USD below "
-                         f"{MAX_PRICE_USD:g}, got {price!r}")
+        raise ValueError(
+            f"price per accelerator-hour must be a positive number of USD below {MAX_PRICE_USD:g}, got {price!r}"
+        )
 
 
 def accelerators_held(device: str, world_size: int) -> int:
@@ -65,12 +67,17 @@ def cost_lines(metrics: list[dict], price_per_hour: float, accelerators: int) ->
 def cost_section(metrics: list[dict], price_per_hour: float, accelerators: int, source: str) -> dict:
     """The record's ``cost`` object."""
     validate_price(price_per_hour)
-    return {"price_per_accelerator_hour_usd": price_per_hour, "accelerators": accelerators, "source": source,
-            "lines": [asdict(c) for c in cost_lines(metrics, price_per_hour, accelerators)]}
+    return {
+        "price_per_accelerator_hour_usd": price_per_hour,
+        "accelerators": accelerators,
+        "source": source,
+        "lines": [asdict(c) for c in cost_lines(metrics, price_per_hour, accelerators)],
+    }
 
 
-def result_cost(own: dict | None, system_price: float | None, metrics: list[dict], device: str,
-                world_size: int) -> dict | None:
+def result_cost(
+    own: dict | None, system_price: float | None, metrics: list[dict], device: str, world_size: int
+) -> dict | None:
     """What a result costs: its own cost section (from ``run --price-per-hour``) where it has
     one, else one from its system description's price, labelled by its ``source``, else None."""
     if own:
@@ -86,6 +93,5 @@ def cost_text(cost: dict | None, case: str | None = None) -> str | None:
     lines = [c for c in (cost or {}).get("lines", []) if case is None or c["case"] == case]
     if not lines:
         return None
-    text = "; ".join(f"{c['usd']:.4g} USD per {c['per']}" + (f" ({c['case']})" if case is None else "")
-                     for c in lines)
+    text = "; ".join(f"{c['usd']:.4g} USD per {c['per']}" + (f" ({c['case']})" if case is None else "") for c in lines)
     return f"{text} [from the system's price]" if cost["source"] == SYSTEM_PRICE_SOURCE else text

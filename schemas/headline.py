@@ -1,7 +1,7 @@
 """Which metric of a record is its headline: one rule for every reader of records (the
 run's results table, ``perfsuite results``, the registry's summaries).
 
-A workload may name its headline metric (``suite.Workload.primary_metric``, stored in the
+A workload may name its headline metric (``perfsuite.Workload.primary_metric``, stored in the
 record as ``workload.primary_metric``). Where it names none, or a case lacks that metric,
 a case's headline is its first throughput (``THROUGHPUT_ORDER``), else its first metric
 that is not a cost or a ratio (time, power, per-joule figures, speed-up), else its first
@@ -9,9 +9,10 @@ metric. A record's headline is that of its first case that has one.
 
 Plain functions on metric dicts: the registry uses them without importing the host.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 THROUGHPUT_ORDER = ("tflops", "gbps", "items_per_s", "busbw_gbps")
 # What a run cost or how it compares, never what it achieved.

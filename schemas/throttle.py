@@ -3,14 +3,16 @@ for every reader of records (the run's results table, ``perfsuite show``, the re
 summaries behind ``perfsuite results``).
 
 A record keeps what NVML saw while a case was timed in ``details.throttle`` (the sampler
-summaries of ``suite.nvml_sampler``: clocks, power, clock events and the two verdicts
+summaries of ``perfsuite.measure.nvml_sampler``: clocks, power, clock events and the two verdicts
 ``power_capped`` and ``thermal_slowdown``), under the case's label, or under ``run`` for
 drivers that sample their whole measurement. Plain functions on record dicts: the registry
 uses them without importing the host.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 RUN_WIDE = "run"  # the key of a summary that covers the whole measurement rather than one case
 FLAGS = (("power_capped", "power-capped"), ("thermal_slowdown", "thermal slowdown"))

@@ -9,4 +9,4 @@ venv=${PERFSUITE_VENV:-.venv}
 if ! "$venv/bin/python" -c 'import sys, pynvml; pynvml.nvmlInit(); sys.exit(pynvml.nvmlDeviceGetCount() == 0)' 2>/dev/null; then
   export TRITON_INTERPRET=1
 fi
-exec "$venv/bin/perfsuite" run --quick "$@"
+exec "$venv/bin/perfsuite" run --plan quick "$@"

@@ -1,42 +1,64 @@
-"""perfsuite's host: the public API that workload plugins build on.
+"""perfsuite: a plugin-based, MLPerf-style benchmark suite for AI systems, with a results registry.
 
-Plugins import only what this module exports (``__all__``)::
+This module is the public API that workload plugins build on; they import only what it
+exports (``__all__``) and the public modules named here::
 
-    from suite import hookimpl, Workload, Case, Work, Check, Requirements, param
-    from suite import RunContext         # the type of a workload's ``ctx`` (imported on first use)
-    from suite import capture_graph      # a CUDA graph of one call, for drivers that replay their own
-    from suite import copy_case          # a copy timed and verified bit-exact (memory, host, peer links)
-    from suite.checks import close, equal, relative_error
-    from suite import dtypes             # "bf16" -> torch.bfloat16, sizes, nccl-tests names
-    from suite import fused_chain        # the bias+GELU+residual+LayerNorm chain: inputs, reference, tolerance
-    from suite import distributed        # for multi-rank drivers: ranks, progress notes, NCCL version, topology
-    from suite import datasets           # deterministic JPEG and .npy data sets, cached
-    from suite import input_pipelines    # image batches through DataLoader, torchvision GPU decode, DALI
+    from perfsuite import hookimpl, Workload, Case, Work, Check, Requirements, param
+    from perfsuite import RunContext      # the type of a workload's ``ctx`` (imported on first use)
+    from perfsuite import capture_graph   # a CUDA graph of one call, for drivers that replay their own
+    from perfsuite import copy_case       # a copy timed and verified bit-exact (memory, host, peer links)
+    from perfsuite.checks import close, equal, relative_error
+    from perfsuite import dtypes          # "bf16" -> torch.bfloat16, sizes, nccl-tests names
+    from perfsuite import fused_chain     # the bias+GELU+residual+LayerNorm chain: inputs, reference, tolerance
+    from perfsuite import distributed     # for multi-rank drivers: ranks, progress notes, NCCL version, topology
+    from perfsuite.inputs import datasets, pipelines   # deterministic data sets; image input pipelines
+    from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
+
+The host behind it has one sub-package per wing: ``engine`` (running), ``measure`` (timing,
+statistics, NVML), ``crosscheck`` (the reference tools), ``analysis`` (compare, history,
+scores, tables), ``doctor`` (pre-flight), ``cli`` (the commands); and ``perfsuite.registry``,
+``perfsuite.schemas``, ``perfsuite.workloads`` (the built-in workloads, a plugin like any other).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from suite import datasets, distributed, dtypes, fused_chain, input_pipelines
-from suite.cases import copy_case
-from suite.hookspecs import hookimpl
-from suite.timing import capture_graph
-from suite.workload import Case, Check, Requirements, Work, Workload, param
+from perfsuite import distributed, dtypes, fused_chain, inputs
+from perfsuite.case import Case, Check, Work
+from perfsuite.copies import copy_case
+from perfsuite.hookspecs import hookimpl
+from perfsuite.measure.timing import capture_graph
+from perfsuite.workload import Requirements, Workload, param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from perfsuite.context import RunContext
 
 __version__ = "0.1.0"
 
-__all__ = ["hookimpl", "Workload", "Case", "Work", "Check", "Requirements", "param", "capture_graph",
-           "copy_case", "RunContext", "dtypes", "fused_chain", "distributed", "datasets", "input_pipelines",
-           "__version__"]
+__all__ = [
+    "Case",
+    "Check",
+    "Requirements",
+    "RunContext",
+    "Work",
+    "Workload",
+    "__version__",
+    "capture_graph",
+    "copy_case",
+    "distributed",
+    "dtypes",
+    "fused_chain",
+    "hookimpl",
+    "inputs",
+    "param",
+]
 
 
 def __getattr__(name: str) -> Any:
     """``RunContext`` on first use: its module imports numpy, which ``perfsuite --help`` need not."""
     if name == "RunContext":
-        from suite.context import RunContext
+        from perfsuite.context import RunContext
 
         return RunContext
-    raise AttributeError(f"module 'suite' has no attribute {name!r}")
+    raise AttributeError(f"module 'perfsuite' has no attribute {name!r}")

@@ -1,5 +1,6 @@
-"""``python -m suite`` is the ``perfsuite`` command."""
-from suite.cli import main
+"""``python -m perfsuite`` is the ``perfsuite`` command."""
+
+from perfsuite.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,10 +1,11 @@
 """Verification helpers shared by workloads: compare an output with a higher-precision
 reference by relative Frobenius error, the measure the tolerances below are set in."""
+
 from __future__ import annotations
 
 from typing import Any
 
-from suite.workload import Check
+from perfsuite.case import Check
 
 
 def relative_error(out: Any, ref: Any) -> float:
@@ -32,5 +33,11 @@ def equal(label: str, out: Any, ref: Any, method: str = "exact equality") -> Che
 
     wrong = int((out != ref).sum()) if out.shape == ref.shape else -1
     detail = "" if wrong >= 0 else f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
-    return Check(label=label, passed=wrong == 0 and torch.equal(out, ref), method=method,
-                 error=float(wrong if wrong >= 0 else out.numel()), tolerance=0.0, detail=detail)
+    return Check(
+        label=label,
+        passed=wrong == 0 and torch.equal(out, ref),
+        method=method,
+        error=float(wrong if wrong >= 0 else out.numel()),
+        tolerance=0.0,
+        detail=detail,
+    )

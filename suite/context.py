@@ -1,24 +1,28 @@
 """The run context a workload receives: its parameters and controls, and the harness's
 measuring, verifying and recording methods. Lives in the measuring process only."""
+
 from __future__ import annotations
 
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from suite import crosscheck, nvml, nvml_sampler, stats, timing
-from suite.controls import Controls
-from suite.roofline import roofline_metric_name
-from suite.speedup import BaselineSpeedups
-from suite.workload import Case, Check, Work
+from perfsuite import crosscheck
+from perfsuite.case import Case, Check, Work
+from perfsuite.controls import Controls
+from perfsuite.crosscheck import do_bench
+from perfsuite.measure import nvml, nvml_sampler, stats, timing
+from perfsuite.measure.roofline import roofline_metric_name
+from perfsuite.measure.speedup import BaselineSpeedups
 
 MIN_SAMPLES = 10
 ESTIMATE_CALLS = 3
 # Seconds without a power or thermal clock event before a burst: the GPU's rest since the loop
-# before it (suite.nvml_sampler.wait_until_cool says why the event flag alone is not enough).
+# before it (perfsuite.measure.nvml_sampler.wait_until_cool says why the event flag alone is not enough).
 COOL_REST_S = 2.0
 
 
@@ -122,8 +126,15 @@ class RunContext:
         """Whether a timed loop flushes L2 between calls: the case's own choice, else the run's."""
         return self.controls.l2_flush if case_flush is None else case_flush
 
-    def time_fn(self, fn: Callable[[], Any], *, label: str, l2_flush: bool | None = None,
-                graph: bool | None = None, iterations: int | None = None) -> Measurement:
+    def time_fn(
+        self,
+        fn: Callable[[], Any],
+        *,
+        label: str,
+        l2_flush: bool | None = None,
+        graph: bool | None = None,
+        iterations: int | None = None,
+    ) -> Measurement:
         """Warm up, choose the iteration count, and time each call of ``fn``."""
         c = self.controls
         use_graph = c.cuda_graph if graph is None else graph
@@ -147,14 +158,19 @@ class RunContext:
         energy = (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 > e0 else None
         return Measurement(label, t.samples_s, t.wall_s, energy, n, sampler.summary())
 
-    def time_loop(self, fn: Callable[[], Any], iters: int, hold: "timing.StreamHold | None" = None,
-                  before: Callable[[], Any] | None = None) -> "timing.LoopTime":
+    def time_loop(
+        self,
+        fn: Callable[[], Any],
+        iters: int,
+        hold: "timing.StreamHold | None" = None,
+        before: Callable[[], Any] | None = None,
+    ) -> "timing.LoopTime":
         """``iters`` back-to-back calls timed as one interval (nccl-tests' way), for drivers
-        that time their own loops: see ``suite.timing.time_loop``."""
+        that time their own loops: see ``perfsuite.measure.timing.time_loop``."""
         return timing.time_loop(fn, iters, self.device, hold, before)
 
     def stream_hold(self) -> "timing.StreamHold | None":
-        """A calibrated ``suite.timing.StreamHold`` on the GPU; None on the CPU (nothing to hold)."""
+        """A calibrated ``perfsuite.measure.timing.StreamHold`` on the GPU; None on the CPU (nothing to hold)."""
         return timing.StreamHold() if self.device == "cuda" else None
 
     def time_each(self, fn: Callable[[], Any], n: int) -> list[float]:
@@ -164,32 +180,10 @@ class RunContext:
         return timing.time_cpu(fn, n).samples_s
 
     @property
-    def crosscheck_requested(self) -> bool:
-        """Whether this run times its callables with the reference tools too (suite.crosscheck)."""
-        return crosscheck.requested()
-
-    def crosscheck_rounds(self) -> int:
-        """The turns a cross-checked run and its reference take (suite.crosscheck.rounds)."""
-        return crosscheck.rounds()
-
-    def run_nccl_tests(self, collective: str, **sweep: Any) -> dict:
-        """nccl-tests once, beside a collective sweep, same call: see suite.crosscheck.run_nccl_tests."""
-        return crosscheck.run_nccl_tests(self, collective, **sweep)
-
-    def nccl_tests_measured(self, run: dict) -> bool:
-        """Whether nccl-tests measured in ``run``, on any rank (suite.crosscheck.nccl_tests_measured)."""
-        return crosscheck.nccl_tests_measured(run)
-
-    def compare_nccl_tests(self, runs: list[dict], rows: list[dict]) -> dict:
-        """nccl-tests' runs folded into one table beside the sweep's rows (suite.crosscheck)."""
-        return crosscheck.compare_nccl_tests(runs, rows)
-
-    def serving_reference(self, suite_once: Callable[[], dict], spec: dict) -> dict:
-        """AIPerf (else the bare asyncio reference client) against a serving endpoint, taking
-        turns with ``suite_once`` (the suite's client, one run): see suite.crosscheck_serving."""
-        from suite import crosscheck_serving
-
-        return crosscheck_serving.versus_reference(suite_once, spec, crosscheck.rounds())
+    def crosscheck(self) -> "crosscheck.CrossCheck":
+        """The reference tools for drivers that time their own loops (nccl-tests beside a
+        collective sweep); cases measured through :meth:`measure` get do_bench beside them."""
+        return crosscheck.CrossCheck(self)
 
     def gpu_sampler(self) -> nvml_sampler.Sampler:
         """A background NVML sampler of this process's GPU (a no-op without one), for drivers
@@ -209,8 +203,7 @@ class RunContext:
         # (on an H200 a 20-call bf16 burst read 0.926 of a do_bench run straight after it).
         settle = (lambda: self.wait_until_cool(crosscheck.COOL_WAIT_S)) if self.device == "cuda" else None
         settled = settle() if crosscheck.requested() and settle is not None else None
-        m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
-                         graph=None if case.graph_safe else False)
+        m = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush, graph=None if case.graph_safe else False)
         self.record_measurement(case.label, m, case.work, case.roofline)
         if case.baseline:
             self.details["baseline_case"] = case.label
@@ -222,15 +215,29 @@ class RunContext:
             warmup_calls = self.controls.warmup + ESTIMATE_CALLS
 
             def again() -> tuple[list[float], dict | None]:  # the suite's loop as it ran, for the later rounds
-                r = self.time_fn(case.fn, label=case.label, l2_flush=case.l2_flush,
-                                 graph=None if case.graph_safe else False, iterations=m.iterations)
+                r = self.time_fn(
+                    case.fn,
+                    label=case.label,
+                    l2_flush=case.l2_flush,
+                    graph=None if case.graph_safe else False,
+                    iterations=m.iterations,
+                )
                 return r.samples_s, r.throttle
 
-            self.details.setdefault("crosscheck", {})[case.label] = crosscheck.versus_do_bench(
-                case.fn, self.device, m.samples_s, m.wall_s, settle=settle, suite_settled=settled,
-                warmup_calls=warmup_calls, suite_l2_flush=self.l2_flush(case.l2_flush),
-                suite_again=again, n_rounds=crosscheck.rounds(),
-                sampler=self.gpu_sampler, suite_nvml=m.throttle)
+            self.details.setdefault("crosscheck", {})[case.label] = do_bench.versus_do_bench(
+                case.fn,
+                self.device,
+                m.samples_s,
+                m.wall_s,
+                settle=settle,
+                suite_settled=settled,
+                warmup_calls=warmup_calls,
+                suite_l2_flush=self.l2_flush(case.l2_flush),
+                suite_again=again,
+                n_rounds=crosscheck.rounds(),
+                sampler=self.gpu_sampler,
+                suite_nvml=m.throttle,
+            )
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m
@@ -240,7 +247,7 @@ class RunContext:
         during it). torch: a Chrome trace kept beside the record and a summary in
         ``details["profile"][label]``; ncu: the calls between cudaProfilerStart and Stop, for
         the Nsight Compute the runner started around this process (it summarises the log)."""
-        from suite import profiling
+        from perfsuite.engine import profiling
 
         if self.controls.profile == "torch":
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "case"
@@ -255,8 +262,7 @@ class RunContext:
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
         if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
             self.details.setdefault("throttle", {})[label] = m.throttle
-        self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False,
-                        aggregate="max")
+        self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False, aggregate="max")
         for name, unit, scale, per_call in throughput_metrics(work):
             samples = [per_call / s * scale for s in m.samples_s if s > 0]
             res = roofline if roofline and roofline_metric_name(roofline) == name else None
@@ -264,24 +270,50 @@ class RunContext:
         if m.energy_j:
             watts = m.energy_j / m.wall_s
             self.add_metric(label, "power_w", "W", [watts], higher_is_better=False, aggregate="max")
-            for name, unit, scale, per_call in throughput_metrics(work):
-                per_j = {"tflops": ("gflop_per_j", "GFLOP/J", 1e-9), "gbps": ("gb_per_j", "GB/J", 1e-9),
-                         "items_per_s": ("items_per_j", f"{work.item_unit}/J", 1.0)}[name]
+            for name, _unit, _scale, per_call in throughput_metrics(work):
+                per_j = {
+                    "tflops": ("gflop_per_j", "GFLOP/J", 1e-9),
+                    "gbps": ("gb_per_j", "GB/J", 1e-9),
+                    "items_per_s": ("items_per_j", f"{work.item_unit}/J", 1.0),
+                }[name]
                 total = per_call * m.iterations
-                self.add_metric(label, per_j[0], per_j[1], [total / m.energy_j * per_j[2]],
-                                higher_is_better=True, aggregate="min")
+                self.add_metric(
+                    label, per_j[0], per_j[1], [total / m.energy_j * per_j[2]], higher_is_better=True, aggregate="min"
+                )
 
-    def add_metric(self, case: str, name: str, unit: str, samples: list[float], *, higher_is_better: bool,
-                   roofline: str | None = None, aggregate: str = "rank0") -> dict:
+    def add_metric(
+        self,
+        case: str,
+        name: str,
+        unit: str,
+        samples: list[float],
+        *,
+        higher_is_better: bool,
+        roofline: str | None = None,
+        aggregate: str = "rank0",
+    ) -> dict:
         """Record a metric from raw samples; its value is their median."""
         summary = stats.summarize(samples)
         metric = {
-            "case": case, "name": name, "unit": unit, "value": summary["median"],
-            "higher_is_better": higher_is_better, "samples": [float(s) for s in samples],
-            "statistics": summary, "aggregate": aggregate, "per_rank": None,
-            "roofline": None if roofline is None else {
-                "resource": roofline, "fraction": None, "ceiling": None, "ceiling_unit": None,
-                "ceiling_run_id": None, "reason": "not yet resolved"},
+            "case": case,
+            "name": name,
+            "unit": unit,
+            "value": summary["median"],
+            "higher_is_better": higher_is_better,
+            "samples": [float(s) for s in samples],
+            "statistics": summary,
+            "aggregate": aggregate,
+            "per_rank": None,
+            "roofline": None
+            if roofline is None
+            else {
+                "resource": roofline,
+                "fraction": None,
+                "ceiling": None,
+                "ceiling_unit": None,
+                "ceiling_run_id": None,
+                "reason": "not yet resolved",
+            },
         }
         self.metrics.append(metric)
         return metric
@@ -302,5 +334,5 @@ class RunContext:
 
     def add_check(self, check: Check) -> None:
         if not isinstance(check, Check):
-            raise TypeError(f"verification must return suite.Check, got {type(check).__name__}")
+            raise TypeError(f"verification must return perfsuite.Check, got {type(check).__name__}")
         self.checks.append(check)

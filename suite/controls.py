@@ -1,5 +1,6 @@
 """Reproducibility controls: the one place their defaults live, and how they are applied
 in the measuring process (seeds, deterministic algorithms)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,9 @@ class Controls:
     timeout_s: float = DEFAULT_TIMEOUT_S
     repeat_index: int = 0
     repeat_count: int = 1
-    profile: str | None = None  # "torch" or "ncu": capture a few calls after each timed loop (suite.profiling)
+    profile: str | None = (
+        None  # "torch" or "ncu": capture a few calls after each timed loop (perfsuite.engine.profiling)
+    )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

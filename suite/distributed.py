@@ -6,6 +6,7 @@ Ranks also leave a small progress file beside the run's spec (``note_progress``)
 that when a run hangs the runner can say which rank stopped where instead of only
 "timed out": the rank that is behind the others is the one that hangs.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite.files import write_atomic
-from suite.launcher import SPEC_ENV  # set in every rank's environment: the spec file of the run
+from perfsuite.engine.files import write_atomic
+from perfsuite.engine.launcher import (
+    SPEC_ENV,  # set in every rank's environment: the spec file of the run
+)
+
 TOPOLOGY_TIMEOUT_S = 20.0
 
 
 def rank_from_env() -> tuple[int, int, int]:
     """(rank, world size, local rank) from torchrun's variables (the launcher sets the same
     ones for SLURM tasks); (0, 1, 0) when alone."""
-    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-            int(os.environ.get("LOCAL_RANK", 0)))
+    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def local_world_size() -> int:
@@ -39,7 +42,7 @@ def init(device: str, timeout_s: float) -> str | None:
 
     ``timeout_s`` bounds every collective: with gloo a rank whose peer died waits in its
     collective until then (torchrun normally tears it down much sooner)."""
-    rank, world, local = rank_from_env()
+    _rank, world, local = rank_from_env()
     if world == 1:
         return None
     import datetime

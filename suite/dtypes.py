@@ -1,6 +1,7 @@
 """The suite's spelling of element types, shared by every workload's parameters:
 ``fp32``, ``bf16``, ``fp8``... -> the torch dtype, its size, and nccl-tests' type name.
 Importing this module does not import torch."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -9,11 +9,12 @@ x and residual are [rows, hidden]; bias, weight and beta are [hidden]; gelu is t
 (erf) form; eps = 1e-5. Part of the public API (``from suite import fused_chain``).
 Importing this module does not import torch.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from suite.dtypes import element_size, torch_dtype
+from perfsuite.dtypes import element_size, torch_dtype
 
 EPS = 1e-5
 # Relative Frobenius error against the float64 chain computed from the same (already

@@ -3,9 +3,10 @@
 Only specifications live here. Hooks take a ``register`` callback (or the object to
 extend) instead of returning lists, so that the host checks names, duplicates and types
 in one place rather than every plugin doing it. The host calls each plugin's
-implementation on its own (``suite.plugins.Host.call_each``): one that raises is recorded
+implementation on its own (``perfsuite.plugins.Host.call_each``): one that raises is recorded
 as that plugin's error and the others still run.
 """
+
 from __future__ import annotations
 
 import pluggy
@@ -19,7 +20,7 @@ def perfsuite_register_workloads(register):
     """Called once when the host builds its workload catalogue.
 
     Call ``register(WorkloadClass)`` for each workload the plugin provides. The class
-    must subclass :class:`suite.workload.Workload`; a name that another plugin registers
+    must subclass :class:`perfsuite.workload.Workload`; a name that another plugin registers
     too is disabled, with a warning that names both plugins. Importing the class must not import
     heavy packages (torch, DALI): do that inside its methods.
     """

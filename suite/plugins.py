@@ -9,30 +9,32 @@ shown by ``perfsuite plugins``, ``list`` and on stderr, and the other plugins go
 A workload name registered by two plugins is disabled, with a warning naming both; the
 rest of the catalogue keeps working.
 """
+
 from __future__ import annotations
 
 import functools
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import pluggy
 
-from suite import hookspecs
-from suite.workload import validate_workload_class
+from perfsuite import hookspecs
+from perfsuite.workload import validate_workload_class
 
 ENTRY_POINT_GROUP = "perfsuite"
 ENV_PLUGINS = "PERFSUITE_PLUGINS"
 
 # Built-in modules, registered through the same hooks as third-party plugins.
 DEFAULT_PLUGINS = (
-    "workloads.kernels",
-    "workloads.collectives",
-    "workloads.data",
-    "workloads.training",
-    "workloads.inference",
+    "perfsuite.workloads.kernels",
+    "perfsuite.workloads.collectives",
+    "perfsuite.workloads.data",
+    "perfsuite.workloads.training",
+    "perfsuite.workloads.inference",
 )
 
 
@@ -77,9 +79,16 @@ class PluginInfo:
         self.error = message if self.error is None else f"{self.error}; {message}"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "distribution": self.distribution, "version": self.version,
-                "builtin": self.builtin, "hooks": self.hooks, "workloads": self.workloads, "error": self.error,
-                "disabled": self.disabled}
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "builtin": self.builtin,
+            "hooks": self.hooks,
+            "workloads": self.workloads,
+            "error": self.error,
+            "disabled": self.disabled,
+        }
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,7 @@ class Host:
 
     # -- loading --------------------------------------------------------------------------
     def load_builtins(self) -> None:
-        from suite import __version__
+        from perfsuite import __version__
 
         for modname in DEFAULT_PLUGINS:
             info = PluginInfo(modname, "perfsuite", __version__, builtin=True)
@@ -124,8 +133,9 @@ class Host:
             if allowed is not None and ep.name not in allowed:
                 continue
             dist = getattr(ep, "dist", None)
-            info = PluginInfo(ep.name, dist.metadata["Name"] if dist else None, dist.version if dist else None,
-                              builtin=False)
+            info = PluginInfo(
+                ep.name, dist.metadata["Name"] if dist else None, dist.version if dist else None, builtin=False
+            )
             self._load(info, ep.load)
 
     def _load(self, info: PluginInfo, load: Callable[[], Any]) -> None:
@@ -143,8 +153,9 @@ class Host:
         info.hooks = sorted(h.name for h in self.pm.get_hookcallers(module) or [])
 
     # -- the one way to call a hook ---------------------------------------------------------
-    def call_each(self, hook: str, per_plugin: Callable[[PluginInfo], dict] | None = None,
-                  **kwargs: Any) -> list[HookFailure]:
+    def call_each(
+        self, hook: str, per_plugin: Callable[[PluginInfo], dict] | None = None, **kwargs: Any
+    ) -> list[HookFailure]:
         """Call each plugin's implementation of ``hook`` on its own, in pluggy's order.
 
         ``per_plugin(info)`` adds keyword arguments for one plugin (e.g. a ``register``
@@ -171,6 +182,7 @@ class Host:
             def register(cls: Any) -> None:
                 validate_workload_class(cls)
                 mine.append(cls)
+
             return {"register": register}
 
         failed = {f.plugin for f in self.call_each("perfsuite_register_workloads", per_plugin=register_for)}

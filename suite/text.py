@@ -7,6 +7,7 @@ that rewrite the terminal. :func:`clean` makes such text inert; :func:`plain` wr
 for rich so that a table cell or a print shows exactly the characters, with control
 characters made visible (``\\x1b``) rather than obeyed.
 """
+
 from __future__ import annotations
 
 import re

@@ -11,16 +11,19 @@ override :meth:`Workload.execute` and drive ``ctx.measure`` / ``ctx.add_metric``
 
 Nothing here imports torch: workload modules are imported by ``perfsuite list``.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from suite.controls import TIMING_CONTROLS
+from perfsuite.controls import TIMING_CONTROLS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite.context import RunContext
+    from perfsuite.case import Case
+    from perfsuite.context import RunContext
 
 CATEGORIES = ("data", "kernels", "collectives", "training", "inference")
 DEVICES = ("cpu", "cuda")
@@ -46,49 +49,6 @@ class Requirements:
     packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
 
 
-@dataclass(frozen=True)
-class Work:
-    """The work one call of a case's function does; throughput is derived from it."""
-
-    flops: float = 0.0
-    bytes: float = 0.0  # bytes that must move: each input read once, each output written once
-    items: float = 0.0
-    item_unit: str = "items"  # what an item is: samples, tokens, images, launches
-
-
-@dataclass
-class Check:
-    """The outcome of one verification: never ranked when ``passed`` is false."""
-
-    label: str
-    passed: bool
-    method: str
-    error: float | None = None
-    tolerance: float | None = None
-    detail: str = ""
-
-
-@dataclass
-class Case:
-    """One timed function of a workload, e.g. one dtype of a GEMM or one backend of SDPA.
-
-    ``roofline`` names the device ceiling the case is judged against, as measured by
-    ``kernels.ceilings`` (``"matmul.bf16"``, ``"memory"``, ``"h2d.pinned"`` ...).
-    ``baseline`` marks the named implementation the others are compared with (at most one
-    per workload): every other case measured in the same run gets a ``speedup`` metric, the
-    baseline's median time over its own, as tritonbench shows it.
-    """
-
-    label: str
-    fn: Callable[[], Any]
-    work: Work
-    roofline: str | None = None
-    verify: Callable[[], Check] | None = None
-    baseline: bool = False
-    graph_safe: bool = True  # may be captured in a CUDA graph when the controls ask for it
-    l2_flush: bool | None = None  # None: follow the run's controls
-
-
 class Workload:
     """Base class of every workload. Subclasses set the class attributes and implement
     :meth:`setup` and :meth:`cases` (or :meth:`execute` for a driver)."""
@@ -103,7 +63,7 @@ class Workload:
     # The headline metric of each case (e.g. "tflops"), stored in the record and used by every
     # table and summary (schemas.headline); None: the case's first throughput.
     primary_metric: ClassVar[str | None] = None
-    # The timing controls (suite.controls.TIMING_CONTROLS) this workload applies: all of them
+    # The timing controls (perfsuite.controls.TIMING_CONTROLS) this workload applies: all of them
     # when its cases go through ctx.measure; a driver that times its own way names the ones
     # it honours, and its records state the rest as not applied.
     controls_honoured: ClassVar[tuple[str, ...]] = TIMING_CONTROLS
@@ -127,7 +87,7 @@ class Workload:
     def setup(self, ctx: "RunContext") -> None:
         """Allocate inputs deterministically from ctx's seeded generators."""
 
-    def cases(self, ctx: "RunContext") -> list[Case]:
+    def cases(self, ctx: "RunContext") -> "list[Case]":
         raise NotImplementedError(f"{type(self).__name__} must implement cases() or execute()")
 
     def execute(self, ctx: "RunContext") -> None:
@@ -150,7 +110,7 @@ class Workload:
 def validate_workload_class(cls: Any) -> None:
     """Raise TypeError naming the first thing wrong with a registered workload class."""
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
-        raise TypeError(f"{cls!r} is not a subclass of suite.Workload")
+        raise TypeError(f"{cls!r} is not a subclass of perfsuite.Workload")
     for attr in ("name", "category", "Params"):
         if not hasattr(cls, attr):
             raise TypeError(f"workload {cls.__name__} does not set {attr!r}")

@@ -1,5 +1,6 @@
 """Shared fixtures: an isolated registry per test, real subprocesses of the CLI, and
 throwaway plugin distributions discovered through real entry points."""
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,16 @@ def perfsuite_env(tmp_path, monkeypatch):
     third-party plugins unless a test adds them."""
     db = tmp_path / "registry.db"
     env = dict(os.environ)
-    env.update({
-        "PERFSUITE_DB": f"sqlite:///{db}",
-        "PERFSUITE_RECORDS": str(tmp_path / "records"),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "PERFSUITE_PLUGINS": "",
-        "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
-        "COLUMNS": "200",
-    })
+    env.update(
+        {
+            "PERFSUITE_DB": f"sqlite:///{db}",
+            "PERFSUITE_RECORDS": str(tmp_path / "records"),
+            "XDG_DATA_HOME": str(tmp_path / "data"),
+            "PERFSUITE_PLUGINS": "",
+            "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
+            "COLUMNS": "200",
+        }
+    )
     for k, v in env.items():
         if k.startswith("PERFSUITE") or k in ("XDG_DATA_HOME",):
             monkeypatch.setenv(k, v)
@@ -34,9 +37,10 @@ def perfsuite_env(tmp_path, monkeypatch):
 
 
 def run_cli(env: dict, *args: str, timeout: float = 300, check: bool | None = None) -> subprocess.CompletedProcess:
-    """``python -m suite ARGS`` in a real subprocess."""
-    proc = subprocess.run([sys.executable, "-m", "suite", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    """``python -m perfsuite ARGS`` in a real subprocess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check is True:
         assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
@@ -46,6 +50,7 @@ def run_cli(env: dict, *args: str, timeout: float = 300, check: bool | None = No
 def cli(perfsuite_env):
     def _run(*args: str, **kw) -> subprocess.CompletedProcess:
         return run_cli(perfsuite_env, *args, **kw)
+
     return _run
 
 

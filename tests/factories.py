@@ -1,7 +1,7 @@
 """Builders of schema-valid run records for tests: ``make_record(**overrides)``.
 
 The records look like what the runner writes (same fields, statistics computed by
-``suite.stats`` from raw samples, a correct ``sha256``), so tests of the registry, the CLI,
+``perfsuite.measure.stats`` from raw samples, a correct ``sha256``), so tests of the registry, the CLI,
 comparisons and the leaderboard all exercise real-shaped data.
 
 Keyword arguments name the things tests usually vary (workload name, params, device,
@@ -10,17 +10,18 @@ a dict value is merged into that section (``environment={"host": "b"}``), anythi
 replaces it. The sha256 is computed last, unless ``sha256=`` is given. After mutating a
 record by hand, call :func:`sign` to give it a correct hash again.
 """
+
 from __future__ import annotations
 
 import copy
 import hashlib
 import uuid as uuidlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from registry.records import canonical_json, record_sha256
-from suite import stats
+from perfsuite.measure import stats
+from perfsuite.registry.records import canonical_json, record_sha256
 
-DEFAULT_START = datetime(2026, 1, 15, 12, 0, 0, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 1, 15, 12, 0, 0, tzinfo=UTC)
 H200 = {"name": "NVIDIA H200", "memory_bytes": 150_754_820_096, "sm_count": 132, "compute_capability": "9.0"}
 
 
@@ -34,23 +35,51 @@ def comparability_key(name: str, version: int, params: dict, scenario: str | Non
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
-def make_metric(case: str, name: str, unit: str, samples: list[float], *, higher_is_better: bool,
-                roofline: dict | None = None, aggregate: str = "rank0") -> dict:
+def make_metric(
+    case: str,
+    name: str,
+    unit: str,
+    samples: list[float],
+    *,
+    higher_is_better: bool,
+    roofline: dict | None = None,
+    aggregate: str = "rank0",
+) -> dict:
     summary = stats.summarize(samples)
-    return {"case": case, "name": name, "unit": unit, "value": summary["median"],
-            "higher_is_better": higher_is_better, "samples": [float(s) for s in samples],
-            "statistics": summary, "aggregate": aggregate, "per_rank": None, "roofline": roofline}
+    return {
+        "case": case,
+        "name": name,
+        "unit": unit,
+        "value": summary["median"],
+        "higher_is_better": higher_is_better,
+        "samples": [float(s) for s in samples],
+        "statistics": summary,
+        "aggregate": aggregate,
+        "per_rank": None,
+        "roofline": roofline,
+    }
 
 
-def gemm_metrics(case: str = "bf16", time_ms: tuple[float, ...] = (1.02, 1.00, 1.01, 1.05, 0.99),
-                 flops: float = 2 * 1024**3, resource: str = "matmul.bf16") -> list[dict]:
+def gemm_metrics(
+    case: str = "bf16",
+    time_ms: tuple[float, ...] = (1.02, 1.00, 1.01, 1.05, 0.99),
+    flops: float = 2 * 1024**3,
+    resource: str = "matmul.bf16",
+) -> list[dict]:
     """time_ms then tflops for one case, the tflops judged against ``resource``."""
     tflops = [flops / (t * 1e-3) / 1e12 for t in time_ms]
-    roofline = {"resource": resource, "fraction": None, "ceiling": None, "ceiling_unit": None,
-                "ceiling_run_id": None, "reason": "no kernels.ceilings record for this device"}
-    return [make_metric(case, "time_ms", "ms", list(time_ms), higher_is_better=False),
-            make_metric(case, "tflops", "TFLOP/s", tflops, higher_is_better=True, roofline=roofline,
-                        aggregate="min")]
+    roofline = {
+        "resource": resource,
+        "fraction": None,
+        "ceiling": None,
+        "ceiling_unit": None,
+        "ceiling_run_id": None,
+        "reason": "no kernels.ceilings record for this device",
+    }
+    return [
+        make_metric(case, "time_ms", "ms", list(time_ms), higher_is_better=False),
+        make_metric(case, "tflops", "TFLOP/s", tflops, higher_is_better=True, roofline=roofline, aggregate="min"),
+    ]
 
 
 def _gpu(index: int, host: str) -> dict:
@@ -59,9 +88,18 @@ def _gpu(index: int, host: str) -> dict:
 
 
 def _observation(index: int) -> dict:
-    return {"index": index, "sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "mem_clock_mhz": 3201,
-            "power_w": 118.5, "power_limit_w": 700.0, "temperature_c": 34, "throttle_reasons": [],
-            "energy_mj": 123_456_789, "processes": []}
+    return {
+        "index": index,
+        "sm_clock_mhz": 1980,
+        "max_sm_clock_mhz": 1980,
+        "mem_clock_mhz": 3201,
+        "power_w": 118.5,
+        "power_limit_w": 700.0,
+        "temperature_c": 34,
+        "throttle_reasons": [],
+        "energy_mj": 123_456_789,
+        "processes": [],
+    }
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -77,11 +115,23 @@ def sign(record: dict) -> dict:
     return record
 
 
-def make_record(*, workload_name: str = "kernels.gemm", version: int = 1, category: str | None = None,
-                params: dict | None = None, device: str = "cpu", device_key: str | None = None,
-                host: str = "testhost", gpu_count: int = 1, started_at: datetime | str | None = None,
-                status: str = "success", verification: str = "passed", metrics: list[dict] | None = None,
-                run_id: str | None = None, **overrides) -> dict:
+def make_record(
+    *,
+    workload_name: str = "kernels.gemm",
+    version: int = 1,
+    category: str | None = None,
+    params: dict | None = None,
+    device: str = "cpu",
+    device_key: str | None = None,
+    host: str = "testhost",
+    gpu_count: int = 1,
+    started_at: datetime | str | None = None,
+    status: str = "success",
+    verification: str = "passed",
+    metrics: list[dict] | None = None,
+    run_id: str | None = None,
+    **overrides,
+) -> dict:
     """A complete, schema-valid run record with a correct sha256 (see the module docstring)."""
     params = {"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16"} if params is None else params
     category = category or workload_name.split(".")[0]
@@ -100,9 +150,20 @@ def make_record(*, workload_name: str = "kernels.gemm", version: int = 1, catego
     measured["key"] = device_key or make_device_key(measured["kind"], measured["name"], measured["uuid"])
     if metrics is None:
         metrics = gemm_metrics() if status == "success" else []
-    checks = [] if verification == "skipped" else [{
-        "label": "bf16", "passed": verification == "passed", "method": "allclose vs fp64 reference",
-        "error": 2.4e-3 if verification == "passed" else 0.31, "tolerance": 1e-2, "detail": ""}]
+    checks = (
+        []
+        if verification == "skipped"
+        else [
+            {
+                "label": "bf16",
+                "passed": verification == "passed",
+                "method": "allclose vs fp64 reference",
+                "error": 2.4e-3 if verification == "passed" else 0.31,
+                "tolerance": 1e-2,
+                "detail": "",
+            }
+        ]
+    )
     record = {
         "schema_version": "1.0",
         "run_id": run_id or uuidlib.uuid4().hex,
@@ -111,31 +172,56 @@ def make_record(*, workload_name: str = "kernels.gemm", version: int = 1, catego
         "status": status,
         "error": None if status in ("success", "skipped") else f"workload {status}",
         "workload": {
-            "name": workload_name, "version": version, "category": category,
-            "plugin": {"name": "workloads.kernels", "distribution": "perfsuite", "version": "0.1.0"},
-            "params": params, "quick": True, "scenario": None, "division": "closed",
+            "name": workload_name,
+            "version": version,
+            "category": category,
+            "plugin": {"name": "perfsuite.workloads.kernels", "distribution": "perfsuite", "version": "0.1.0"},
+            "params": params,
+            "quick": True,
+            "scenario": None,
+            "division": "closed",
         },
         "comparability_key": comparability_key(workload_name, version, params, None, "closed"),
         "controls": {
-            "device": device, "seed": 0, "deterministic": False, "warmup": 2, "iterations": 5,
-            "min_time_s": None, "max_iterations": 1000, "l2_flush": device == "cuda", "cuda_graph": False,
-            "timeout_s": 600.0, "repeat_index": 0, "repeat_count": 1,
+            "device": device,
+            "seed": 0,
+            "deterministic": False,
+            "warmup": 2,
+            "iterations": 5,
+            "min_time_s": None,
+            "max_iterations": 1000,
+            "l2_flush": device == "cuda",
+            "cuda_graph": False,
+            "timeout_s": 600.0,
+            "repeat_index": 0,
+            "repeat_count": 1,
         },
-        "launch": {"launcher": "local", "world_size": 1, "nnodes": 1, "nproc_per_node": 1, "backend": None,
-                   "rdzv_endpoint": None, "topology": None},
+        "launch": {
+            "launcher": "local",
+            "world_size": 1,
+            "nnodes": 1,
+            "nproc_per_node": 1,
+            "backend": None,
+            "rdzv_endpoint": None,
+            "topology": None,
+        },
         "environment": {
-            "host": host, "os": "Linux-6.8.0-x86_64-with-glibc2.39", "python": "3.11.9",
+            "host": host,
+            "os": "Linux-6.8.0-x86_64-with-glibc2.39",
+            "python": "3.11.9",
             "cpu": {"model": "AMD EPYC 9654 96-Core Processor", "logical_cores": 192, "physical_cores": 96},
             "memory_bytes": 1_622_000_000_000,
             "packages": {"torch": "2.11.0", "numpy": "2.2.1", "triton": None},
             "gpus": gpus,
-            "suite": {"version": "0.1.0", "git_commit": "0123456789abcdef0123456789abcdef01234567",
-                      "git_dirty": False},
+            "suite": {"version": "0.1.0", "git_commit": "0123456789abcdef0123456789abcdef01234567", "git_dirty": False},
             "plugins": [{"name": "workloads.kernels", "version": "0.1.0"}],
             "measured_device": measured,
         },
-        "gpu_state": ({"before": [_observation(g["index"]) for g in gpus],
-                       "after": [_observation(g["index"]) for g in gpus]} if device == "cuda" else None),
+        "gpu_state": (
+            {"before": [_observation(g["index"]) for g in gpus], "after": [_observation(g["index"]) for g in gpus]}
+            if device == "cuda"
+            else None
+        ),
         "metrics": copy.deepcopy(metrics),
         "verification": {"status": verification, "checks": checks},
         "details": {"note": "made by tests/factories.py"},

@@ -6,6 +6,7 @@ Made with the server binaries found on this machine (initdb + pg_ctl), run as th
 user owns, listening on a free port with its sockets in that folder; fsync off, since
 nothing in it outlives the caller.
 """
+
 from __future__ import annotations
 
 import glob
@@ -24,7 +25,9 @@ BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin", *sorted(glob.glob("/usr/lib/post
 def server_bin() -> Path | None:
     """The folder holding initdb and pg_ctl, or None where the server is not installed."""
     for candidate in BIN_CANDIDATES:
-        if os.access(os.path.join(candidate, "initdb"), os.X_OK) and os.access(os.path.join(candidate, "pg_ctl"), os.X_OK):
+        if os.access(os.path.join(candidate, "initdb"), os.X_OK) and os.access(
+            os.path.join(candidate, "pg_ctl"), os.X_OK
+        ):
             return Path(candidate)
     return None
 
@@ -75,10 +78,32 @@ def start(prefix: str = "perfsuite-pg-", max_connections: int | None = None) -> 
     if max_connections is not None:
         options += f" -c max_connections={max_connections}"
     try:
-        for argv in ([str(pg_bin / "initdb"), "-D", str(cluster.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                      "--no-sync"],
-                     [str(pg_bin / "pg_ctl"), "-D", str(cluster.data), "-l", str(root / "server.log"), "-w", "-t", "60",
-                      "start", "-o", options]):
+        for argv in (
+            [
+                str(pg_bin / "initdb"),
+                "-D",
+                str(cluster.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            [
+                str(pg_bin / "pg_ctl"),
+                "-D",
+                str(cluster.data),
+                "-l",
+                str(root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+                "-o",
+                options,
+            ],
+        ):
             result = subprocess.run([*as_user, *argv], capture_output=True, text=True, timeout=120)
             if result.returncode != 0:
                 log = (root / "server.log").read_text() if (root / "server.log").exists() else ""

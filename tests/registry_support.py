@@ -1,4 +1,5 @@
 """Helpers shared by the SQLite and PostgreSQL registry tests."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from registry.models import Base
+from perfsuite.registry.models import Base
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -60,9 +61,15 @@ print(json.dumps(errors))
 def open_fresh_files_at_once(workdir: Path, processes: int, rounds: int, timeout_s: float = 240.0) -> list[str]:
     """``processes`` real processes open ``rounds`` fresh SQLite registries, each one all
     at once; return the error of every open that failed."""
-    children = [subprocess.Popen([sys.executable, "-c", _OPENER, str(TESTS_DIR), str(workdir), f"p{n}",
-                                  str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for n in range(processes)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPENER, str(TESTS_DIR), str(workdir), f"p{n}", str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(processes)
+    ]
     deadline = time.monotonic() + timeout_s
     for n in range(rounds):
         _release_when_ready(children, workdir, f"ready.{n}.*", workdir / f"go.{n}", deadline)
@@ -75,8 +82,7 @@ def open_fresh_files_at_once(workdir: Path, processes: int, rounds: int, timeout
     return errors
 
 
-def _release_when_ready(children: list[subprocess.Popen], workdir: Path, ready: str, go: Path,
-                        deadline: float) -> None:
+def _release_when_ready(children: list[subprocess.Popen], workdir: Path, ready: str, go: Path, deadline: float) -> None:
     """Create ``go`` once every child has written its ``ready`` file (a glob in ``workdir``),
     or at once when a child has exited or ``deadline`` has passed (its error is then read)."""
     while len(list(workdir.glob(ready))) < len(children):
@@ -89,19 +95,27 @@ def _release_when_ready(children: list[subprocess.Popen], workdir: Path, ready: 
 def table_counts(registry) -> dict[str, int]:
     """Row count of every registry table, to show that a refused store changed nothing."""
     with registry.session() as session:
-        return {name: session.execute(select(func.count()).select_from(table)).scalar_one()
-                for name, table in Base.metadata.tables.items()}
+        return {
+            name: session.execute(select(func.count()).select_from(table)).scalar_one()
+            for name, table in Base.metadata.tables.items()
+        }
 
 
-def run_concurrent_stores(url: str, processes: int, per_process: int, workdir: Path,
-                          timeout_s: float = 240.0) -> dict[str, str]:
+def run_concurrent_stores(
+    url: str, processes: int, per_process: int, workdir: Path, timeout_s: float = 240.0
+) -> dict[str, str]:
     """Start ``processes`` real Python processes that open ``url`` at once and each store
     ``per_process`` new records; return {run_id: outcome} over all of them."""
     go = workdir / "go"
-    children = [subprocess.Popen([sys.executable, "-c", _CHILD, str(TESTS_DIR), url, f"p{n}",
-                                  str(per_process), str(go)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for n in range(processes)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(TESTS_DIR), url, f"p{n}", str(per_process), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(processes)
+    ]
     _release_when_ready(children, workdir, "go.*.ready", go, time.monotonic() + 60)
     outcomes: dict[str, str] = {}
     failures = []

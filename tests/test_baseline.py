@@ -1,6 +1,7 @@
 """``Case.baseline``: every other case of the run gets a ``speedup`` metric against the
 baseline case (baseline median time / its own), stored in the record and shown in the
 results table; the record names its baseline case and its headline metric."""
+
 from __future__ import annotations
 
 import time
@@ -8,11 +9,11 @@ import time
 import pytest
 from rich.console import Console
 
-from suite import Case, Work
-from suite.context import RunContext
-from suite.controls import Controls
-from suite.report import results_table
-from suite.speedup import BaselineSpeedups
+from perfsuite import Case, Work
+from perfsuite.analysis.tables import results_table
+from perfsuite.context import RunContext
+from perfsuite.controls import Controls
+from perfsuite.measure.speedup import BaselineSpeedups
 from tests.factories import make_metric, make_record
 
 
@@ -42,13 +43,19 @@ def test_the_run_context_adds_a_speedup_per_case_and_names_the_baseline():
 
 
 def test_results_table_shows_each_case_against_the_baseline():
-    metrics = [make_metric("eager", "time_ms", "ms", [2.0], higher_is_better=False),
-               make_metric("eager", "gbps", "GB/s", [100.0], higher_is_better=True),
-               make_metric("compile", "time_ms", "ms", [1.0], higher_is_better=False),
-               make_metric("compile", "gbps", "GB/s", [200.0], higher_is_better=True),
-               make_metric("compile", "speedup", "x", [2.0], higher_is_better=True)]
-    record = make_record(workload_name="kernels.fusion", metrics=metrics,
-                         details={"baseline_case": "eager"}, workload={"primary_metric": "gbps"})
+    metrics = [
+        make_metric("eager", "time_ms", "ms", [2.0], higher_is_better=False),
+        make_metric("eager", "gbps", "GB/s", [100.0], higher_is_better=True),
+        make_metric("compile", "time_ms", "ms", [1.0], higher_is_better=False),
+        make_metric("compile", "gbps", "GB/s", [200.0], higher_is_better=True),
+        make_metric("compile", "speedup", "x", [2.0], higher_is_better=True),
+    ]
+    record = make_record(
+        workload_name="kernels.fusion",
+        metrics=metrics,
+        details={"baseline_case": "eager"},
+        workload={"primary_metric": "gbps"},
+    )
     console = Console(width=250, record=True)
     console.print(results_table([record]))
     rows = {line.split("│")[2].strip(): line for line in console.export_text().splitlines() if "kernels.fusion" in line}

@@ -1,15 +1,16 @@
 """Bad input is one line on stderr and a non-zero exit, never a traceback: registry URLs
 that cannot be opened, record files that must not be stored (and then nothing is), and
 text from a record that must print as itself, not as markup or terminal control."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
 from factories import make_record, sign
-from registry import MAX_RECORD_BYTES, RegistryError, check_url, open_registry
+
+from perfsuite.registry import MAX_RECORD_BYTES, RegistryError, check_url, open_registry
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def cli_fast(perfsuite_env):
 
     from click.testing import CliRunner
 
-    from suite.cli import cli as perfsuite
+    from perfsuite.cli import cli as perfsuite
 
     def _run(*args: str, check: bool = False) -> subprocess.CompletedProcess:
         result = CliRunner().invoke(perfsuite, list(args), prog_name="perfsuite")
@@ -29,6 +30,7 @@ def cli_fast(perfsuite_env):
         if check:
             assert proc.returncode == 0, proc.stderr
         return proc
+
     return _run
 
 
@@ -90,9 +92,15 @@ def test_every_registry_command_refuses_a_bad_db_in_one_line(cli_fast, tmp_path,
     url, expected = bad_urls(tmp_path)[name]
     good = tmp_path / "good.json"
     good.write_text(json.dumps(make_record()))
-    for args in (["results"], ["show", "abcd"], ["import", str(good)], ["history", "--workload", "kernels.gemm"],
-                 ["compare", "abcd", "ef01"], ["leaderboard", "--out", str(tmp_path / "site")],
-                 ["reproduce", "abcd"]):
+    for args in (
+        ["results"],
+        ["show", "abcd"],
+        ["import", str(good)],
+        ["history", "--workload", "kernels.gemm"],
+        ["compare", "abcd", "ef01"],
+        ["leaderboard", "--out", str(tmp_path / "site")],
+        ["reproduce", "abcd"],
+    ):
         line = one_error_line(cli_fast("--db", url, *args))
         assert expected in line, (args, line)
 
@@ -104,6 +112,7 @@ def test_a_bad_db_in_a_real_process_is_one_line(cli, tmp_path, name):
 
 
 # -- import: all or nothing ---------------------------------------------------------------
+
 
 def stored_run_ids(cli) -> list[str]:
     return [r["run_id"] for r in json.loads(cli("results", "--json", check=True).stdout)]
@@ -160,14 +169,18 @@ def test_import_conflicting_with_a_stored_run_stores_nothing(cli_fast, tmp_path)
     assert stored_run_ids(cli_fast) == [first["run_id"]]
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b'{"run_id": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at offset 15)"),
-    (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply to parse"),
-    (b"[" * 200 + b"]" * 200, "nests objects or arrays more than 64 deep"),
-    (b"1" * 5000, "not JSON: Exceeds the limit"),
-    (b'"\\ud800"', "a run record must be a JSON object"),
-    (b"", "not JSON: Expecting value"),
-], ids=["not-utf8", "recursion", "too-deep", "huge-int", "surrogate", "empty"])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b'{"run_id": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at offset 15)"),
+        (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply to parse"),
+        (b"[" * 200 + b"]" * 200, "nests objects or arrays more than 64 deep"),
+        (b"1" * 5000, "not JSON: Exceeds the limit"),
+        (b'"\\ud800"', "a run record must be a JSON object"),
+        (b"", "not JSON: Expecting value"),
+    ],
+    ids=["not-utf8", "recursion", "too-deep", "huge-int", "surrogate", "empty"],
+)
 def test_import_refuses_a_hostile_file_in_one_line(cli_fast, tmp_path, content, expected):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
@@ -180,12 +193,13 @@ def test_import_refuses_a_file_over_the_size_limit_before_reading_it(cli_fast, t
     with open(big, "wb") as f:
         f.truncate(MAX_RECORD_BYTES + 1)  # sparse: costs no disk, and is never read
     line = one_error_line(cli_fast("import", str(big)))
-    assert line.startswith(f"Error: {big}: {MAX_RECORD_BYTES + 1:,} bytes is over the "
-                           f"{MAX_RECORD_BYTES:,}-byte limit of a record file")
+    assert line.startswith(
+        f"Error: {big}: {MAX_RECORD_BYTES + 1:,} bytes is over the {MAX_RECORD_BYTES:,}-byte limit of a record file"
+    )
 
 
 def test_a_lone_surrogate_inside_a_record_is_refused_not_a_crash(tmp_path):
-    from registry import RecordInvalid, check_record
+    from perfsuite.registry import RecordInvalid, check_record
 
     record = make_record()
     record["error"] = "\ud800"
@@ -215,7 +229,7 @@ def test_error_text_with_markup_and_escapes_shows_as_plain_text(cli, cli_fast, t
 def test_plain_keeps_brackets_and_shows_control_characters():
     from rich.console import Console
 
-    from suite.text import clean, plain
+    from perfsuite.text import clean, plain
 
     assert clean("a\tb\nc\x1b[1m\x00\x7f\x9b") == "a\tb\nc\\x1b[1m\\x00\\x7f\\x9b"
     console = Console(record=True, width=200, color_system=None)
@@ -227,12 +241,16 @@ def test_a_database_error_escaping_a_command_is_one_line(cli_fast):
     """A command that queries through ``Registry.session()`` and loses its server mid-way."""
     from sqlalchemy.exc import OperationalError
 
-    from suite.cli import cli as group
+    from perfsuite.cli import cli as group
 
     @group.command("lose-the-server")
     def lose_the_server():
-        raise OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n"
-                                                        "\tThis probably means the server terminated"))
+        raise OperationalError(
+            "SELECT 1",
+            {},
+            Exception("server closed the connection unexpectedly\n\tThis probably means the server terminated"),
+        )
+
     try:
         line = one_error_line(cli_fast("lose-the-server"))
     finally:

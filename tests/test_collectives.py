@@ -3,6 +3,7 @@ checked against hand-computed values, and every collective run for real with glo
 the suite's torchrun path at world sizes 2 and 4: records, tables, the correctness count
 catching an injected wrong element, a failing and a hanging rank ending the run cleanly,
 and a SLURM step's tasks acting as ranks."""
+
 from __future__ import annotations
 
 import json
@@ -15,30 +16,70 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
+from perfsuite.workloads.collectives import _sweep
+from perfsuite.workloads.collectives._ops import OPS, Counts
+from perfsuite.workloads.collectives.collective import COLLECTIVES
 from tests.conftest import run_cli
-from workloads.collectives import _sweep
-from workloads.collectives._ops import OPS, Counts
-from workloads.collectives.collective import COLLECTIVES
 
 NAMES = [c.name for c in COLLECTIVES]
 # nccl-tests' factors, by hand: all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall
 # (n-1)/n; broadcast, reduce, sendrecv 1.
 HAND_FACTOR = {
-    2: {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "all_to_all": 0.5,
-        "broadcast": 1.0, "reduce": 1.0, "send_recv": 1.0},
-    4: {"all_reduce": 1.5, "all_gather": 0.75, "reduce_scatter": 0.75, "all_to_all": 0.75,
-        "broadcast": 1.0, "reduce": 1.0, "send_recv": 1.0},
-    8: {"all_reduce": 1.75, "all_gather": 0.875, "reduce_scatter": 0.875, "all_to_all": 0.875,
-        "broadcast": 1.0, "reduce": 1.0, "send_recv": 1.0},
+    2: {
+        "all_reduce": 1.0,
+        "all_gather": 0.5,
+        "reduce_scatter": 0.5,
+        "all_to_all": 0.5,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+        "send_recv": 1.0,
+    },
+    4: {
+        "all_reduce": 1.5,
+        "all_gather": 0.75,
+        "reduce_scatter": 0.75,
+        "all_to_all": 0.75,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+        "send_recv": 1.0,
+    },
+    8: {
+        "all_reduce": 1.75,
+        "all_gather": 0.875,
+        "reduce_scatter": 0.875,
+        "all_to_all": 0.875,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+        "send_recv": 1.0,
+    },
 }
 # Which of out-of-place / in-place torch.distributed can express, per collective.
-MODES = {"all_reduce": {"ip"}, "all_gather": {"oop", "ip"}, "reduce_scatter": {"oop", "ip"},
-         "all_to_all": {"oop"}, "broadcast": {"ip"}, "reduce": {"ip"}, "send_recv": {"oop"}}
+MODES = {
+    "all_reduce": {"ip"},
+    "all_gather": {"oop", "ip"},
+    "reduce_scatter": {"oop", "ip"},
+    "all_to_all": {"oop"},
+    "broadcast": {"ip"},
+    "reduce": {"ip"},
+    "send_recv": {"oop"},
+}
 
 
 def params(**kw):
-    base = dict(min_bytes=8, max_bytes=4096, step_factor=2, dtype="fp32", iters=3, in_place="both", check=True,
-                rank_time="mean", inject="none", inject_rank=0, redop="sum", root=0)
+    base = dict(
+        min_bytes=8,
+        max_bytes=4096,
+        step_factor=2,
+        dtype="fp32",
+        iters=3,
+        in_place="both",
+        check=True,
+        rank_time="mean",
+        inject="none",
+        inject_rank=0,
+        redop="sum",
+        root=0,
+    )
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -52,10 +93,15 @@ def test_bus_factors_are_nccl_tests(n):
 
 def test_counts_and_sizes_follow_nccl_tests():
     """4096 B of float32 over 4 ranks: 1024 elements, split as nccl-tests splits them."""
-    expect = {"all_reduce": Counts(1024, 1024, 1024), "all_gather": Counts(256, 256, 1024),
-              "reduce_scatter": Counts(256, 1024, 256), "all_to_all": Counts(256, 1024, 1024),
-              "broadcast": Counts(1024, 1024, 1024), "reduce": Counts(1024, 1024, 1024),
-              "send_recv": Counts(1024, 1024, 1024)}
+    expect = {
+        "all_reduce": Counts(1024, 1024, 1024),
+        "all_gather": Counts(256, 256, 1024),
+        "reduce_scatter": Counts(256, 1024, 256),
+        "all_to_all": Counts(256, 1024, 1024),
+        "broadcast": Counts(1024, 1024, 1024),
+        "reduce": Counts(1024, 1024, 1024),
+        "send_recv": Counts(1024, 1024, 1024),
+    }
     for name, op in OPS.items():
         assert op.counts(1024, 4) == expect[name], name
         pl = _sweep.plan(op, params(min_bytes=4096, max_bytes=4096), 4)
@@ -78,8 +124,10 @@ def test_modes_torch_cannot_express_are_reported_not_faked():
 def test_merge_derives_algbw_and_busbw_from_the_time():
     op = OPS["all_reduce"]
     pl = _sweep.plan(op, params(min_bytes=1 << 20, max_bytes=1 << 20), 4)
-    per_rank = [[{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": list(s), "wrong": w}}}]
-                for s, w in (((1e-3, 1e-3), 0), ((2e-3, 2e-3), 1), ((3e-3, 3e-3), 0), ((2e-3, 2e-3), 2))]
+    per_rank = [
+        [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": list(s), "wrong": w}}}]
+        for s, w in (((1e-3, 1e-3), 0), ((2e-3, 2e-3), 1), ((3e-3, 3e-3), 0), ((2e-3, 2e-3), 2))
+    ]
     row = _sweep.merge(pl, per_rank, "mean", 4)[0]
     assert row["oop"] is None and row["count"] == (1 << 18) and row["dtype"] == "float" and row["root"] == -1
     ip = row["ip"]
@@ -93,17 +141,19 @@ def test_merge_derives_algbw_and_busbw_from_the_time():
 
 def test_a_ranks_time_is_the_median_of_its_loops_as_nccl_tests_cycles_are_folded():
     """One slow loop of several moves neither side of the cross-check: the suite takes the
-    median of its loops as suite.nccl_tests.fold_cycles takes the median of nccl-tests' -N
+    median of its loops as perfsuite.crosscheck.nccl_tests.fold_cycles takes the median of nccl-tests' -N
     cycles (the lower middle one of an even count, on both sides)."""
-    from suite.nccl_tests import fold_cycles
+    from perfsuite.crosscheck.nccl_tests import fold_cycles
 
     pl = _sweep.plan(OPS["all_reduce"], params(min_bytes=1 << 20, max_bytes=1 << 20), 2)
     loops = [15e-6, 15.2e-6, 19e-6, 15.1e-6]  # the third loop was slow
     per_rank = [[{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": loops, "wrong": 0}}}]] * 2
     row = _sweep.merge(pl, per_rank, "mean", 2, "loop")[0]
     assert row["ip"]["time_us"] == pytest.approx(15.1)  # not the mean, 16.075
-    cycles = [{"size_bytes": 1 << 20, "ip": {"time_us": s * 1e6, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0}}
-              for s in loops]
+    cycles = [
+        {"size_bytes": 1 << 20, "ip": {"time_us": s * 1e6, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0}}
+        for s in loops
+    ]
     folded, n = fold_cycles(cycles)
     assert n == 4 and folded[0]["ip"]["time_us"] == pytest.approx(row["ip"]["time_us"])
     # per-call samples are single calls: their mean is the loop's interval / iters
@@ -111,11 +161,14 @@ def test_a_ranks_time_is_the_median_of_its_loops_as_nccl_tests_cycles_are_folded
     assert per_call["ip"]["time_us"] == pytest.approx(sum(loops) / 4 * 1e6)
 
 
-@pytest.mark.parametrize("name,dtype,redop,ok,bad", [
-    ("all_reduce", "bf16", "sum", 84, 85),    # 3(n-1)+7 <= 2^8
-    ("all_reduce", "fp16", "prod", 13, 14),   # 8 * 2^(n-1) <= 65504
-    ("reduce_scatter", "int8", "sum", 41, 42),  # 3(n-1)+7 <= 127
-])
+@pytest.mark.parametrize(
+    "name,dtype,redop,ok,bad",
+    [
+        ("all_reduce", "bf16", "sum", 84, 85),  # 3(n-1)+7 <= 2^8
+        ("all_reduce", "fp16", "prod", 13, 14),  # 8 * 2^(n-1) <= 65504
+        ("reduce_scatter", "int8", "sum", 41, 42),  # 3(n-1)+7 <= 127
+    ],
+)
 def test_exactness_limits(name, dtype, redop, ok, bad):
     assert _sweep.exactness_problem(OPS[name], dtype, redop, ok) is None
     assert "exactly" in _sweep.exactness_problem(OPS[name], dtype, redop, bad)
@@ -124,17 +177,42 @@ def test_exactness_limits(name, dtype, redop, ok, bad):
 def test_table_reads_like_nccl_tests():
     from rich.console import Console
 
-    record = {"details": {
-        "collective": "all_gather", "world_size": 2, "backend": "nccl", "nccl_version": "2.27.3",
-        "wrong_total": 0, "avg_busbw_gbps": 12.5, "modes": {"out-of-place": "measured", "in-place": "measured"},
-        "rows": [{"size_bytes": 1024, "count": 128, "dtype": "float", "redop": "none", "root": -1,
-                  "oop": {"time_us": 12.345, "algbw_gbps": 0.08, "busbw_gbps": 0.04, "wrong": 0},
-                  "ip": None}]}}
+    record = {
+        "details": {
+            "collective": "all_gather",
+            "world_size": 2,
+            "backend": "nccl",
+            "nccl_version": "2.27.3",
+            "wrong_total": 0,
+            "avg_busbw_gbps": 12.5,
+            "modes": {"out-of-place": "measured", "in-place": "measured"},
+            "rows": [
+                {
+                    "size_bytes": 1024,
+                    "count": 128,
+                    "dtype": "float",
+                    "redop": "none",
+                    "root": -1,
+                    "oop": {"time_us": 12.345, "algbw_gbps": 0.08, "busbw_gbps": 0.04, "wrong": 0},
+                    "ip": None,
+                }
+            ],
+        }
+    }
     console = Console(record=True, width=250)
     console.print(_sweep.render_table(record))
     text = console.export_text()
-    header = ["size (B)", "count (elements)", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-              "#wrong"]
+    header = [
+        "size (B)",
+        "count (elements)",
+        "type",
+        "redop",
+        "root",
+        "time (us)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "#wrong",
+    ]
     positions = [text.index(h) for h in header]
     assert positions == sorted(positions)
     assert "12.35" in text and "n/a" in text and "NCCL 2.27.3" in text and "Avg bus bandwidth" in text
@@ -160,7 +238,7 @@ def _our_leftovers(env) -> list[psutil.Process]:
     left = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "suite.worker" not in cmd and "torch.distributed.run" not in cmd:
+        if "perfsuite.engine.worker" not in cmd and "torch.distributed.run" not in cmd:
             continue
         try:
             if p.environ().get("PERFSUITE_DB") == env["PERFSUITE_DB"]:
@@ -173,8 +251,19 @@ def _our_leftovers(env) -> list[psutil.Process]:
 @pytest.mark.parametrize("world", [2, 4])
 def test_every_collective_runs_with_gloo_through_torchrun(cli, perfsuite_env, world):
     max_bytes = "4K" if world == 2 else "1K"
-    records, proc = _run_json(cli, *NAMES, "--quick", "--nproc-per-node", str(world),
-                              "--param", f"max_bytes={max_bytes}", "--param", "iters=3", "--warmup", "1")
+    records, proc = _run_json(
+        cli,
+        *NAMES,
+        "--quick",
+        "--nproc-per-node",
+        str(world),
+        "--param",
+        f"max_bytes={max_bytes}",
+        "--param",
+        "iters=3",
+        "--warmup",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(r["workload"]["name"] for r in records) == sorted(NAMES)
     for r in records:
@@ -212,9 +301,25 @@ def test_the_correctness_count_catches_an_injected_wrong_element(cli, perfsuite_
     """Rank 1 corrupts element 0 of its input before each check call. all_reduce: element 0
     is then wrong on both ranks; reduce_scatter: only rank 0's output holds element 0;
     send_recv: rank 1 sends to rank 0 only."""
-    records, _ = _run_json(cli, "collectives.all_reduce", "collectives.reduce_scatter", "collectives.send_recv",
-                           "--quick", "--nproc-per-node", "2", "--param", "max_bytes=256", "--param", "iters=2",
-                           "--param", "inject=wrong_element", "--param", "inject_rank=1", "--warmup", "1")
+    records, _ = _run_json(
+        cli,
+        "collectives.all_reduce",
+        "collectives.reduce_scatter",
+        "collectives.send_recv",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "--param",
+        "max_bytes=256",
+        "--param",
+        "iters=2",
+        "--param",
+        "inject=wrong_element",
+        "--param",
+        "inject_rank=1",
+        "--warmup",
+        "1",
+    )
     expected_per_row = {"all_reduce": 2, "reduce_scatter": 1, "send_recv": 1}
     for r in records:
         op = r["workload"]["name"].split(".", 1)[1]
@@ -227,15 +332,41 @@ def test_the_correctness_count_catches_an_injected_wrong_element(cli, perfsuite_
             for mode in MODES[op]:
                 assert row[mode]["wrong"] == expected_per_row[op]
     # A failed verification is a failed run for the exit status.
-    assert cli("run", "collectives.all_reduce", "--device", "cpu", "--quick", "--nproc-per-node", "2",
-               "--param", "max_bytes=64", "--param", "inject=wrong_element").returncode == 1
+    assert (
+        cli(
+            "run",
+            "collectives.all_reduce",
+            "--device",
+            "cpu",
+            "--quick",
+            "--nproc-per-node",
+            "2",
+            "--param",
+            "max_bytes=64",
+            "--param",
+            "inject=wrong_element",
+        ).returncode
+        == 1
+    )
 
 
 def test_a_rank_that_raises_fails_the_run_naming_it(cli, perfsuite_env):
     t0 = time.monotonic()
-    records, proc = _run_json(cli, "collectives.all_gather", "--quick", "--nproc-per-node", "2",
-                              "--param", "max_bytes=256", "--param", "inject=raise", "--param", "inject_rank=1",
-                              "--timeout", "60")
+    records, proc = _run_json(
+        cli,
+        "collectives.all_gather",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "--param",
+        "max_bytes=256",
+        "--param",
+        "inject=raise",
+        "--param",
+        "inject_rank=1",
+        "--timeout",
+        "60",
+    )
     elapsed = time.monotonic() - t0
     (r,) = records
     assert proc.returncode == 1 and r["status"] == "failed"
@@ -246,9 +377,21 @@ def test_a_rank_that_raises_fails_the_run_naming_it(cli, perfsuite_env):
 
 def test_a_rank_that_hangs_ends_the_run_at_its_timeout_without_orphans(cli, perfsuite_env):
     t0 = time.monotonic()
-    records, proc = _run_json(cli, "collectives.broadcast", "--quick", "--nproc-per-node", "2",
-                              "--param", "max_bytes=256", "--param", "inject=hang", "--param", "inject_rank=1",
-                              "--timeout", "12")
+    records, _proc = _run_json(
+        cli,
+        "collectives.broadcast",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "--param",
+        "max_bytes=256",
+        "--param",
+        "inject=hang",
+        "--param",
+        "inject_rank=1",
+        "--timeout",
+        "12",
+    )
     elapsed = time.monotonic() - t0
     (r,) = records
     assert r["status"] == "timeout" and "timed out after 12 s" in r["error"]
@@ -257,10 +400,19 @@ def test_a_rank_that_hangs_ends_the_run_at_its_timeout_without_orphans(cli, perf
 
 
 def test_requests_a_collective_cannot_honour_are_skipped_with_the_reason(cli, perfsuite_env):
-    records, _ = _run_json(cli, "collectives.all_reduce", "collectives.reduce_scatter", "--nproc-per-node", "2",
-                           "--param", "collectives.all_reduce:in_place=oop",
-                           "--param", "collectives.reduce_scatter:redop=avg",
-                           "--param", "collectives.reduce_scatter:dtype=int32")
+    records, _ = _run_json(
+        cli,
+        "collectives.all_reduce",
+        "collectives.reduce_scatter",
+        "--nproc-per-node",
+        "2",
+        "--param",
+        "collectives.all_reduce:in_place=oop",
+        "--param",
+        "collectives.reduce_scatter:redop=avg",
+        "--param",
+        "collectives.reduce_scatter:dtype=int32",
+    )
     by = {r["workload"]["name"]: r for r in records}
     assert by["collectives.all_reduce"]["status"] == "skipped"
     assert "no out-of-place form" in by["collectives.all_reduce"]["error"]
@@ -273,13 +425,44 @@ def test_slurm_tasks_are_ranks(perfsuite_env, tmp_path):
     as one rank (no torchrun); rank 0 stores the record, rank 1 none."""
     procs = []
     for rank in (0, 1):
-        env = dict(perfsuite_env, SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2",
-                   SLURM_LOCALID=str(rank), SLURM_NODEID="0", SLURM_JOB_NODELIST="localhost",
-                   SLURM_TASKS_PER_NODE="2", SLURM_NNODES="1", SLURM_JOB_ID=str(os.getpid()), SLURM_STEP_ID="0")
-        procs.append(subprocess.Popen([sys.executable, "-m", "suite", "run", "collectives.all_reduce", "--quick",
-                                       "--device", "cpu", "--param", "max_bytes=256", "--param", "iters=2",
-                                       "--timeout", "120", "--json"], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        env = dict(
+            perfsuite_env,
+            SLURM_PROCID=str(rank),
+            SLURM_NTASKS="2",
+            SLURM_STEP_NUM_TASKS="2",
+            SLURM_LOCALID=str(rank),
+            SLURM_NODEID="0",
+            SLURM_JOB_NODELIST="localhost",
+            SLURM_TASKS_PER_NODE="2",
+            SLURM_NNODES="1",
+            SLURM_JOB_ID=str(os.getpid()),
+            SLURM_STEP_ID="0",
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "perfsuite",
+                    "run",
+                    "collectives.all_reduce",
+                    "--quick",
+                    "--device",
+                    "cpu",
+                    "--param",
+                    "max_bytes=256",
+                    "--param",
+                    "iters=2",
+                    "--timeout",
+                    "120",
+                    "--json",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     try:
         outs = [p.communicate(timeout=240) for p in procs]
     finally:
@@ -311,8 +494,19 @@ def _gpus() -> int:
 @pytest.mark.gpu
 @pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA GPUs")
 def test_nccl_collectives_and_copy_bandwidth_on_two_gpus(cli, perfsuite_env):
-    proc = cli("run", "collectives.copy_bandwidth", "collectives.all_reduce", "collectives.all_to_all", "--quick",
-               "--device", "cuda", "--nproc-per-node", "2", "--json", timeout=900)
+    proc = cli(
+        "run",
+        "collectives.copy_bandwidth",
+        "collectives.all_reduce",
+        "collectives.all_to_all",
+        "--quick",
+        "--device",
+        "cuda",
+        "--nproc-per-node",
+        "2",
+        "--json",
+        timeout=900,
+    )
     records = json.loads(proc.stdout)
     by = {r["workload"]["name"]: r for r in records}
     copy = by["collectives.copy_bandwidth"]
@@ -324,8 +518,18 @@ def test_nccl_collectives_and_copy_bandwidth_on_two_gpus(cli, perfsuite_env):
         assert r["launch"]["backend"] == "nccl" and r["details"]["nccl_version"]
         assert r["details"]["wrong_total"] == 0
     # CUDA-graph capture of the timed loop
-    proc = cli("run", "collectives.all_reduce", "--quick", "--device", "cuda", "--nproc-per-node", "2",
-               "--cuda-graph", "--json", timeout=900)
+    proc = cli(
+        "run",
+        "collectives.all_reduce",
+        "--quick",
+        "--device",
+        "cuda",
+        "--nproc-per-node",
+        "2",
+        "--cuda-graph",
+        "--json",
+        timeout=900,
+    )
     (r,) = json.loads(proc.stdout)
     assert r["status"] == "success" and r["verification"]["status"] == "passed", r["error"]
     assert r["details"]["cuda_graph"] is True

@@ -1,16 +1,17 @@
 """``perfsuite compare``: the ratio of medians with its CI, Mann-Whitney on raw samples, a
 verdict beyond a threshold, refusal of different comparability keys, environment
 differences. Statistics are checked against scipy where it is installed."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-
 from factories import gemm_metrics, make_record
-from suite import stats
-from suite.compare import NO_CHANGE, SLOWER, NotComparable, compare_records
+
+from perfsuite.analysis.compare import NO_CHANGE, SLOWER, NotComparable, compare_records
+from perfsuite.measure import stats
 
 SLEEP_PLUGIN = '''
 import os, time
@@ -80,8 +81,10 @@ def test_same_code_twice_is_no_significant_change_and_small_changes_stay_below_t
     # 1% slower, clearly significant with these samples, but under the 2% threshold
     tiny = compare_records(_record(_samples(1, n=400)), _record(_samples(2, scale=1.01, n=400)))
     assert tiny.verdict == NO_CHANGE and next(m for m in tiny.metrics if m.headline).p_value < 0.05
-    assert compare_records(_record(_samples(1, n=400)), _record(_samples(2, scale=1.01, n=400)),
-                           threshold=0.005).verdict == SLOWER
+    assert (
+        compare_records(_record(_samples(1, n=400)), _record(_samples(2, scale=1.01, n=400)), threshold=0.005).verdict
+        == SLOWER
+    )
 
 
 def test_different_parameters_are_refused_naming_each_field():
@@ -118,8 +121,11 @@ def test_compare_and_reproduce_cli_on_real_cpu_runs(cli, add_plugin, perfsuite_e
     unchanged = cli("compare", base["run_id"], same["run_id"], check=True).stdout
     assert "verdict: no significant change" in unchanged
 
-    other = json.loads(cli("run", "testing.sleep", "-p", "sleep_ms=2", "--device", "cpu", "--iterations", "5",
-                           "--json", check=True).stdout)[0]
+    other = json.loads(
+        cli(
+            "run", "testing.sleep", "-p", "sleep_ms=2", "--device", "cpu", "--iterations", "5", "--json", check=True
+        ).stdout
+    )[0]
     refused = cli("compare", base["run_id"], other["run_id"])
     assert refused.returncode == 1
     assert refused.stderr.strip() == "Error: runs are not comparable: different param.sleep_ms: 4.0 vs 2.0"
@@ -135,14 +141,22 @@ def test_compare_and_reproduce_cli_on_real_cpu_runs(cli, add_plugin, perfsuite_e
 
 
 def test_reproduce_passes_the_stored_run_exactly():
-    from suite.commands.reproduce import run_arguments
+    from perfsuite.cli.reproduce import run_arguments
 
-    record = make_record(params={"dtypes": ["bf16", "fp8"], "m": 8192, "flag": True},
-                         controls={"seed": 42, "iterations": None, "min_time_s": 0.5, "l2_flush": True})
+    record = make_record(
+        params={"dtypes": ["bf16", "fp8"], "m": 8192, "flag": True},
+        controls={"seed": 42, "iterations": None, "min_time_s": 0.5, "l2_flush": True},
+    )
     args = run_arguments(record)
     assert args[:2] == ["run", "kernels.gemm"]
-    for expected in (["--seed", "42"], ["-p", "dtypes=bf16,fp8"], ["-p", "m=8192"], ["-p", "flag=true"],
-                     ["--min-time", "0.5"], ["--reproduces", record["run_id"]]):
+    for expected in (
+        ["--seed", "42"],
+        ["-p", "dtypes=bf16,fp8"],
+        ["-p", "m=8192"],
+        ["-p", "flag=true"],
+        ["--min-time", "0.5"],
+        ["--reproduces", record["run_id"]],
+    ):
         i = args.index(expected[0]) if expected[0] != "-p" else args.index(expected[1]) - 1
-        assert args[i:i + 2] == expected
+        assert args[i : i + 2] == expected
     assert "--l2-flush" in args and "--iterations" not in args

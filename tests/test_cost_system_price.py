@@ -2,30 +2,48 @@
 and by ``check``/``submit``, written by ``submit --price-per-hour``, and pricing every
 result filed under the system that has no cost of its own, in ``submit``'s output and on
 the leaderboard (a real SQLite registry), labelled as coming from the system's price."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
 from factories import make_metric, make_record, sign
-from registry import open_registry
-from registry.submissions import check_tree, import_tree, record_text, system_description, validate_system
-from schemas.cost import RUN_OPTION_SOURCE, SYSTEM_PRICE_SOURCE, result_cost
+
+from perfsuite.registry import open_registry
+from perfsuite.registry.submissions import (
+    check_tree,
+    import_tree,
+    record_text,
+    system_description,
+    validate_system,
+)
+from perfsuite.schemas.cost import RUN_OPTION_SOURCE, SYSTEM_PRICE_SOURCE, result_cost
 from tests.test_cli_errors import one_error_line
 
 PRICE = 3.6  # USD per accelerator-hour: two GPUs cost 0.002 USD a second
 TOKENS_PER_S = 50_000.0  # a million tokens take 20 s: 0.04 USD at two GPUs
-OWN_COST = {"price_per_accelerator_hour_usd": 9.0, "accelerators": 2, "source": RUN_OPTION_SOURCE,
-            "lines": [{"case": "bf16", "metric": "items_per_s", "usd": 0.4242, "per": "1M tokens"}]}
+OWN_COST = {
+    "price_per_accelerator_hour_usd": 9.0,
+    "accelerators": 2,
+    "source": RUN_OPTION_SOURCE,
+    "lines": [{"case": "bf16", "metric": "items_per_s", "usd": 0.4242, "per": "1M tokens"}],
+}
 
 
 def _tokens_run(seed: int, **overrides) -> dict:
     """A two-GPU run whose headline is a throughput in tokens, so it has a cost per 1M tokens."""
     metrics = [make_metric("bf16", "items_per_s", "tokens/s", [TOKENS_PER_S] * 5, higher_is_better=True)]
-    return make_record(device="cuda", gpu_count=2, host="box1", metrics=metrics, controls={"seed": seed},
-                       launch={"world_size": 2, "nproc_per_node": 2}, **overrides)
+    return make_record(
+        device="cuda",
+        gpu_count=2,
+        host="box1",
+        metrics=metrics,
+        controls={"seed": seed},
+        launch={"world_size": 2, "nproc_per_node": 2},
+        **overrides,
+    )
 
 
 def _file(root: Path, record: dict, system: str) -> None:
@@ -65,12 +83,14 @@ def test_leaderboard_prices_results_without_a_cost_at_their_systems_price(tmp_pa
     own cost (kept), and unpriced (no cost shown)."""
     root = tmp_path / "subs"
     plain, own, unpriced = _tokens_run(1), sign({**_tokens_run(2), "cost": OWN_COST}), _tokens_run(3)
-    for system, record, price in (("priced", plain, {"accelerator_hour_price_usd": PRICE}),
-                                  ("own-cost", own, {"accelerator_hour_price_usd": PRICE}),
-                                  ("unpriced", unpriced, {})):
+    for system, record, price in (
+        ("priced", plain, {"accelerator_hour_price_usd": PRICE}),
+        ("own-cost", own, {"accelerator_hour_price_usd": PRICE}),
+        ("unpriced", unpriced, {}),
+    ):
         _system(root, record, system, **price)
         _file(root, record, system)
-    from registry.leaderboard import build_site
+    from perfsuite.registry.leaderboard import build_site
 
     with open_registry(f"sqlite:///{tmp_path / 'lb.db'}") as reg:
         assert import_tree(reg, root)["stored"] == 3
@@ -93,12 +113,15 @@ def test_check_names_the_system_file_of_a_price_that_is_not_a_positive_number(tm
         f"acme/results/box/kernels.gemm/{run['run_id']}.json: no valid system file acme/systems/box.json for "
         f"system 'box'",
         f"{path.relative_to(root)}: $.accelerator_hour_price_usd: price per accelerator-hour must be a positive "
-        f"number of USD below 1e+06, got nan"]
+        f"number of USD below 1e+06, got nan",
+    ]
     _system(root, run, "box", accelerator_hour_price_usd=0)
     checked = cli("check", str(root))
     assert checked.returncode == 1
-    assert f"problem: {path.relative_to(root)}: $.accelerator_hour_price_usd: 0 is less than or equal to the " \
-           f"minimum of 0" in checked.stderr.splitlines()
+    assert (
+        f"problem: {path.relative_to(root)}: $.accelerator_hour_price_usd: 0 is less than or equal to the "
+        f"minimum of 0" in checked.stderr.splitlines()
+    )
 
 
 def test_submit_writes_the_price_prices_the_runs_and_refuses_a_bad_one(cli, tmp_path):
@@ -110,11 +133,23 @@ def test_submit_writes_the_price_prices_the_runs_and_refuses_a_bad_one(cli, tmp_
     cli("import", *files, check=True)
     root = tmp_path / "tree"
     ids = [r["run_id"] for r in runs]
-    assert "--price-per-hour" in one_error_line(cli("submit", "--org", "acme", "--system", "box", "--root", str(root),
-                                                    "--price-per-hour", "-1", *ids))
+    assert "--price-per-hour" in one_error_line(
+        cli("submit", "--org", "acme", "--system", "box", "--root", str(root), "--price-per-hour", "-1", *ids)
+    )
     assert not root.exists()
-    out = cli("submit", "--org", "acme", "--system", "box", "--root", str(root), "--price-per-hour", str(PRICE),
-              *ids, check=True).stdout
+    out = cli(
+        "submit",
+        "--org",
+        "acme",
+        "--system",
+        "box",
+        "--root",
+        str(root),
+        "--price-per-hour",
+        str(PRICE),
+        *ids,
+        check=True,
+    ).stdout
     system_file = root / "acme" / "systems" / "box.json"
     assert json.loads(system_file.read_text())["accelerator_hour_price_usd"] == PRICE
     assert f"cost of {ids[0]}: 0.04 USD per 1M tokens (bf16) [from the system's price]" in out.splitlines()
@@ -122,8 +157,9 @@ def test_submit_writes_the_price_prices_the_runs_and_refuses_a_bad_one(cli, tmp_
     other = make_record(device="cuda", gpu_count=2, host="box1", controls={"seed": 13})
     (tmp_path / "other.json").write_text(record_text(other))
     cli("import", str(tmp_path / "other.json"), check=True)
-    line = one_error_line(cli("submit", "--org", "acme", "--system", "box", "--root", str(root),
-                              "--price-per-hour", "5", other["run_id"]))
+    line = one_error_line(
+        cli("submit", "--org", "acme", "--system", "box", "--root", str(root), "--price-per-hour", "5", other["run_id"])
+    )
     assert "exists with accelerator_hour_price_usd 3.6, not 5: change the price in that file" in line
     system_file.write_text(json.dumps({**json.loads(system_file.read_text()), "accelerator_hour_price_usd": -2}))
     line = one_error_line(cli("submit", "--org", "acme", "--system", "box", "--root", str(root), other["run_id"]))

@@ -1,6 +1,7 @@
-"""The suite's own data sets (suite.datasets) and the image input pipelines over them
-(suite.input_pipelines): deterministic, cached atomically, and every CPU path's output
+"""The suite's own data sets (perfsuite.inputs.datasets) and the image input pipelines over them
+(perfsuite.inputs.pipelines): deterministic, cached atomically, and every CPU path's output
 agrees with PIL's on the fixed centre crop."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,8 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 
-from suite import datasets, input_pipelines as ip
+from perfsuite.inputs import datasets
+from perfsuite.inputs import pipelines as ip
 
 SMALL = datasets.JpegSpec(count=16, width=96, height=72, quality=85, seed=3)
 
@@ -61,7 +63,8 @@ def test_images_are_not_noise_alone(cache):
 
     noise = BytesIO()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)).save(
-        noise, "JPEG", quality=90)
+        noise, "JPEG", quality=90
+    )
     assert data.encoded_bytes / len(data) < 0.6 * len(noise.getvalue())
 
 

@@ -1,20 +1,20 @@
 """The data workloads on a CUDA GPU (``pytest -m gpu``): every quick preset verifies, the
 GPU paths (torchvision's GPU decode, DALI mixed, DALI's GDS reader, KvikIO) run and verify or
 say why not, and host-to-device copies are bit-exact. Skipped cleanly without a GPU."""
+
 from __future__ import annotations
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from suite import input_pipelines as ip  # noqa: E402
+from perfsuite.inputs import pipelines as ip  # noqa: E402
+from perfsuite.workloads.data import WORKLOADS  # noqa: E402
+from perfsuite.workloads.data.image_pipeline import ImagePipeline  # noqa: E402
+from perfsuite.workloads.data.storage_read import StorageRead, kvikio_unavailable  # noqa: E402
 from tests.test_kernels import check, metric, run  # noqa: E402
-from workloads.data import WORKLOADS  # noqa: E402
-from workloads.data.image_pipeline import ImagePipeline  # noqa: E402
-from workloads.data.storage_read import StorageRead, kvikio_unavailable  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """The data workloads on the CPU, driven through a real RunContext as the worker drives them:
 every path that runs without a GPU runs and verifies at small sizes, the GPU-only paths are
 skipped cases with their reason, and a broken path is caught."""
+
 from __future__ import annotations
 
 import json
@@ -12,17 +13,26 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from suite import input_pipelines as ip  # noqa: E402
+from perfsuite.inputs import pipelines as ip  # noqa: E402
+from perfsuite.workloads.data import host_to_device, storage_read  # noqa: E402
+from perfsuite.workloads.data.host_to_device import HostToDevice, size_label  # noqa: E402
+from perfsuite.workloads.data.image_pipeline import ImagePipeline  # noqa: E402
+from perfsuite.workloads.data.loader_stall import LoaderStall  # noqa: E402
+from perfsuite.workloads.data.storage_read import StorageRead  # noqa: E402
 from tests.test_kernels import REPO, check, metric, run  # noqa: E402
-from workloads.data import host_to_device, storage_read  # noqa: E402
-from workloads.data.host_to_device import HostToDevice, size_label  # noqa: E402
-from workloads.data.image_pipeline import ImagePipeline  # noqa: E402
-from workloads.data.loader_stall import LoaderStall  # noqa: E402
-from workloads.data.storage_read import StorageRead  # noqa: E402
 
 CPU_PATHS = [p for p in ip.PATHS if ip.unavailable(p, "cpu") is None]
-FAST_IMAGES = {"count": 16, "width": 96, "height": 72, "out_size": 32, "batch_size": 4, "workers": 1,
-               "epochs": 2, "warmup_epochs": 0, "verify_images": 8}
+FAST_IMAGES = {
+    "count": 16,
+    "width": 96,
+    "height": 72,
+    "out_size": 32,
+    "batch_size": 4,
+    "workers": 1,
+    "epochs": 2,
+    "warmup_epochs": 0,
+    "verify_images": 8,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -135,6 +145,7 @@ def test_a_read_that_loses_a_shard_fails_verification(monkeypatch):
     def lossy(self, deliver):
         def wrap(i, data):
             deliver(i, torch.zeros_like(data) if i == 1 else data)
+
         honest(self, wrap)
 
     monkeypatch.setattr(StorageRead, "read_numpy", lossy)
@@ -144,19 +155,31 @@ def test_a_read_that_loses_a_shard_fails_verification(monkeypatch):
 
 
 def test_loader_stall_measures_the_share_of_step_time_waiting():
-    ctx = run(LoaderStall, {"count": 16, "width": 96, "height": 72, "out_size": 32, "batch_size": 4,
-                            "workers": 1, "steps": 4, "warmup_steps": 1, "matmul_size": 64})
+    ctx = run(
+        LoaderStall,
+        {
+            "count": 16,
+            "width": 96,
+            "height": 72,
+            "out_size": 32,
+            "batch_size": 4,
+            "workers": 1,
+            "steps": 4,
+            "warmup_steps": 1,
+            "matmul_size": 64,
+        },
+    )
     for label in ["compute_only", *CPU_PATHS]:
         share = metric(ctx, label, "stall_share")
         assert 0.0 <= share["value"] <= 1.0 and share["higher_is_better"] is False
         assert len(metric(ctx, label, "step_ms")["samples"]) == 4
         assert check(ctx, label).passed, check(ctx, label)
-    assert ctx.details["consumer"]["flops_per_step"] == 2.0 * 64 ** 3 * 2
+    assert ctx.details["consumer"]["flops_per_step"] == 2.0 * 64**3 * 2
 
 
 def test_host_to_device_needs_cuda_and_labels_its_sizes():
     assert HostToDevice.requirements.devices == ("cuda",)
-    assert [size_label(s) for s in (64 * 1024, 2 ** 20, 3 * 2 ** 30, 100)] == ["64KiB", "1MiB", "3GiB", "100B"]
+    assert [size_label(s) for s in (64 * 1024, 2**20, 3 * 2**30, 100)] == ["64KiB", "1MiB", "3GiB", "100B"]
     assert host_to_device.CEILING == "h2d.pinned"  # kernels.ceilings' name for the link
     with pytest.raises(ValueError, match="multiples of 4"):
         host_to_device.HostToDeviceParams(sizes=(6,))
@@ -170,26 +193,31 @@ def test_params_reject_bad_input():
 
 
 def test_the_data_family_imports_no_torch_and_no_other_family():
-    code = ("import sys, workloads.data; "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('workloads.kernels', "
-            "'workloads.collectives', 'workloads.training', 'registry', 'nvidia', 'kvikio'))]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, workloads.data; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('workloads.kernels', "
+        "'workloads.collectives', 'workloads.training', 'registry', 'nvidia', 'kvikio'))]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
 def test_the_gds_reason_is_cufiles_own_line_not_dalis_wrapper():
-    from workloads.data._common import cufile_reason
+    from perfsuite.workloads.data._common import cufile_reason
 
     # DALI 2.4.0's message on an H200 without GDS, as record d299b755 holds it
-    dali = RuntimeError("Critical error in pipeline:\nCritical error in pipeline:\n"
-                        "Error in GPU operator `nvidia.dali.fn.readers.numpy`,\n"
-                        "which was used in the pipeline definition with the following traceback:\n\n"
-                        "  File \"/work/main/workloads/data/storage_read.py\", line 156, in pipeline\n"
-                        "    return fn.readers.numpy(device=device, file_root=str(self.shards.root),\n\n"
-                        "encountered:\n\n"
-                        "CUFile import failed: /tmp/cache/00000.npy. file descriptor is not registered.\n"
-                        "C++ context: [/opt/dali/dali/util/std_cufile.cc:73] \n"
-                        "Current pipeline object is no longer valid.\nCurrent pipeline object is no longer valid.")
-    assert cufile_reason(dali) == ("RuntimeError: CUFile import failed: /tmp/cache/00000.npy. "
-                                   "file descriptor is not registered.")
+    dali = RuntimeError(
+        "Critical error in pipeline:\nCritical error in pipeline:\n"
+        "Error in GPU operator `nvidia.dali.fn.readers.numpy`,\n"
+        "which was used in the pipeline definition with the following traceback:\n\n"
+        '  File "/work/main/workloads/data/storage_read.py", line 156, in pipeline\n'
+        "    return fn.readers.numpy(device=device, file_root=str(self.shards.root),\n\n"
+        "encountered:\n\n"
+        "CUFile import failed: /tmp/cache/00000.npy. file descriptor is not registered.\n"
+        "C++ context: [/opt/dali/dali/util/std_cufile.cc:73] \n"
+        "Current pipeline object is no longer valid.\nCurrent pipeline object is no longer valid."
+    )
+    assert cufile_reason(dali) == (
+        "RuntimeError: CUFile import failed: /tmp/cache/00000.npy. file descriptor is not registered."
+    )
     assert cufile_reason(OSError("disk gone\nmore")) == "OSError: disk gone"

@@ -1,14 +1,15 @@
 """``perfsuite history``: a metric over time with each run's CI and its change points."""
+
 from __future__ import annotations
 
 import json
 from datetime import timedelta
 
 import numpy as np
-
 from factories import DEFAULT_START, gemm_metrics, make_record
-from registry.submissions import record_text
-from suite.history import change_points
+
+from perfsuite.analysis.history import change_points
+from perfsuite.registry.submissions import record_text
 
 
 def _run_samples(seed: int, level: float) -> list[float]:
@@ -23,15 +24,16 @@ def test_a_real_step_is_flagged_and_noise_is_not():
     flat = [_run_samples(i, 1.0) for i in range(12)]
     assert change_points([float(np.median(s)) for s in flat], flat) == []
     # one wild run is not a step: each side needs two runs
-    spike = flat[:5] + [_run_samples(99, 1.5)] + flat[6:]
+    spike = [*flat[:5], _run_samples(99, 1.5), *flat[6:]]
     assert change_points([float(np.median(s)) for s in spike], spike) == []
 
 
 def test_history_cli_lists_runs_in_time_order_with_the_change_point(cli, tmp_path):
     files = []
     for i, level in enumerate([1.0] * 4 + [1.25] * 4):  # the time per call grows by 25% at run 4
-        record = make_record(started_at=DEFAULT_START + timedelta(days=i),
-                             metrics=gemm_metrics(time_ms=tuple(_run_samples(i, level))))
+        record = make_record(
+            started_at=DEFAULT_START + timedelta(days=i), metrics=gemm_metrics(time_ms=tuple(_run_samples(i, level)))
+        )
         path = tmp_path / f"{i}.json"
         path.write_text(record_text(record))
         files.append((str(path), record["run_id"]))

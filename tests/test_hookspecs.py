@@ -1,16 +1,16 @@
 """Every hook is specified with a docstring, documented for plugin authors, and exercised
 by a test; a hook that raises in a plugin is recorded, not fatal."""
+
 from __future__ import annotations
 
 import inspect
 import json
 from pathlib import Path
 
-from suite import hookspecs
+from perfsuite import hookspecs
 
 REPO = Path(__file__).resolve().parent.parent
-HOOKS = sorted(name for name, fn in vars(hookspecs).items()
-               if name.startswith("perfsuite_") and inspect.isfunction(fn))
+HOOKS = sorted(name for name, fn in vars(hookspecs).items() if name.startswith("perfsuite_") and inspect.isfunction(fn))
 
 
 def test_every_hook_has_a_docstring_a_guide_entry_and_a_test():
@@ -40,13 +40,13 @@ def perfsuite_register_commands(cli):
         click.echo("hello from demo")
 '''
 
-BROKEN_ENV = '''
+BROKEN_ENV = """
 from suite import hookimpl
 
 @hookimpl
 def perfsuite_collect_environment(env):
     raise RuntimeError("fingerprint bug")
-'''
+"""
 
 
 def test_collect_environment_and_register_commands_hooks(cli, add_plugin):

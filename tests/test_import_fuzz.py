@@ -5,6 +5,7 @@ that validate, or refuses with a one-line error and stores nothing; never a trac
 Bounded: a fixed number of examples per test, derandomised so that CI sees the same
 inputs every time (and a failure is reproducible), no example database written.
 """
+
 from __future__ import annotations
 
 import copy
@@ -15,20 +16,33 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from factories import make_record, sign
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from factories import make_record, sign
-from registry import RecordInvalid, RegistryError, check_record, load_record_file, open_registry
 from registry_support import table_counts
 
-FUZZ = settings(max_examples=150, deadline=10_000, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+from perfsuite.registry import (
+    RegistryError,
+    check_record,
+    load_record_file,
+    open_registry,
+)
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=10_000,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 BASE = make_record()
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def _containers(document, path=()):
@@ -37,7 +51,7 @@ def _containers(document, path=()):
     items = document.items() if isinstance(document, dict) else enumerate(document)
     for key, value in items:
         if isinstance(value, (dict, list)):
-            yield from _containers(value, path + (key,))
+            yield from _containers(value, (*path, key))
 
 
 @st.composite
@@ -70,7 +84,7 @@ def mutated_records(draw) -> bytes:
     data = json.dumps(record).encode()
     for _ in range(draw(st.integers(0, 2))):
         at = draw(st.integers(0, len(data) - 1))
-        data = data[:at] + draw(st.binary(min_size=0, max_size=3)) + data[at + 1:]
+        data = data[:at] + draw(st.binary(min_size=0, max_size=3)) + data[at + 1 :]
     return data
 
 
@@ -117,7 +131,7 @@ def test_fuzzed_records_are_stored_valid_or_refused_leaving_nothing(tmp_path, re
 @settings(FUZZ, max_examples=30)
 @given(data=mutated_records())
 def test_fuzzed_import_through_the_cli_is_one_line_or_stored(tmp_path, perfsuite_env, registry_url, data):
-    from suite.cli import cli
+    from perfsuite.cli import cli
 
     path = tmp_path / "record.json"
     path.write_bytes(data)
@@ -132,12 +146,18 @@ def test_fuzzed_import_through_the_cli_is_one_line_or_stored(tmp_path, perfsuite
             check_record(registry.get(json.loads(data)["run_id"]))
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe{}", b"[" * 50_000, b'{"run_id": 1e999}',
-                                     json.dumps(BASE).encode()[:-1]])
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe{}", b"[" * 50_000, b'{"run_id": 1e999}', json.dumps(BASE).encode()[:-1]]
+)
 def test_fuzz_style_inputs_in_a_real_process_are_one_line(tmp_path, perfsuite_env, content):
     path = tmp_path / "x.json"
     path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "suite", "import", str(path)], env=perfsuite_env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "import", str(path)],
+        env=perfsuite_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"Error: {path}: ")

@@ -1,6 +1,7 @@
 """The inference family: LoadGen's summary parsed from captured files, parameters refused
 before anything runs, a SUT that drops a sample or raises failing the run with its reason
 (with the real LoadGen and no model), and the CPU quick suite end to end through the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from suite import params as params_mod
-from workloads.inference.classifier import Classifier
-from workloads.inference.generate import Generate
-from workloads.inference.summary import SummaryParseError, parse_summary
+from perfsuite.engine import params as params_mod
+from perfsuite.workloads.inference.classifier import Classifier
+from perfsuite.workloads.inference.generate import Generate
+from perfsuite.workloads.inference.summary import SummaryParseError, parse_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loadgen"
 
@@ -27,8 +28,10 @@ def test_summary_offline_invalid_min_duration_with_reason():
     s = _summary("classifier-Offline-performance.txt")
     assert (s.scenario, s.mode, s.valid) == ("Offline", "PerformanceOnly", False)
     assert s.satisfied == {"Min duration": False, "Min queries": True, "Early stopping": True}
-    assert s.invalid_reasons == ["Min duration not satisfied",
-                                 "Increase expected QPS so the loadgen pre-generates a larger (coalesced) query."]
+    assert s.invalid_reasons == [
+        "Min duration not satisfied",
+        "Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.",
+    ]
     assert s.rates == {"samples_per_s": 4859.5}
     assert s.latency_ns["latency"]["p99"] == 193847225
     assert s.parameters["min_duration (ms)"] == "1000"
@@ -70,10 +73,22 @@ def test_show_table_has_a_row_per_scenario_with_the_reasons_as_plain_text():
     server = _summary("generate-Server-performance.txt").to_dict()
     offline = _summary("classifier-Offline-performance.txt").to_dict()
     offline["invalid_reasons"].append("[bold]not markup[/bold]")
-    record = {"details": {"inference": {"loadgen_version": "6.0.17", "artifact_dir": "/x", "scenarios": {
-        "Server": {"performance": {"summary": server}, "accuracy": {"score": 0.95, "threshold": 0.9},
-                   "find_peak": {"peak_valid_qps": 24.0}},
-        "Offline": {"performance": {"summary": offline}}}}}}
+    record = {
+        "details": {
+            "inference": {
+                "loadgen_version": "6.0.17",
+                "artifact_dir": "/x",
+                "scenarios": {
+                    "Server": {
+                        "performance": {"summary": server},
+                        "accuracy": {"score": 0.95, "threshold": 0.9},
+                        "find_peak": {"peak_valid_qps": 24.0},
+                    },
+                    "Offline": {"performance": {"summary": offline}},
+                },
+            }
+        }
+    }
     console = Console(width=250, record=True)
     console.print(Generate.render_details(record))
     text = console.export_text()
@@ -89,15 +104,18 @@ def test_summary_that_is_not_one_is_refused():
 
 
 # -- parameters refused before the run ---------------------------------------------------------
-@pytest.mark.parametrize("cls,overrides,message", [
-    (Generate, {"target_qps": "-5"}, "target_qps must be greater than 0"),
-    (Classifier, {"latency_ms": "0"}, "latency_ms must be greater than 0"),
-    (Generate, {"ttft_ms": "0"}, "ttft_ms must be greater than 0"),
-    (Generate, {"scenarios": "Server,Batch"}, "'Batch' is not one of SingleStream, MultiStream, Server, Offline"),
-    (Classifier, {"target_latency_percentile": "1.5"}, "strictly between 0 and 1"),
-    (Classifier, {"min_duration_ms": "-1"}, "min_duration_ms must not be negative"),
-    (Generate, {"samples_per_query": "64", "num_samples": "8"}, "exceeds num_samples"),
-])
+@pytest.mark.parametrize(
+    "cls,overrides,message",
+    [
+        (Generate, {"target_qps": "-5"}, "target_qps must be greater than 0"),
+        (Classifier, {"latency_ms": "0"}, "latency_ms must be greater than 0"),
+        (Generate, {"ttft_ms": "0"}, "ttft_ms must be greater than 0"),
+        (Generate, {"scenarios": "Server,Batch"}, "'Batch' is not one of SingleStream, MultiStream, Server, Offline"),
+        (Classifier, {"target_latency_percentile": "1.5"}, "strictly between 0 and 1"),
+        (Classifier, {"min_duration_ms": "-1"}, "min_duration_ms must not be negative"),
+        (Generate, {"samples_per_query": "64", "num_samples": "8"}, "exceeds num_samples"),
+    ],
+)
 def test_bad_loadgen_settings_refused(cls, overrides, message):
     with pytest.raises(params_mod.ParamError, match=message.replace("(", r"\(")) as info:
         params_mod.resolve(cls, overrides, quick=True)
@@ -120,7 +138,7 @@ class EchoBackend:
         self.release = threading.Event()
 
     def run_batch(self, indices, first_token):
-        from workloads.inference.sut import Output
+        from perfsuite.workloads.inference.sut import Output
 
         if self.hang:
             self.release.wait()
@@ -132,17 +150,36 @@ class EchoBackend:
 
 def _run(tmp_path, scenario: str, backend, inject: str = "none", tokens: bool = False, query_timeout_s: float = 1.0):
     lg = pytest.importorskip("mlperf_loadgen")
-    from workloads.inference.harness import run_test
-    from workloads.inference.settings import Hints, LoadGenParams, test_settings
-    from workloads.inference.sut import BatchingSUT
+    from perfsuite.workloads.inference.harness import run_test
+    from perfsuite.workloads.inference.settings import (
+        Hints,
+        LoadGenParams,
+        loadgen_settings,
+    )
+    from perfsuite.workloads.inference.sut import BatchingSUT
 
-    p = LoadGenParams(scenarios=(scenario,), num_samples=16, min_duration_ms=300, min_query_count=16,
-                      target_qps=200.0, max_batch=4, query_timeout_s=query_timeout_s, inject=inject)
+    p = LoadGenParams(
+        scenarios=(scenario,),
+        num_samples=16,
+        min_duration_ms=300,
+        min_query_count=16,
+        target_qps=200.0,
+        max_batch=4,
+        query_timeout_s=query_timeout_s,
+        inject=inject,
+    )
     hints = Hints(single_latency_s=0.001, query_latency_s=0.002, offline_qps=2000.0)
     tok = {"ttft_ms": 1000.0, "tpot_ms": 1000.0} if tokens else None
-    ts, settings = test_settings(lg, p, scenario, "performance", 7, hints, tokens=tok)
-    sut = BatchingSUT(lg, backend, max_batch=p.max_batch, max_wait_s=0.001, query_timeout_s=p.query_timeout_s,
-                      streams_tokens=tokens, inject=inject)
+    ts, settings = loadgen_settings(lg, p, scenario, "performance", 7, hints, tokens=tok)
+    sut = BatchingSUT(
+        lg,
+        backend,
+        max_batch=p.max_batch,
+        max_wait_s=0.001,
+        query_timeout_s=p.query_timeout_s,
+        streams_tokens=tokens,
+        inject=inject,
+    )
     sut.start()
     try:
         return run_test(lg, sut, ts, settings, p.num_samples, tmp_path / "logs", bound_s=20.0, energy=lambda: None)
@@ -161,7 +198,7 @@ def test_sut_completes_every_sample_with_its_data(tmp_path, scenario):
 
 @pytest.mark.parametrize("scenario,tokens", [("Server", True), ("SingleStream", False), ("Offline", True)])
 def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario, tokens):
-    from workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference.sut import SUTFailure
 
     t0 = time.monotonic()
     with pytest.raises(SUTFailure, match=r"sample \d+ .*was not completed within 1 s.*dropped"):
@@ -170,14 +207,14 @@ def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario, tokens
 
 
 def test_model_call_that_raises_fails_the_run_with_the_reason(tmp_path):
-    from workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference.sut import SUTFailure
 
-    with pytest.raises(SUTFailure, match="model call on a batch of .* raised RuntimeError: injected failure"):
+    with pytest.raises(SUTFailure, match=r"model call on a batch of .* raised RuntimeError: injected failure"):
         _run(tmp_path, "Server", EchoBackend(), inject="raise", tokens=True)
 
 
 def test_hung_model_call_is_caught_by_the_watchdog(tmp_path):
-    from workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference.sut import SUTFailure
 
     backend = EchoBackend(hang=True)
     try:
@@ -190,8 +227,21 @@ def test_hung_model_call_is_caught_by_the_watchdog(tmp_path):
 # -- end to end through the CLI ------------------------------------------------------------------
 def test_sut_failure_inside_a_workload_fails_its_record(cli):
     pytest.importorskip("transformers")
-    proc = cli("run", "inference.classifier", "--quick", "--device", "cpu", "--json", "-p", "scenarios=Server",
-               "-p", "mode=performance", "-p", "inject=raise", timeout=300)
+    proc = cli(
+        "run",
+        "inference.classifier",
+        "--quick",
+        "--device",
+        "cpu",
+        "--json",
+        "-p",
+        "scenarios=Server",
+        "-p",
+        "mode=performance",
+        "-p",
+        "inject=raise",
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "failed"
@@ -201,8 +251,7 @@ def test_sut_failure_inside_a_workload_fails_its_record(cli):
 def test_cpu_quick_suite_every_scenario_valid_and_accurate(cli, perfsuite_env):
     pytest.importorskip("transformers")
     pytest.importorskip("mlperf_loadgen")
-    proc = cli("run", "inference.classifier", "inference.generate", "--quick", "--device", "cpu", "--json",
-               timeout=600)
+    proc = cli("run", "inference.classifier", "inference.generate", "--quick", "--device", "cpu", "--json", timeout=600)
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     assert set(records) == {"inference.classifier", "inference.generate"}, proc.stderr
     for name, r in records.items():
@@ -214,7 +263,7 @@ def test_cpu_quick_suite_every_scenario_valid_and_accurate(cli, perfsuite_env):
         assert labels == {f"{s} {k}" for s in scen for k in ("accuracy", "VALID")}
         art = Path(r["details"]["inference"]["artifact_dir"])
         assert art.name == r["run_id"] and art.parent.parent == Path(perfsuite_env["PERFSUITE_RECORDS"])
-        for s, out in scen.items():
+        for _s, out in scen.items():
             for f in out["performance"]["files"] + out["accuracy"]["files"]:
                 assert (art / f).is_file()
             assert out["accuracy"]["samples_logged"] == r["workload"]["params"]["num_samples"]
@@ -230,14 +279,19 @@ def test_static_cache_generates_the_dynamic_caches_tokens():
     pytest.importorskip("transformers")
     import torch
 
-    from workloads.inference.generate import build_config
-    from workloads.inference.models import GeneratorBackend, float32_and_measured, synthetic_sequences
+    from perfsuite.workloads.inference.generate import build_config
+    from perfsuite.workloads.inference.models import (
+        GeneratorBackend,
+        float32_and_measured,
+        synthetic_sequences,
+    )
 
     p = params_mod.resolve(Generate, {"dtype": "fp32", "max_batch": "4"}, quick=True)
     from transformers import AutoModelForCausalLM
 
-    ref, _ = float32_and_measured(lambda: AutoModelForCausalLM.from_config(build_config(p)), "fp32",
-                                  torch.device("cpu"), 0)
+    ref, _ = float32_and_measured(
+        lambda: AutoModelForCausalLM.from_config(build_config(p)), "fp32", torch.device("cpu"), 0
+    )
     samples = synthetic_sequences(6, p.min_prompt, p.max_prompt, p.vocab, 0)
     first: list = []
     outs = {}

@@ -1,5 +1,6 @@
 """The inference family on a CUDA GPU: transformers' compiled static-cache decoding (CUDA
 graphs) generates what eager dynamic-cache decoding does, and reports first tokens."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,16 +8,19 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 def test_compiled_static_cache_matches_dynamic_on_cuda():
     from transformers import AutoModelForCausalLM
 
-    from suite import params as params_mod
-    from workloads.inference.generate import Generate, build_config
-    from workloads.inference.models import GeneratorBackend, float32_and_measured, synthetic_sequences
+    from perfsuite.engine import params as params_mod
+    from perfsuite.workloads.inference.generate import Generate, build_config
+    from perfsuite.workloads.inference.models import (
+        GeneratorBackend,
+        float32_and_measured,
+        synthetic_sequences,
+    )
 
     p = params_mod.resolve(Generate, {"dtype": "fp32", "max_batch": "4"}, quick=True)
     device = torch.device("cuda")

@@ -1,6 +1,7 @@
 """The built-in kernel workloads on the CPU, driven through a real RunContext as the worker
 drives them: quick presets run and verify, broken variants are caught, the declared work
 matches hand-computed numbers, parameters parse, and the plugin module stays torch-free."""
+
 from __future__ import annotations
 
 import math
@@ -13,18 +14,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from suite import params as params_mod  # noqa: E402
-from suite.context import RunContext  # noqa: E402
-from suite.controls import Controls, apply_seeds  # noqa: E402
-from suite.inprocess import run_workload  # noqa: E402
-from suite.roofline import ceiling_table  # noqa: E402
-from workloads.kernels import WORKLOADS, attention, gemm  # noqa: E402
-from workloads.kernels.attention import Attention, attention_flops  # noqa: E402
-from workloads.kernels.ceilings import Ceilings  # noqa: E402
-from workloads.kernels.fusion import Fusion, fusion_bytes  # noqa: E402
-from workloads.kernels.gemm import Gemm, MatmulOperands  # noqa: E402
-from workloads.kernels.launch import Launch  # noqa: E402
-from workloads.kernels.memory import Memory  # noqa: E402
+from perfsuite.context import RunContext  # noqa: E402
+from perfsuite.controls import Controls, apply_seeds  # noqa: E402
+from perfsuite.engine import params as params_mod  # noqa: E402
+from perfsuite.engine.inprocess import run_workload  # noqa: E402
+from perfsuite.measure.roofline import ceiling_table  # noqa: E402
+from perfsuite.workloads.kernels import WORKLOADS, attention, gemm  # noqa: E402
+from perfsuite.workloads.kernels.attention import Attention, attention_flops  # noqa: E402
+from perfsuite.workloads.kernels.ceilings import Ceilings  # noqa: E402
+from perfsuite.workloads.kernels.fusion import Fusion, fusion_bytes  # noqa: E402
+from perfsuite.workloads.kernels.gemm import Gemm, MatmulOperands  # noqa: E402
+from perfsuite.workloads.kernels.launch import Launch  # noqa: E402
+from perfsuite.workloads.kernels.memory import Memory  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,12 +33,11 @@ REPO = Path(__file__).resolve().parent.parent
 def make_ctx(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
     apply_seeds(0, deterministic=False)
     p = params_mod.resolve(cls, overrides or {}, quick=quick)
-    return RunContext(params=p, controls=Controls(device=device, iterations=3, warmup=1, min_time_s=None),
-                      quick=quick)
+    return RunContext(params=p, controls=Controls(device=device, iterations=3, warmup=1, min_time_s=None), quick=quick)
 
 
 def run(cls, overrides: dict | None = None, quick: bool = True, device: str = "cpu") -> RunContext:
-    """The workload as the worker runs it: suite.inprocess.run_workload."""
+    """The workload as the worker runs it: perfsuite.engine.inprocess.run_workload."""
     p = params_mod.resolve(cls, overrides or {}, quick=quick)
     controls = Controls(device=device, iterations=3, warmup=1, min_time_s=None)
     return run_workload(cls, p, controls, quick=quick)
@@ -181,8 +181,12 @@ def test_memory_triad_with_the_wrong_formula_fails():
 # -- work accounting against hand-computed numbers ----------------------------------------------------
 def test_gemm_work_and_throughput_match_hand_computed_numbers():
     ctx = run(Gemm, {"m": 64, "n": 32, "k": 16, "dtypes": "fp32,bf16"}, quick=False)
-    assert ctx.details["work"]["fp32"] == {"flops": 2 * 64 * 32 * 16, "bytes": (64 * 16 + 16 * 32 + 64 * 32) * 4,
-                                           "items": 0.0, "item_unit": "items"}
+    assert ctx.details["work"]["fp32"] == {
+        "flops": 2 * 64 * 32 * 16,
+        "bytes": (64 * 16 + 16 * 32 + 64 * 32) * 4,
+        "items": 0.0,
+        "item_unit": "items",
+    }
     assert ctx.details["work"]["bf16"]["bytes"] == (64 * 16 + 16 * 32 + 64 * 32) * 2
     # With 3 samples the median TFLOP/s is exactly the FLOPs over the median time.
     t_ms = metric(ctx, "fp32", "time_ms")["value"]
@@ -201,13 +205,21 @@ def test_memory_bytes_count_reads_and_writes():
 def test_attention_flops_and_bytes_and_the_causal_half():
     p = params_mod.resolve(Attention, {"batch": 2, "heads": 3, "seq_len": 64, "head_dim": 16}, quick=False)
     assert attention_flops(p) == 4 * 2 * 3 * 64 * 64 * 16
-    causal = params_mod.resolve(Attention, {"batch": 2, "heads": 3, "seq_len": 64, "head_dim": 16,
-                                            "causal": "true"}, quick=False)
+    causal = params_mod.resolve(
+        Attention, {"batch": 2, "heads": 3, "seq_len": 64, "head_dim": 16, "causal": "true"}, quick=False
+    )
     assert attention_flops(causal) == 2 * 2 * 3 * 64 * 64 * 16
-    ctx = run(Attention, {"batch": 2, "heads": 3, "seq_len": 64, "head_dim": 16, "causal": "true",
-                          "backends": "math", "dtype": "fp32"}, quick=False)
-    assert ctx.details["work"]["math"] == {"flops": 2 * 2 * 3 * 64 * 64 * 16, "bytes": 4 * 2 * 3 * 64 * 16 * 4,
-                                           "items": 0.0, "item_unit": "items"}
+    ctx = run(
+        Attention,
+        {"batch": 2, "heads": 3, "seq_len": 64, "head_dim": 16, "causal": "true", "backends": "math", "dtype": "fp32"},
+        quick=False,
+    )
+    assert ctx.details["work"]["math"] == {
+        "flops": 2 * 2 * 3 * 64 * 64 * 16,
+        "bytes": 4 * 2 * 3 * 64 * 16 * 4,
+        "items": 0.0,
+        "item_unit": "items",
+    }
     assert check(ctx, "math").passed
 
 
@@ -273,10 +285,10 @@ def test_attention_is_unmet_when_no_backend_runs():
 
 def test_show_renders_the_skipped_cases_of_a_record():
     """``perfsuite show`` renders ``details.skipped_cases`` in the host, for any workload."""
+    from factories import make_record
     from rich.console import Console
 
-    from factories import make_record
-    from suite.report import show_record, skipped_cases_table
+    from perfsuite.analysis.tables import show_record, skipped_cases_table
 
     ctx = run(Attention)
     record = make_record(workload_name="kernels.attention", details=dict(ctx.details))
@@ -290,9 +302,9 @@ def test_show_renders_the_skipped_cases_of_a_record():
 
 # -- fusion ----------------------------------------------------------------------------------------
 def test_fusion_measures_the_hosts_chain_with_eager_as_the_baseline():
-    """kernels.fusion times suite.fused_chain (the definition perfsuite-triton's
+    """kernels.fusion times perfsuite.fused_chain (the definition perfsuite-triton's
     triton.fused_chain also times) and judges it by the host's float64 reference."""
-    from suite import fused_chain
+    from perfsuite import fused_chain
 
     ctx = run(Fusion, {"impls": "eager", "dtype": "bf16", "rows": 32, "hidden": 64})
     (c,) = ctx.checks
@@ -322,14 +334,24 @@ def test_fusion_compile_records_compile_time_and_matches_eager():
 def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
     ctx = run(Ceilings)
     assert set(ctx.details["work"]) == {"matmul.fp32", "matmul.bf16", "memory"}
-    assert set(ctx.details["skipped_cases"]) == {"matmul.tf32", "matmul.fp16", "matmul.fp8", "h2d.pinned",
-                                                 "h2d.pageable", "d2h.pinned", "d2h.pageable"}
+    assert set(ctx.details["skipped_cases"]) == {
+        "matmul.tf32",
+        "matmul.fp16",
+        "matmul.fp8",
+        "h2d.pinned",
+        "h2d.pageable",
+        "d2h.pinned",
+        "d2h.pageable",
+    }
     assert ctx.details["skipped_cases"]["h2d.pinned"] == "host<->device transfers need a CUDA device"
     assert all(c.passed for c in ctx.checks)
     # The runner's ceiling lookup finds one figure per measured resource, in the right unit.
     table = ceiling_table({"metrics": ctx.metrics})
-    assert {r: m["unit"] for r, m in table.items()} == {"matmul.fp32": "TFLOP/s", "matmul.bf16": "TFLOP/s",
-                                                       "memory": "GB/s"}
+    assert {r: m["unit"] for r, m in table.items()} == {
+        "matmul.fp32": "TFLOP/s",
+        "matmul.bf16": "TFLOP/s",
+        "memory": "GB/s",
+    }
     assert all(m["roofline"] is None for m in ctx.metrics), "a ceiling is not judged against a ceiling"
     # Best over shapes and regimes: the ceiling is the fastest single call of any run, the best
     # burst's or the sustained one's (an upper bound, v4); the work recorded is that run's shape's.
@@ -350,8 +372,11 @@ def test_ceilings_on_cpu_measure_the_cpu_resources_and_say_why_not_the_rest():
             assert other is None
         else:
             assert other["regime"] == "burst (L2 flushed)" and 0 < other["fastest"] <= c["value"]
-        assert set(c["burst"]["by_shape"]) == ({"128x128x128", "256x256x256", "512x512x512"} if resource != "memory"
-                                               else {f"{n} B" for n in (64 * 1024, 1024 ** 2, 16 * 1024 ** 2)})
+        assert set(c["burst"]["by_shape"]) == (
+            {"128x128x128", "256x256x256", "512x512x512"}
+            if resource != "memory"
+            else {f"{n} B" for n in (64 * 1024, 1024**2, 16 * 1024**2)}
+        )
     shape = ctx.details["ceilings"]["memory"]["shape"]
     assert ctx.details["work"]["memory"]["bytes"] == 2 * int(shape.split()[0])
 
@@ -361,7 +386,7 @@ def test_params_parse_with_types_suffixes_and_choices():
     p = params_mod.resolve(Gemm, {"m": "1K", "dtypes": "fp32,bf16"}, quick=False)
     assert (p.m, p.n, p.dtypes) == (1024, 8192, ("fp32", "bf16"))
     assert params_mod.resolve(Gemm, {}, quick=True).m == 256
-    assert params_mod.resolve(Memory, {"size_bytes": "64M"}, quick=False).size_bytes == 64 * 1024 ** 2
+    assert params_mod.resolve(Memory, {"size_bytes": "64M"}, quick=False).size_bytes == 64 * 1024**2
     assert params_mod.resolve(Attention, {"causal": "yes"}, quick=False).causal is True
     with pytest.raises(params_mod.ParamError, match="'int8' is not one of"):
         params_mod.resolve(Gemm, {"dtypes": "bf16,int8"}, quick=False)
@@ -372,9 +397,17 @@ def test_params_parse_with_types_suffixes_and_choices():
 
 
 def test_importing_the_kernel_plugin_does_not_import_torch():
-    code = ("import sys, workloads.kernels\n"
-            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
-            "assert len(workloads.kernels.WORKLOADS) == 6\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys, workloads.kernels\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
+        "assert len(workloads.kernels.WORKLOADS) == 6\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr

@@ -1,5 +1,6 @@
 """The kernel workloads through the real CLI: runner, measuring subprocess, registry and
 roofline fractions, then ``perfsuite roofline`` on what was stored."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,18 @@ pytest.importorskip("torch")
 
 
 def test_run_ceilings_gemm_memory_then_roofline(cli):
-    proc = cli("run", "kernels.ceilings", "kernels.gemm", "kernels.memory", "--quick", "--device", "cpu",
-               "--json", timeout=600, check=True)
+    proc = cli(
+        "run",
+        "kernels.ceilings",
+        "kernels.gemm",
+        "kernels.memory",
+        "--quick",
+        "--device",
+        "cpu",
+        "--json",
+        timeout=600,
+        check=True,
+    )
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     assert set(records) == {"kernels.ceilings", "kernels.gemm", "kernels.memory"}
     for r in records.values():
@@ -32,6 +43,6 @@ def test_run_ceilings_gemm_memory_then_roofline(cli):
     points = {(p["workload"], p["case"]): p for p in data["points"]}
     assert set(points) == {("kernels.gemm", "bf16"), ("kernels.memory", "copy"), ("kernels.memory", "triad")}
     gemm = points[("kernels.gemm", "bf16")]
-    assert gemm["intensity"] == pytest.approx(2 * 256 ** 3 / (3 * 256 * 256 * 2))
+    assert gemm["intensity"] == pytest.approx(2 * 256**3 / (3 * 256 * 256 * 2))
     assert gemm["bound"] in ("memory", "compute") and gemm["fraction"] > 0
     assert points[("kernels.memory", "copy")]["intensity"] == 0

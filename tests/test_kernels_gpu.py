@@ -2,22 +2,22 @@
 the GPU-only cases (tf32, fp8, host<->device links, CUDA graphs, fused attention
 backends, torch.compile of the fused chain) run or say why not, and a broken kernel is still caught.
 Skipped cleanly without a GPU. No timed assertions: figures are printed (``-m perf``)."""
+
 from __future__ import annotations
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from perfsuite.workloads.kernels import WORKLOADS  # noqa: E402
+from perfsuite.workloads.kernels.attention import Attention  # noqa: E402
+from perfsuite.workloads.kernels.ceilings import TRANSFERS, Ceilings  # noqa: E402
+from perfsuite.workloads.kernels.fusion import Fusion  # noqa: E402
+from perfsuite.workloads.kernels.gemm import Gemm, matmul_unsupported  # noqa: E402
+from perfsuite.workloads.kernels.launch import Launch  # noqa: E402
 from tests.test_kernels import WrongTileGemm, check, metric, run  # noqa: E402
-from workloads.kernels import WORKLOADS  # noqa: E402
-from workloads.kernels.attention import Attention  # noqa: E402
-from workloads.kernels.ceilings import TRANSFERS, Ceilings  # noqa: E402
-from workloads.kernels.fusion import Fusion  # noqa: E402
-from workloads.kernels.gemm import Gemm, matmul_unsupported  # noqa: E402
-from workloads.kernels.launch import Launch  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 @pytest.mark.parametrize("cls", WORKLOADS, ids=lambda c: c.name)
@@ -50,7 +50,7 @@ def test_ceilings_measure_the_host_device_links():
     assert {"memory", "matmul.bf16"} <= set(ctx.details["work"])
     assert all(c.passed for c in ctx.checks)
     # a link's ceiling is an upper bound too: its fastest call, not its median (v5)
-    assert ctx.details["ceiling_statistic"] == {t: "fastest call" for t in TRANSFERS}
+    assert ctx.details["ceiling_statistic"] == dict.fromkeys(TRANSFERS, "fastest call")
     for t in TRANSFERS:
         rate = next(m for m in ctx.metrics if m["case"] == t and m["name"] == "gbps")
         assert rate["value"] == max(rate["samples"]) >= rate["statistics"]["median"]

@@ -1,5 +1,6 @@
 """``perfsuite roofline``: the placement math on synthetic records with hand-computed
 answers, the plot files, and the command against a real SQLite registry."""
+
 from __future__ import annotations
 
 import json
@@ -9,12 +10,12 @@ from datetime import timedelta
 import click
 import pytest
 
-from suite.roofline import roofline_metric_name
+from perfsuite.analysis.roofline_plot import plot
+from perfsuite.analysis.roofline_report import Roof, kernel_records, place, report
+from perfsuite.cli.roofline import require_matplotlib
+from perfsuite.measure.roofline import roofline_metric_name
 from tests.conftest import run_cli
 from tests.factories import DEFAULT_START, make_metric, make_record
-from suite.commands.roofline import require_matplotlib
-from suite.roofline_plot import plot
-from suite.roofline_report import Roof, kernel_records, place, report
 
 GPU_KEY = "00aa00aa00aa00aa"
 PEAK_BF16 = 800.0  # TFLOP/s
@@ -22,8 +23,14 @@ MEMORY_GBPS = 4000.0  # ridge of bf16: 800e12 / 4000e9 = 200 FLOP/B
 
 
 def _roofline_block(resource: str) -> dict:
-    return {"resource": resource, "fraction": None, "ceiling": None, "ceiling_unit": None,
-            "ceiling_run_id": None, "reason": "not yet resolved"}
+    return {
+        "resource": resource,
+        "fraction": None,
+        "ceiling": None,
+        "ceiling_unit": None,
+        "ceiling_run_id": None,
+        "reason": "not yet resolved",
+    }
 
 
 def ceilings_record(device_key: str = GPU_KEY, **figures: float) -> dict:
@@ -33,12 +40,26 @@ def ceilings_record(device_key: str = GPU_KEY, **figures: float) -> dict:
         name, unit = ("tflops", "TFLOP/s") if resource.startswith("matmul.") else ("gbps", "GB/s")
         metrics.append(make_metric(resource, "time_ms", "ms", [1.0, 1.0, 1.0], higher_is_better=False))
         metrics.append(make_metric(resource, name, unit, [value] * 3, higher_is_better=True))
-    return make_record(workload_name="kernels.ceilings", params={"matmul_size": 8192}, device="cuda",
-                       device_key=device_key, metrics=metrics, started_at=DEFAULT_START)
+    return make_record(
+        workload_name="kernels.ceilings",
+        params={"matmul_size": 8192},
+        device="cuda",
+        device_key=device_key,
+        metrics=metrics,
+        started_at=DEFAULT_START,
+    )
 
 
-def kernel_record(name: str, cases: dict[str, dict], *, work: dict | None, minutes: int = 1,
-                  params: dict | None = None, verification: str = "passed", device_key: str = GPU_KEY) -> dict:
+def kernel_record(
+    name: str,
+    cases: dict[str, dict],
+    *,
+    work: dict | None,
+    minutes: int = 1,
+    params: dict | None = None,
+    verification: str = "passed",
+    device_key: str = GPU_KEY,
+) -> dict:
     """cases: label -> {"tflops": v, "gbps": v, "resource": r}; work: label -> {"flops", "bytes"}."""
     metrics = []
     for label, figs in cases.items():
@@ -46,33 +67,56 @@ def kernel_record(name: str, cases: dict[str, dict], *, work: dict | None, minut
         for metric_name, unit in (("tflops", "TFLOP/s"), ("gbps", "GB/s")):
             if metric_name in figs:
                 judged = roofline_metric_name(figs["resource"]) == metric_name
-                metrics.append(make_metric(label, metric_name, unit, [figs[metric_name]] * 3, higher_is_better=True,
-                                           roofline=_roofline_block(figs["resource"]) if judged else None))
+                metrics.append(
+                    make_metric(
+                        label,
+                        metric_name,
+                        unit,
+                        [figs[metric_name]] * 3,
+                        higher_is_better=True,
+                        roofline=_roofline_block(figs["resource"]) if judged else None,
+                    )
+                )
     details = {"work": {k: {**v, "items": 0.0, "item_unit": "items"} for k, v in work.items()}} if work else {}
-    return make_record(workload_name=name, params=params or {"case": name}, device="cuda", device_key=device_key,
-                       metrics=metrics, details=details, verification=verification,
-                       started_at=DEFAULT_START + timedelta(minutes=minutes))
+    return make_record(
+        workload_name=name,
+        params=params or {"case": name},
+        device="cuda",
+        device_key=device_key,
+        metrics=metrics,
+        details=details,
+        verification=verification,
+        started_at=DEFAULT_START + timedelta(minutes=minutes),
+    )
 
 
 N = 8192
-GEMM_WORK = {"flops": 2.0 * N ** 3, "bytes": 3.0 * N * N * 2}
+GEMM_WORK = {"flops": 2.0 * N**3, "bytes": 3.0 * N * N * 2}
 
 
 def gemm_record(**kw) -> dict:
-    return kernel_record("kernels.gemm", {"bf16": {"tflops": 600.0, "gbps": 600.0 * 1e3 / (N / 3),
-                                                   "resource": "matmul.bf16"}}, work={"bf16": GEMM_WORK}, **kw)
+    return kernel_record(
+        "kernels.gemm",
+        {"bf16": {"tflops": 600.0, "gbps": 600.0 * 1e3 / (N / 3), "resource": "matmul.bf16"}},
+        work={"bf16": GEMM_WORK},
+        **kw,
+    )
 
 
 def memory_record(**kw) -> dict:
-    return kernel_record("kernels.memory", {"copy": {"gbps": 3000.0, "resource": "memory"},
-                                            "triad": {"gbps": 3400.0, "resource": "memory"}},
-                         work={"copy": {"flops": 0.0, "bytes": 2.0 * 2 ** 30},
-                               "triad": {"flops": 0.0, "bytes": 3.0 * 2 ** 30}}, minutes=2, **kw)
+    return kernel_record(
+        "kernels.memory",
+        {"copy": {"gbps": 3000.0, "resource": "memory"}, "triad": {"gbps": 3400.0, "resource": "memory"}},
+        work={"copy": {"flops": 0.0, "bytes": 2.0 * 2**30}, "triad": {"flops": 0.0, "bytes": 3.0 * 2**30}},
+        minutes=2,
+        **kw,
+    )
 
 
 def test_roof_reads_peaks_and_bandwidths_from_the_ceilings_record():
-    roof = Roof.from_record(ceilings_record(**{"matmul.bf16": 800.0, "matmul.fp8": 1600.0, "memory": 4000.0,
-                                               "h2d.pinned": 55.0}))
+    roof = Roof.from_record(
+        ceilings_record(**{"matmul.bf16": 800.0, "matmul.fp8": 1600.0, "memory": 4000.0, "h2d.pinned": 55.0})
+    )
     assert roof.peaks_tflops == {"matmul.bf16": 800.0, "matmul.fp8": 1600.0}
     assert roof.bandwidths_gbps == {"memory": 4000.0, "h2d.pinned": 55.0}
     assert roof.ridge("matmul.bf16") == pytest.approx(200.0)
@@ -87,8 +131,11 @@ def test_a_large_gemm_is_compute_bound_under_its_dtype_peak():
 
 
 def test_a_low_intensity_kernel_is_memory_bound_under_the_slope():
-    rec = kernel_record("kernels.attention", {"flash": {"tflops": 30.0, "resource": "matmul.bf16"}},
-                        work={"flash": {"flops": 1e9, "bytes": 1e8}})
+    rec = kernel_record(
+        "kernels.attention",
+        {"flash": {"tflops": 30.0, "resource": "matmul.bf16"}},
+        work={"flash": {"flops": 1e9, "bytes": 1e8}},
+    )
     (p,) = place(rec, Roof.from_record(ceilings_record()))
     assert p.intensity == pytest.approx(10.0)
     assert p.bound == "memory"
@@ -104,8 +151,9 @@ def test_cases_without_flops_sit_at_intensity_zero_and_are_judged_by_bandwidth()
 
 
 def test_intensity_falls_back_to_the_metrics_without_recorded_work():
-    rec = kernel_record("kernels.thirdparty", {"k": {"tflops": 500.0, "gbps": 1000.0, "resource": "matmul.bf16"}},
-                        work=None)
+    rec = kernel_record(
+        "kernels.thirdparty", {"k": {"tflops": 500.0, "gbps": 1000.0, "resource": "matmul.bf16"}}, work=None
+    )
     (p,) = place(rec, Roof.from_record(ceilings_record()))
     assert p.intensity == pytest.approx(500.0)  # 500e12 FLOP/s / 1000e9 B/s
     assert p.note == "intensity from the TFLOP/s and GB/s metrics"
@@ -113,8 +161,9 @@ def test_intensity_falls_back_to_the_metrics_without_recorded_work():
 
 
 def test_a_dtype_without_a_measured_peak_is_judged_by_the_slope_and_says_so():
-    rec = kernel_record("kernels.gemm", {"fp8": {"tflops": 100.0, "resource": "matmul.fp8"}},
-                        work={"fp8": {"flops": 1e9, "bytes": 1e7}})
+    rec = kernel_record(
+        "kernels.gemm", {"fp8": {"tflops": 100.0, "resource": "matmul.fp8"}}, work={"fp8": {"flops": 1e9, "bytes": 1e7}}
+    )
     (p,) = place(rec, Roof.from_record(ceilings_record()))
     assert p.bound == "memory" and p.roof == pytest.approx(100.0 * MEMORY_GBPS / 1e3)
     assert "no 'matmul.fp8' peak" in p.note
@@ -122,8 +171,12 @@ def test_a_dtype_without_a_measured_peak_is_judged_by_the_slope_and_says_so():
 
 def test_only_verified_kernel_runs_other_than_the_ceilings_are_placed():
     good = gemm_record()
-    records = [good, ceilings_record(), gemm_record(verification="failed"),
-               make_record(workload_name="collectives.all_reduce", device="cuda", device_key=GPU_KEY)]
+    records = [
+        good,
+        ceilings_record(),
+        gemm_record(verification="failed"),
+        make_record(workload_name="collectives.all_reduce", device="cuda", device_key=GPU_KEY),
+    ]
     assert kernel_records(records) == [good]
     data = report(records, ceilings_record())
     assert [(p["workload"], p["case"]) for p in data["points"]] == [("kernels.gemm", "bf16")]
@@ -154,7 +207,7 @@ def test_a_missing_matplotlib_is_one_line_naming_the_extra(monkeypatch):
 # -- the command against a real registry ------------------------------------------------------------
 @pytest.fixture
 def stored(perfsuite_env):
-    from registry import open_registry
+    from perfsuite.registry import open_registry
 
     records = {"ceilings": ceilings_record(), "gemm": gemm_record(), "memory": memory_record()}
     with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:

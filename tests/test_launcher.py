@@ -1,6 +1,7 @@
 """The launcher: the commands it builds (local, torchrun one node and several, SLURM tasks),
 SLURM's host lists, the environment every GPU process gets, and the clean-up of process
 trees whose members live in sessions of their own (as torchrun's ranks do)."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,28 @@ from pathlib import Path
 import psutil
 import pytest
 
-from suite import distributed, launcher
-from suite.launcher import LaunchError, LaunchOptions, build, expand_hostlist
+from perfsuite import distributed
+from perfsuite.engine import launcher
+from perfsuite.engine.launcher import LaunchError, LaunchOptions, build, expand_hostlist
 
-SLURM_VARS = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NODEID",
-              "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NNODES",
-              "SLURM_STEP_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-              "SLURM_STEP_TASKS_PER_NODE", "MASTER_ADDR", "MASTER_PORT")
+SLURM_VARS = (
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURM_NNODES",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,13 +44,16 @@ def no_slurm(monkeypatch):
         monkeypatch.delenv(v, raising=False)
 
 
-@pytest.mark.parametrize("text,hosts", [
-    ("gpu7", ["gpu7"]),
-    ("node[01-04],gpu7", ["node01", "node02", "node03", "node04", "gpu7"]),
-    ("n[1,3-4,10]", ["n1", "n3", "n4", "n10"]),
-    ("rack[1-2]-n[08-09]", ["rack1-n08", "rack1-n09", "rack2-n08", "rack2-n09"]),
-    ("a[9-11],b", ["a9", "a10", "a11", "b"]),
-])
+@pytest.mark.parametrize(
+    "text,hosts",
+    [
+        ("gpu7", ["gpu7"]),
+        ("node[01-04],gpu7", ["node01", "node02", "node03", "node04", "gpu7"]),
+        ("n[1,3-4,10]", ["n1", "n3", "n4", "n10"]),
+        ("rack[1-2]-n[08-09]", ["rack1-n08", "rack1-n09", "rack2-n08", "rack2-n09"]),
+        ("a[9-11],b", ["a9", "a10", "a11", "b"]),
+    ],
+)
 def test_expand_hostlist(text, hosts):
     assert expand_hostlist(text) == hosts
 
@@ -49,16 +68,16 @@ def test_single_process_is_a_plain_worker(tmp_path):
     spec = str(tmp_path / "spec.json")
     la = build(spec, LaunchOptions(), "cpu")
     assert la.launcher == "local" and la.world_size == 1 and la.records
-    assert la.argv == [sys.executable, "-m", "suite.worker", spec]
+    assert la.argv == [sys.executable, "-m", "perfsuite.engine.worker", spec]
     assert la.env[launcher.SPEC_ENV] == spec and la.env[launcher.TAG_ENV] == la.tag
 
 
 def test_one_node_torchrun_is_standalone_and_gpu_runs_keep_nvlink_multicast_off(tmp_path):
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=4), "cuda")
     assert la.launcher == "torchrun" and la.world_size == 4 and la.records
-    assert la.argv[1:4] == ["-m", "suite.lifeline", "torch.distributed.run"]  # dies with the runner
+    assert la.argv[1:4] == ["-m", "perfsuite.engine.lifeline", "torch.distributed.run"]  # dies with the runner
     assert "--standalone" in la.argv and "--nproc-per-node=4" in la.argv
-    assert la.argv[-3:] == ["-m", "suite.worker", str(tmp_path / "s.json")]
+    assert la.argv[-3:] == ["-m", "perfsuite.engine.worker", str(tmp_path / "s.json")]
     for k, v in launcher.NVLS_OFF.items():
         assert la.env[k] == v
     cpu = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=4), "cpu")
@@ -72,7 +91,9 @@ def test_cuda_graph_runs_turn_nccls_graph_mixing_off_unless_the_user_chose(tmp_p
     assert graph.env["NCCL_GRAPH_MIXING_SUPPORT"] == "0"
     assert launcher.suite_env("cuda", cuda_graph=True)["NCCL_GRAPH_MIXING_SUPPORT"] == "0"  # in the record
     eager = build(spec, LaunchOptions(nproc_per_node=2), "cuda")
-    assert "NCCL_GRAPH_MIXING_SUPPORT" not in eager.env and "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env("cuda")
+    assert "NCCL_GRAPH_MIXING_SUPPORT" not in eager.env and "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env(
+        "cuda"
+    )
     assert "NCCL_GRAPH_MIXING_SUPPORT" not in launcher.suite_env("cpu", cuda_graph=True)
     monkeypatch.setenv("NCCL_GRAPH_MIXING_SUPPORT", "1")  # the user's setting stands
     assert build(spec, LaunchOptions(nproc_per_node=2), "cuda", cuda_graph=True).env["NCCL_GRAPH_MIXING_SUPPORT"] == "1"
@@ -115,7 +136,7 @@ def test_a_slurm_task_is_one_rank_with_torch_variables_from_slurm(tmp_path, monk
     # The CLI asks for min_world_size ranks per node by default: under srun each task is a rank.
     la = build(str(tmp_path / "s.json"), LaunchOptions(nproc_per_node=2), "cuda")
     assert la.launcher == "slurm" and la.world_size == 4 and la.nnodes == 2 and not la.records
-    assert la.argv == [sys.executable, "-m", "suite.worker", str(tmp_path / "s.json")]
+    assert la.argv == [sys.executable, "-m", "perfsuite.engine.worker", str(tmp_path / "s.json")]
     e = la.env
     assert (e["RANK"], e["WORLD_SIZE"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) == ("3", "4", "1", "2")
     assert e["MASTER_ADDR"] == "gpu07" and e["NCCL_NVLS_ENABLE"] == "0"
@@ -150,7 +171,7 @@ def test_several_torchrun_nodes_in_a_slurm_step_take_their_node_rank_from_slurm(
 
 
 # -- clean-up -------------------------------------------------------------------------------
-TREE = r'''
+TREE = r"""
 import subprocess, sys, time
 # like torch's elastic agent: children in sessions of their own, and a grandchild
 kids = [subprocess.Popen([sys.executable, "-c", "import subprocess,sys,time; "
@@ -158,7 +179,7 @@ kids = [subprocess.Popen([sys.executable, "-c", "import subprocess,sys,time; "
                          start_new_session=True) for _ in range(2)]
 print(" ".join(str(k.pid) for k in kids), flush=True)
 time.sleep(600)
-'''
+"""
 
 
 def _wait_for_descendants(pid: int, n: int) -> list[psutil.Process]:
@@ -178,7 +199,7 @@ def test_kill_tree_reaches_ranks_in_their_own_sessions():
     assert any(os.getsid(k.pid) != os.getsid(root.pid) for k in kids)
     launcher.kill_tree(root.pid)
     root.wait(timeout=10)
-    gone, alive = psutil.wait_procs(kids, timeout=10)
+    _gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive
 
 
@@ -188,10 +209,15 @@ def test_kill_tree_finds_tagged_orphans_whose_parent_is_gone(tmp_path):
     env = dict(os.environ, **{launcher.TAG_ENV: tag})
     pidfile = tmp_path / "orphan.pid"
     # The parent starts the orphan-to-be and exits at once.
-    parent = subprocess.Popen([sys.executable, "-c",
-                               "import subprocess,sys; p=subprocess.Popen([sys.executable,'-c','import time; "
-                               f"time.sleep(600)'], start_new_session=True); open({str(pidfile)!r},'w').write(str(p.pid))"],
-                              env=env)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys; p=subprocess.Popen([sys.executable,'-c','import time; "
+            f"time.sleep(600)'], start_new_session=True); open({str(pidfile)!r},'w').write(str(p.pid))",
+        ],
+        env=env,
+    )
     parent.wait(timeout=30)
     orphan = psutil.Process(int(pidfile.read_text()))
     assert orphan.is_running()
@@ -223,8 +249,10 @@ def test_rank_errors_are_listed_first_failure_first(tmp_path):
         time.sleep(0.05)
     later = time.time() + 5
     os.utime(tmp_path / "rank-0.error.json", (later, later))
-    assert distributed.read_rank_errors(spec) == ["rank 3: RuntimeError: the real cause",
-                                               "rank 0: DistBackendError: peer closed"]
+    assert distributed.read_rank_errors(spec) == [
+        "rank 3: RuntimeError: the real cause",
+        "rank 0: DistBackendError: peer closed",
+    ]
 
 
 def test_progress_names_the_rank_that_stopped_first(tmp_path, monkeypatch):

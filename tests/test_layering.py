@@ -1,7 +1,10 @@
-"""The import graph holds: built-in workloads and the Triton plugin import only the host's
-public API (``suite.__all__``, ``suite.checks``), never a plugin, another family or the
-registry; the registry imports nothing of the host; and without torch, the torch workloads
-are listed unavailable with the reason instead of failing when run."""
+"""The import graph holds: no import cycle anywhere in the ``perfsuite`` namespace; built-in
+workloads and the Triton plugin import only the host's public API (``perfsuite.__all__`` and
+its public modules), never a plugin, another family or the registry; the registry imports
+nothing of the host but the record rules (``perfsuite.schemas``); only the CLI imports the CLI;
+and without torch, the torch workloads are listed unavailable with the reason instead of
+failing when run."""
+
 from __future__ import annotations
 
 import ast
@@ -13,106 +16,233 @@ from pathlib import Path
 
 import pytest
 
-import suite
+import perfsuite
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "plugins" / "perfsuite-triton" / "perfsuite_triton"
-# This repository's own top-level packages besides the host: a workload imports none of them
-# (registry, record format internals, tests, scripts, plugins, other families); anything not
-# from this repository (the standard library, torch, DALI, transformers ...) it may import.
-REPO_PACKAGES = {"registry", "schemas", "tests", "bench", "scripts", "workloads", "perfsuite_triton"}
-PUBLIC_MODULES = {name for name in suite.__all__ if not name[0].isupper()} | {"checks"}
+# The folders of the repository and the names they have in the one namespace.
+ROOTS = {
+    "perfsuite.registry": REPO / "registry",
+    "perfsuite.schemas": REPO / "schemas",
+    "perfsuite.workloads": REPO / "workloads",
+    "perfsuite": REPO / "suite",
+}
+# The host's public modules: those named in __all__, the check helpers, the inputs and testing.
+PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[0].isupper() and name[0] != "_"} | {
+    "perfsuite.checks",
+    "perfsuite.inputs.datasets",
+    "perfsuite.inputs.pipelines",
+    "perfsuite.testing",
+}
+# Not this repository's: a workload may import them (the standard library, torch, DALI ...).
+OWN = ("perfsuite", "perfsuite_triton", "tests", "bench", "scripts", "tools")
 
 
-def imports(path: Path, top: Path = REPO) -> list[tuple[int, str, tuple[str, ...]]]:
-    """(line, absolute module, names) of every import in a file, typing-only ones included;
-    ``top``: the folder the file's top-level package lives in (relative imports resolve)."""
-    package = list(path.relative_to(top).parent.parts)
+def module_name(path: Path) -> str:
+    """The dotted name a file of the repository has in the ``perfsuite`` namespace."""
+    for package, root in ROOTS.items():
+        if path.is_relative_to(root):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            return ".".join([package] + (parts[:-1] if parts[-1] == "__init__" else parts))
+    raise ValueError(f"{path} is not in the namespace")
+
+
+def imports(path: Path, name: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, absolute module, names) of every import in a file, typing-only and function-local
+    ones included; ``name``: the file's own dotted name (relative imports resolve against it)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
             found.append((node.lineno, module, tuple(a.name for a in node.names)))
     return found
 
 
+def namespace_files() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for root in ROOTS.values()
+        for path in sorted(root.rglob("*.py"))
+        if not any(path.is_relative_to(r) for r in ROOTS.values() if r != root and r.is_relative_to(root))
+    }
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the namespace it imports (``from a import b`` names ``a.b`` where
+    that is a module, else ``a``)."""
+    files = namespace_files()
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        deps = set()
+        for _, module, names in imports(path, name):
+            subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in files]
+            deps.update(subs)
+            if module in files and (len(subs) < len(names) or not names):
+                deps.add(module)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_anywhere_in_the_namespace():
+    graph = import_graph()
+    assert len(graph) > 100  # the whole namespace was read
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_typing_only_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
 def host_violation(module: str, names: tuple[str, ...]) -> str | None:
     """Why an import of the host is not its public API, or None."""
-    parts = module.split(".")
-    if parts == ["suite"]:
-        private = [n for n in names if n not in suite.__all__] if names else []
-        return f"suite names {private} are not in suite.__all__" if private or not names else None
-    if len(parts) == 2 and parts[1] in PUBLIC_MODULES:
+    if module == "perfsuite":
+        private = [n for n in names if n not in perfsuite.__all__]
+        return f"perfsuite names {private} are not in perfsuite.__all__" if private or not names else None
+    if module in PUBLIC_MODULES:
         return None
     return f"{module} is not the host's public API"
 
 
-def violations(root: Path, own: str, top: Path) -> list[str]:
+def violations(root: Path, own: str, name_of) -> list[str]:
     """Imports under ``root`` of this repository's packages other than the public host API and
-    ``own`` (``top``: the folder of the files' top-level package)."""
+    ``own``; ``name_of(path)`` gives a file's dotted name."""
     bad = []
     for path in sorted(root.rglob("*.py")):
-        where = path.relative_to(top)
-        for line, module, names in imports(path, top):
-            first = module.split(".")[0]
+        for line, module, names in imports(path, name_of(path)):
             if module == own or module.startswith(own + "."):
                 continue
-            if first == "suite":
-                why = host_violation(module, names)
-            elif first in REPO_PACKAGES:
-                why = f"imports {module}"
-            else:
-                why = None
+            first = module.split(".")[0]
+            if first not in OWN:
+                continue
+            inside_host = first == "perfsuite" and not module.startswith(
+                ("perfsuite.registry", "perfsuite.schemas", "perfsuite.workloads")
+            )
+            why = host_violation(module, names) if inside_host else f"imports {module}"
             if why:
-                bad.append(f"{where}:{line}: {why}")
+                bad.append(f"{path.relative_to(root.parent)}:{line}: {why}")
     return bad
 
 
-@pytest.mark.parametrize("family", sorted(p.name for p in (REPO / "workloads").iterdir()
-                                          if (p / "__init__.py").exists()))
+@pytest.mark.parametrize(
+    "family", sorted(p.name for p in (REPO / "workloads").iterdir() if (p / "__init__.py").exists())
+)
 def test_builtin_families_import_only_the_public_host_api_and_themselves(family):
-    assert violations(REPO / "workloads" / family, f"workloads.{family}", REPO) == []
+    assert violations(REPO / "workloads" / family, f"perfsuite.workloads.{family}", module_name) == []
 
 
 def test_the_workloads_package_itself_imports_nothing_of_its_families():
-    assert [m for _, m, _ in imports(REPO / "workloads" / "__init__.py") if m != "__future__"] == []
+    path = REPO / "workloads" / "__init__.py"
+    assert [m for _, m, _ in imports(path, "perfsuite.workloads") if m != "__future__"] == []
 
 
 def test_the_triton_plugin_imports_only_the_public_host_api():
-    assert violations(PLUGIN, "perfsuite_triton", PLUGIN.parent) == []
+    def name_of(path: Path) -> str:
+        parts = list(path.relative_to(PLUGIN.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    assert violations(PLUGIN, "perfsuite_triton", name_of) == []
 
 
 def test_the_checker_catches_what_it_forbids(tmp_path):
-    (tmp_path / "bad.py").write_text("from perfsuite_triton.kernels import fused_chain\n"
-                                     "from workloads.kernels.memory import copy_case\n"
-                                     "from suite.roofline import ceiling_table\n"
-                                     "from suite import Case, roofline\n"
-                                     "import registry\n"
-                                     "from suite.dtypes import torch_dtype\n"
-                                     "from suite import RunContext, copy_case\n"
-                                     "from schemas.headline import headline\n"
-                                     "import numpy, torch, transformers, os\n")
-    found = [v.split(": ", 1)[1] for v in violations(tmp_path, "workloads.collectives", tmp_path)]
-    assert found == ["imports perfsuite_triton.kernels", "imports workloads.kernels.memory",
-                     "suite.roofline is not the host's public API", "suite names ['roofline'] are not in suite.__all__",
-                     "imports registry", "imports schemas.headline"]
+    family = tmp_path / "collectives"
+    family.mkdir()
+    (family / "bad.py").write_text(
+        "from perfsuite_triton.kernels import fused_chain\n"
+        "from perfsuite.workloads.kernels.memory import copy_case\n"
+        "from perfsuite.measure.roofline import ceiling_table\n"
+        "from perfsuite import Case, roofline\n"
+        "from perfsuite import registry\n"
+        "from perfsuite.dtypes import torch_dtype\n"
+        "from perfsuite import RunContext, copy_case\n"
+        "from perfsuite.schemas.headline import headline\n"
+        "from . import _ops\n"
+        "import numpy, torch, transformers, os\n"
+    )
+    found = [
+        v.split(": ", 1)[1]
+        for v in violations(family, "perfsuite.workloads.collectives", lambda p: "perfsuite.workloads.collectives.bad")
+    ]
+    assert found == [
+        "imports perfsuite_triton.kernels",
+        "imports perfsuite.workloads.kernels.memory",
+        "perfsuite.measure.roofline is not the host's public API",
+        "perfsuite names ['roofline'] are not in perfsuite.__all__",
+        "perfsuite names ['registry'] are not in perfsuite.__all__",
+        "imports perfsuite.schemas.headline",
+    ]
 
 
-def test_registry_imports_nothing_of_the_host_or_the_workloads():
-    bad = [f"{path.relative_to(REPO)}:{line}: {module}"
-           for path in sorted((REPO / "registry").rglob("*.py"))
-           for line, module, _ in imports(path)
-           if module.split(".")[0] in ("suite", "workloads", "perfsuite_triton")]
+def test_registry_imports_nothing_of_the_host_but_the_record_rules():
+    files = namespace_files()
+    bad = []
+    for path in sorted((REPO / "registry").rglob("*.py")):
+        for line, module, names in imports(path, module_name(path)):
+            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in files] or [module]
+            bad += [
+                f"{path.relative_to(REPO)}:{line}: {t}"
+                for t in targets
+                if t.split(".")[0] in OWN and not t.startswith(("perfsuite.registry", "perfsuite.schemas"))
+            ]
+    assert bad == []
+
+
+def test_only_the_cli_imports_the_cli():
+    graph = import_graph()
+    bad = sorted(
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if not name.startswith("perfsuite.cli") and name != "perfsuite.__main__"
+        for dep in deps
+        if dep == "perfsuite.cli" or dep.startswith("perfsuite.cli.")
+    )
     assert bad == []
 
 
 # -- without torch ---------------------------------------------------------------------------------
 # A meta path finder first in line that refuses torch: importlib.util.find_spec and import
 # both fail as they do where torch is not installed.
-HIDE_TORCH = '''
+HIDE_TORCH = """
 import sys
 
 class _NoTorch:
@@ -122,7 +252,7 @@ class _NoTorch:
         return None
 
 sys.meta_path.insert(0, _NoTorch())
-'''
+"""
 
 
 # Its system under test is an HTTP server (which may run elsewhere): the client needs no torch.
@@ -132,8 +262,14 @@ NEEDS_NO_TORCH = {"inference.serving"}
 def test_without_torch_the_torch_workloads_are_listed_unavailable_with_the_reason(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(HIDE_TORCH)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "PERFSUITE_PLUGINS": ""}
-    proc = subprocess.run([sys.executable, "-m", "suite", "list", "--json", "--device", "cpu"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "list", "--json", "--device", "cpu"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout) if "name" in r}
     assert {"kernels.gemm", "kernels.fusion", "collectives.all_reduce"} <= set(rows)

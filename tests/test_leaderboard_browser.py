@@ -2,21 +2,27 @@
 playwright; no browser is ever downloaded): it opens from files, a header click sorts,
 the filter hides rows, a system link opens its page, and a system named like a script
 renders as text without running."""
+
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-
 from factories import gemm_metrics, make_record
-from registry import open_registry
-from registry.leaderboard import build_site
+
+from perfsuite.registry import open_registry
+from perfsuite.registry.leaderboard import build_site
 
 CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 EVIL = "<script>alert(1)</script>"
 
 
@@ -33,8 +39,11 @@ def site(tmp_path_factory) -> Path:
         for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0)):
             reg.store(make_record(host=host, device="cuda", metrics=gemm_metrics(time_ms=_times(scale))))
         reg.store(make_record(host="failed-box", device="cuda", status="failed"))
-        reg.store(make_record(host="unverified-box", device="cuda", verification="failed",
-                              metrics=gemm_metrics(time_ms=_times(0.5))))
+        reg.store(
+            make_record(
+                host="unverified-box", device="cuda", verification="failed", metrics=gemm_metrics(time_ms=_times(0.5))
+            )
+        )
         build_site(reg, root / "site")
     return root / "site"
 

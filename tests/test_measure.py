@@ -1,8 +1,10 @@
 """Figures that agree with the reference tools (issue 9): nccl-tests' loop timing for the
 collectives, ceilings that are upper bounds, vendor peaks, throttling made visible, and
 the cross-checks (nccl-tests' output parser, do_bench's skip on the CPU)."""
+
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -11,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from suite import figures, nccl_tests, specs
-from schemas.throttle import throttle_flag
-from suite.nvml_sampler import Reading, Sampler, summarize, wait_until_cool
+from perfsuite.analysis import figures
+from perfsuite.crosscheck import nccl_tests
+from perfsuite.measure import specs
+from perfsuite.measure.nvml_sampler import Reading, Sampler, summarize, wait_until_cool
+from perfsuite.schemas.throttle import throttle_flag
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,8 +41,13 @@ def fake_reader(readings):
 
 
 def test_a_power_capped_loop_is_flagged_with_the_clocks_seen():
-    s = summarize([Reading(0.0, 1980, 420.0, ()), Reading(0.02, 1755, 690.0, ("software power cap",)),
-                   Reading(0.04, 1455, 700.0, ("software power cap",))])
+    s = summarize(
+        [
+            Reading(0.0, 1980, 420.0, ()),
+            Reading(0.02, 1755, 690.0, ("software power cap",)),
+            Reading(0.04, 1455, 700.0, ("software power cap",)),
+        ]
+    )
     assert s["samples"] == 3 and s["sm_clock_mhz_min"] == 1455 and s["sm_clock_mhz_median"] == 1755
     assert s["power_w_max"] == 700.0 and s["power_capped"] and not s["thermal_slowdown"]
     assert throttle_flag(s) == "power-capped"
@@ -55,8 +64,9 @@ def test_a_cool_loop_and_a_gpu_without_nvml_are_not_flagged():
 def test_the_sampler_reads_in_the_background_at_its_period():
     import time
 
-    with Sampler(fake_reader([(1980, 400.0, ())] * 3 + [(1455, 700.0, ["software power cap"])]),
-                 period_s=0.005) as sampler:
+    with Sampler(
+        fake_reader([(1980, 400.0, ())] * 3 + [(1455, 700.0, ["software power cap"])]), period_s=0.005
+    ) as sampler:
         time.sleep(0.1)
     s = sampler.summary()
     assert s["samples"] >= 5  # one at each end and several in between
@@ -64,8 +74,12 @@ def test_the_sampler_reads_in_the_background_at_its_period():
 
 
 def test_waiting_for_a_cool_gpu_stops_when_the_power_cap_clears():
-    state = wait_until_cool(None, max_s=5.0, poll_s=0.001, read=fake_reader(
-        [(1455, 700.0, ["software power cap"])] * 3 + [(1980, 200.0, ["gpu idle"])]))
+    state = wait_until_cool(
+        None,
+        max_s=5.0,
+        poll_s=0.001,
+        read=fake_reader([(1455, 700.0, ["software power cap"])] * 3 + [(1980, 200.0, ["gpu idle"])]),
+    )
     assert state["cool"] is True and state["events"] == []
     stuck = wait_until_cool(None, max_s=0.01, poll_s=0.001, read=fake_reader([(1455, 700.0, ["software power cap"])]))
     assert stuck["cool"] is False and stuck["events"] == ["software power cap"]
@@ -90,15 +104,19 @@ def test_a_cool_gpu_has_rested_without_an_event_for_the_whole_rest():
 
 
 def record_with(metrics, throttle=None, workload="kernels.gemm", device="NVIDIA H200"):
-    return {"workload": {"name": workload}, "environment": {"measured_device": {"name": device}},
-            "details": {"throttle": throttle or {}}, "metrics": metrics}
+    return {
+        "workload": {"name": workload},
+        "environment": {"measured_device": {"name": device}},
+        "details": {"throttle": throttle or {}},
+        "metrics": metrics,
+    }
 
 
 def test_results_table_flags_a_power_capped_result_and_names_the_ceiling_regime():
+    from factories import make_record
     from rich.console import Console
 
-    from factories import make_record
-    from suite.report import results_table
+    from perfsuite.analysis.tables import results_table
 
     rec = make_record(workload_name="kernels.gemm", device="cuda")
     rec["environment"]["measured_device"]["name"] = "NVIDIA H200"
@@ -112,9 +130,20 @@ def test_results_table_flags_a_power_capped_result_and_names_the_ceiling_regime(
 
 # -- ceilings that are upper bounds --------------------------------------------------------------
 def roofed(fraction, resource="matmul.bf16", value=700.0):
-    return {"case": "bf16", "name": "tflops", "value": value, "unit": "TFLOP/s",
-            "roofline": {"resource": resource, "fraction": fraction, "ceiling": value / fraction if fraction else None,
-                         "ceiling_unit": "TFLOP/s", "ceiling_run_id": "abcdef0123456789", "reason": None}}
+    return {
+        "case": "bf16",
+        "name": "tflops",
+        "value": value,
+        "unit": "TFLOP/s",
+        "roofline": {
+            "resource": resource,
+            "fraction": fraction,
+            "ceiling": value / fraction if fraction else None,
+            "ceiling_unit": "TFLOP/s",
+            "ceiling_run_id": "abcdef0123456789",
+            "reason": None,
+        },
+    }
 
 
 def test_a_result_above_its_ceiling_is_never_shown_above_100_percent():
@@ -133,10 +162,20 @@ def test_percent_of_spec_beside_the_measured_ceiling_for_known_devices():
     assert figures.spec_cell(record_with([ceiling], workload="kernels.ceilings"), ceiling) == "88.3% of H200 SXM"
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200 SXM"),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"), ("NVIDIA B200", "B200"), ("NVIDIA H100 NVL", None),
-    ("NVIDIA A100-SXM4-40GB", None), ("NVIDIA GeForce RTX 4090", None), (None, None)])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA A100-SXM4-40GB", None),
+        ("NVIDIA GeForce RTX 4090", None),
+        (None, None),
+    ],
+)
 def test_datasheets_are_matched_by_device_name_and_never_guessed(name, expected):
     spec = specs.lookup(name)
     assert (spec.name if spec else None) == expected
@@ -157,14 +196,14 @@ def test_the_quick_kernels_never_exceed_their_ceilings_as_shown():
     the best over shapes (sizes) and over burst and sustained."""
     from test_kernels import run
 
-    from suite.roofline import resolve
-    from workloads.kernels.ceilings import Ceilings
-    from workloads.kernels.gemm import Gemm
-    from workloads.kernels.memory import Memory
+    from perfsuite.measure.roofline import resolve
+    from perfsuite.workloads.kernels.ceilings import Ceilings
+    from perfsuite.workloads.kernels.gemm import Gemm
+    from perfsuite.workloads.kernels.memory import Memory
 
     ceil = run(Ceilings)
     ceilings_record = {"run_id": "c" * 32, "metrics": ceil.metrics}
-    for resource, c in ceil.details["ceilings"].items():
+    for _resource, c in ceil.details["ceilings"].items():
         assert c["value"] >= max(c["burst"]["by_shape"].values())
         assert c["value"] >= c["sustained"]["value"]
     shown = []
@@ -203,7 +242,9 @@ def test_parser_reads_an_all_reduce_capture():
     assert out.wrong_total == 0 and out.avg_busbw_gbps == pytest.approx(79.5515)
     for r in out.rows:  # the columns mean what nccl-tests means: algbw = size / time, busbw = x 2(n-1)/n
         for mode in ("oop", "ip"):
-            assert r[mode]["algbw_gbps"] == pytest.approx(r["size_bytes"] / r[mode]["time_us"] / 1e3, rel=2e-3, abs=0.006)
+            assert r[mode]["algbw_gbps"] == pytest.approx(
+                r["size_bytes"] / r[mode]["time_us"] / 1e3, rel=2e-3, abs=0.006
+            )
             assert r[mode]["busbw_gbps"] == pytest.approx(r[mode]["algbw_gbps"], abs=0.006)
 
 
@@ -247,21 +288,81 @@ def test_nccl_tests_command_line_matches_the_sweep(tmp_path):
     assert nccl_tests.find_binary(tmp_path, "all_reduce") == binary
     with pytest.raises(FileNotFoundError, match="alltoall_perf"):
         nccl_tests.find_binary(tmp_path, "all_to_all")
-    args = nccl_tests.argv(binary, min_bytes=8, max_bytes=512 << 20, step_factor=2, iters=20, warmup=5, gpus=2,
-                           dtype="float", redop="sum", root=None, graph=False, check=True)
-    assert args[1:] == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5", "-g", "2", "-d", "float",
-                        "-c", "1", "-o", "sum"]
-    threads = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=4,
-                              dtype="float", redop=None, root=None, graph=True, check=False,
-                              placement=nccl_tests.THREAD_PER_GPU)
+    args = nccl_tests.argv(
+        binary,
+        min_bytes=8,
+        max_bytes=512 << 20,
+        step_factor=2,
+        iters=20,
+        warmup=5,
+        gpus=2,
+        dtype="float",
+        redop="sum",
+        root=None,
+        graph=False,
+        check=True,
+    )
+    assert args[1:] == [
+        "-b",
+        "8",
+        "-e",
+        str(512 << 20),
+        "-f",
+        "2",
+        "-n",
+        "20",
+        "-w",
+        "5",
+        "-g",
+        "2",
+        "-d",
+        "float",
+        "-c",
+        "1",
+        "-o",
+        "sum",
+    ]
+    threads = nccl_tests.argv(
+        binary,
+        min_bytes=8,
+        max_bytes=64,
+        step_factor=2,
+        iters=20,
+        warmup=5,
+        gpus=4,
+        dtype="float",
+        redop=None,
+        root=None,
+        graph=True,
+        check=False,
+        placement=nccl_tests.THREAD_PER_GPU,
+    )
     assert threads[11:15] == ["-t", "4", "-g", "1"] and threads[-2:] == ["-G", "1"]
     # one process per GPU: each of the launcher's processes drives one GPU, no threads
-    procs = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=4,
-                            dtype="float", redop="sum", root=None, graph=False, check=True,
-                            placement=nccl_tests.PROCESS_PER_GPU)
+    procs = nccl_tests.argv(
+        binary,
+        min_bytes=8,
+        max_bytes=64,
+        step_factor=2,
+        iters=20,
+        warmup=5,
+        gpus=4,
+        dtype="float",
+        redop="sum",
+        root=None,
+        graph=False,
+        check=True,
+        placement=nccl_tests.PROCESS_PER_GPU,
+    )
     assert procs[11:13] == ["-g", "1"] and "-t" not in procs
     assert nccl_tests.command(procs, ["mpiexec", "--bind-to", "none"], 4) == [
-        "mpiexec", "--bind-to", "none", "-n", "4", *procs]
+        "mpiexec",
+        "--bind-to",
+        "none",
+        "-n",
+        "4",
+        *procs,
+    ]
     assert nccl_tests.command(procs, None, 4) == procs
 
 
@@ -271,19 +372,22 @@ def test_nccl_tests_cycles_fold_into_each_sizes_median():
     one = nccl_tests.parse(text)
     lines = text.splitlines()
     rows = [i for i, line in enumerate(lines) if nccl_tests._row(line, False)]
-    body = lines[rows[0]:rows[-1] + 1]
+    body = lines[rows[0] : rows[-1] + 1]
 
     def scaled(factor):  # the same table with every time multiplied (bandwidths divided)
         out = []
         for line in body:
             t = line.split()
             for k in (5, 9):
-                t[k], t[k + 1], t[k + 2] = (f"{float(t[k]) * factor:.2f}", f"{float(t[k + 1]) / factor:.2f}",
-                                            f"{float(t[k + 2]) / factor:.2f}")
+                t[k], t[k + 1], t[k + 2] = (
+                    f"{float(t[k]) * factor:.2f}",
+                    f"{float(t[k + 1]) / factor:.2f}",
+                    f"{float(t[k + 2]) / factor:.2f}",
+                )
             out.append("  ".join(t))
         return out
 
-    three = "\n".join(lines[:rows[0]] + scaled(1.2) + body + scaled(0.9) + lines[rows[-1] + 1:])
+    three = "\n".join(lines[: rows[0]] + scaled(1.2) + body + scaled(0.9) + lines[rows[-1] + 1 :])
     parsed = nccl_tests.parse(three)
     assert parsed.config["cycles"] == 3 and one.config["cycles"] == 1
     assert [r["size_bytes"] for r in parsed.rows] == [r["size_bytes"] for r in one.rows]
@@ -292,8 +396,21 @@ def test_nccl_tests_cycles_fold_into_each_sizes_median():
         assert mine["ip"]["busbw_gbps"] == ref["ip"]["busbw_gbps"]
         assert len(mine["ip"]["time_us_cycles"]) == 3
     binary = Path("/bin/true")
-    args = nccl_tests.argv(binary, min_bytes=8, max_bytes=64, step_factor=2, iters=20, warmup=5, gpus=2,
-                           dtype="float", redop="sum", root=None, graph=False, check=True, cycles=5)
+    args = nccl_tests.argv(
+        binary,
+        min_bytes=8,
+        max_bytes=64,
+        step_factor=2,
+        iters=20,
+        warmup=5,
+        gpus=2,
+        dtype="float",
+        redop="sum",
+        root=None,
+        graph=False,
+        check=True,
+        cycles=5,
+    )
     assert args[-2:] == ["-N", "5"]
 
 
@@ -302,10 +419,16 @@ def test_nccl_tests_gives_each_gpu_a_thread_unless_told_and_takes_extra_environm
     assert layout({}) == layout({"PERFSUITE_NCCL_TESTS_THREADS": "1"}) == nccl_tests.THREAD_PER_GPU
     assert layout({"PERFSUITE_NCCL_TESTS_THREADS": "0"}) == nccl_tests.ONE_THREAD
     # an MPI launcher puts each GPU in a process of its own, whatever the thread setting says
-    mpi = {"PERFSUITE_NCCL_TESTS_MPIRUN": "'/opt/my mpi/bin/mpiexec' -bind-to none", "PERFSUITE_NCCL_TESTS_THREADS": "0"}
+    mpi = {
+        "PERFSUITE_NCCL_TESTS_MPIRUN": "'/opt/my mpi/bin/mpiexec' -bind-to none",
+        "PERFSUITE_NCCL_TESTS_THREADS": "0",
+    }
     assert layout(mpi) == nccl_tests.PROCESS_PER_GPU
     assert nccl_tests.mpirun(mpi) == ["/opt/my mpi/bin/mpiexec", "-bind-to", "none"]
-    assert nccl_tests.mpirun({"PERFSUITE_NCCL_TESTS_MPIRUN": "  "}) is None and layout({"PERFSUITE_NCCL_TESTS_MPIRUN": ""}) == nccl_tests.THREAD_PER_GPU
+    assert (
+        nccl_tests.mpirun({"PERFSUITE_NCCL_TESTS_MPIRUN": "  "}) is None
+        and layout({"PERFSUITE_NCCL_TESTS_MPIRUN": ""}) == nccl_tests.THREAD_PER_GPU
+    )
     env = {"PERFSUITE_NCCL_TESTS_ENV": "NCCL_P2P_DIRECT_DISABLE=1  NCCL_DEBUG=INFO"}
     assert nccl_tests.extra_env(env) == {"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_DEBUG": "INFO"}
     assert nccl_tests.extra_env({}) == {}
@@ -314,20 +437,44 @@ def test_nccl_tests_gives_each_gpu_a_thread_unless_told_and_takes_extra_environm
 
 
 def test_suite_rows_are_compared_with_nccl_tests_rows_per_size_and_mode():
-    from suite.crosscheck import collective_vs_nccl_tests
+    from perfsuite.crosscheck.collectives import collective_vs_nccl_tests
 
     ref = nccl_tests.parse((FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()).to_dict()
-    mine = [{"size_bytes": 1 << 20, "oop": None,
-             "ip": {"time_us": 15.0, "algbw_gbps": 69.9, "busbw_gbps": 69.9, "wrong": 0}}]
+    mine = [
+        {
+            "size_bytes": 1 << 20,
+            "oop": None,
+            "ip": {"time_us": 15.0, "algbw_gbps": 69.9, "busbw_gbps": 69.9, "wrong": 0},
+        }
+    ]
     (c,) = collective_vs_nccl_tests(mine, ref)
     assert c["mode"] == "ip" and c["busbw_ratio"] == pytest.approx(69.9 / 70.09, abs=1e-3)
 
 
 # -- collectives timed as nccl-tests, through the CLI on gloo --------------------------------------
 def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request(cli):
-    proc = cli("crosscheck", "collectives.all_reduce", "collectives.all_gather", "--device", "cpu", "--quick",
-               "--nproc-per-node", "2", "-p", "max_bytes=1K", "-p", "iters=4", "-p", "repeats=3",
-               "-p", "collectives.all_gather:timing=per_call", "--warmup", "1", "--json", timeout=300)
+    proc = cli(
+        "crosscheck",
+        "collectives.all_reduce",
+        "collectives.all_gather",
+        "--device",
+        "cpu",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "-p",
+        "max_bytes=1K",
+        "-p",
+        "iters=4",
+        "-p",
+        "repeats=3",
+        "-p",
+        "collectives.all_gather:timing=per_call",
+        "--warmup",
+        "1",
+        "--json",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
     loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
@@ -344,7 +491,7 @@ def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request
 
 
 def test_time_loop_times_the_whole_loop_once_after_its_untimed_call():
-    from suite.timing import time_loop
+    from perfsuite.measure.timing import time_loop
 
     calls = []
     lt = time_loop(lambda: calls.append("timed"), 7, "cpu", before=lambda: calls.append("before"))
@@ -353,9 +500,27 @@ def test_time_loop_times_the_whole_loop_once_after_its_untimed_call():
 
 
 def test_a_host_loop_records_its_launch_time_and_the_caption_names_where_python_is_host_bound(cli):
-    proc = cli("run", "collectives.all_reduce", "--device", "cpu", "--quick", "--nproc-per-node", "2",
-               "-p", "max_bytes=256", "-p", "iters=3", "-p", "repeats=2", "-p", "timing=host_loop",
-               "--warmup", "1", "--json", timeout=300)
+    proc = cli(
+        "run",
+        "collectives.all_reduce",
+        "--device",
+        "cpu",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "-p",
+        "max_bytes=256",
+        "-p",
+        "iters=3",
+        "-p",
+        "repeats=2",
+        "-p",
+        "timing=host_loop",
+        "--warmup",
+        "1",
+        "--json",
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)[0]["details"]
     assert d["timing"] == "host_loop" and "no hold" in d["timing_method"] and "hold_s" not in d
@@ -363,7 +528,7 @@ def test_a_host_loop_records_its_launch_time_and_the_caption_names_where_python_
 
 
 def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
-    from workloads.collectives import _sweep
+    from perfsuite.workloads.collectives import _sweep
 
     def row(size, time_us, launch_us, unheld=0):
         m = {"time_us": time_us, "launch_us": launch_us, "unheld_loops": unheld}
@@ -374,8 +539,9 @@ def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
     caption = _sweep._caption({"rows": rows, "hold_s": 0.002})
     assert "22.0 us per call (median); a Python loop is host-bound (issuing > running) up to 8 B" in caption
     assert "ran out before the calls were issued in 2 loops" in caption
-    assert "queued behind a stream hold" in _sweep.timing_label({"timing": "loop", "iters": 20, "repeats": 5,
-                                                                  "hold_s": 0.002})
+    assert "queued behind a stream hold" in _sweep.timing_label(
+        {"timing": "loop", "iters": 20, "repeats": 5, "hold_s": 0.002}
+    )
 
 
 @pytest.mark.gpu
@@ -383,7 +549,7 @@ def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
 def test_a_stream_hold_lets_the_gpu_run_a_loop_of_tiny_kernels_back_to_back():
     import torch
 
-    from suite.timing import StreamHold, time_loop
+    from perfsuite.measure.timing import StreamHold, time_loop
 
     x = torch.zeros(1, device="cuda")
     unheld = time_loop(lambda: x.add_(1), 200, "cuda")
@@ -396,11 +562,21 @@ def test_a_stream_hold_lets_the_gpu_run_a_loop_of_tiny_kernels_back_to_back():
 def test_the_roofline_table_never_shows_a_point_above_its_roof():
     from rich.console import Console
 
-    from suite.roofline_report import render_table
+    from perfsuite.analysis.roofline_report import render_table
 
-    point = {"workload": "kernels.gemm", "case": "bf16", "intensity": 1365.0, "tflops": 800.0, "gbps": 586.0,
-             "bound": "compute", "roof": 700.0, "roof_unit": "TFLOP/s", "fraction": 800 / 700,
-             "run_id": "a" * 32, "note": ""}
+    point = {
+        "workload": "kernels.gemm",
+        "case": "bf16",
+        "intensity": 1365.0,
+        "tflops": 800.0,
+        "gbps": 586.0,
+        "bound": "compute",
+        "roof": 700.0,
+        "roof_unit": "TFLOP/s",
+        "fraction": 800 / 700,
+        "run_id": "a" * 32,
+        "note": "",
+    }
     console = Console(record=True, width=300)
     console.print(render_table({"device": "NVIDIA H200", "ceilings_run_id": "c" * 32, "points": [point]}))
     text = console.export_text()
@@ -411,15 +587,21 @@ def test_the_nvml_reader_reads_clock_power_and_reasons(monkeypatch):
     """The default reader against a fake pynvml: SM clock, power in W and the reason labels."""
     import types
 
-    from suite import nvml, nvml_sampler
+    from perfsuite.measure import nvml, nvml_sampler
 
     class NVMLError(Exception):
         pass
 
     fake = types.SimpleNamespace(
-        NVMLError=NVMLError, NVML_CLOCK_SM=1, nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
-        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}", nvmlDeviceGetClockInfo=lambda h, kind: 1455,
-        nvmlDeviceGetPowerUsage=lambda h: 699_500, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 4)
+        NVMLError=NVMLError,
+        NVML_CLOCK_SM=1,
+        nvmlClocksEventReasonSwPowerCap=4,
+        nvmlClocksEventReasonGpuIdle=1,
+        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}",
+        nvmlDeviceGetClockInfo=lambda h, kind: 1455,
+        nvmlDeviceGetPowerUsage=lambda h: 699_500,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 4,
+    )
     monkeypatch.setattr(nvml, "init", lambda: (fake, None))
     r = nvml_sampler.nvml_reader(0)(0.5)
     assert r == Reading(0.5, 1455.0, 699.5, ("software power cap",))
@@ -427,29 +609,42 @@ def test_the_nvml_reader_reads_clock_power_and_reasons(monkeypatch):
 
 
 # the suite's 1 MiB in-place row that the cross-check tests compare with the fixture's 70.09 GB/s
-_MIB_ROWS = [{"size_bytes": 1 << 20, "oop": None,
-              "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0, "wrong": 0}}]
+_MIB_ROWS = [
+    {"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0, "wrong": 0}}
+]
 
 
 def _cuda_ctx(world: int):
     import types
 
-    from suite.controls import Controls
+    from perfsuite.controls import Controls
 
-    return types.SimpleNamespace(device="cuda", world_size=world, rank=0,
-                                 controls=Controls(device="cuda", warmup=5, timeout_s=60.0))
+    return types.SimpleNamespace(
+        device="cuda", world_size=world, rank=0, controls=Controls(device="cuda", warmup=5, timeout_s=60.0)
+    )
 
 
 def _versus_nccl_tests_on_one_process(ctx, rows):
     """``versus_nccl_tests`` with this test's single gloo rank standing in for the sweep's ranks."""
     import torch.distributed as dist
 
-    from suite.crosscheck import versus_nccl_tests
+    from perfsuite.crosscheck.collectives import versus_nccl_tests
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        return versus_nccl_tests(ctx, "all_reduce", rows, min_bytes=8, max_bytes=512 << 20, step_factor=2,
-                                 iters=20, dtype="float", redop="sum", root=None, check=True)
+        return versus_nccl_tests(
+            ctx,
+            "all_reduce",
+            rows,
+            min_bytes=8,
+            max_bytes=512 << 20,
+            step_factor=2,
+            iters=20,
+            dtype="float",
+            redop="sum",
+            root=None,
+            check=True,
+        )
     finally:
         dist.destroy_process_group()
 
@@ -460,8 +655,9 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
     args_file = tmp_path / "args.txt"
     binary = tmp_path / "all_reduce_perf"
-    binary.write_text(f'#!/bin/sh\necho "$@" > {args_file}\necho "$NCCL_P2P_DIRECT_DISABLE" > {args_file}.env\n'
-                      f'cat {fixture}\n')
+    binary.write_text(
+        f'#!/bin/sh\necho "$@" > {args_file}\necho "$NCCL_P2P_DIRECT_DISABLE" > {args_file}.env\ncat {fixture}\n'
+    )
     binary.chmod(0o755)
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
     monkeypatch.delenv("PERFSUITE_NCCL_TESTS_THREADS", raising=False)
@@ -472,8 +668,28 @@ def test_nccl_tests_runs_beside_a_sweep_and_its_table_is_compared(tmp_path, monk
     out = _versus_nccl_tests_on_one_process(_cuda_ctx(2), _MIB_ROWS)
     assert out["status"] == "measured", out
     # one thread per GPU by default; the extra environment reached the binary and the record
-    assert args_file.read_text().split() == ["-b", "8", "-e", str(512 << 20), "-f", "2", "-n", "20", "-w", "5",
-                                             "-t", "2", "-g", "1", "-d", "float", "-c", "1", "-o", "sum"]
+    assert args_file.read_text().split() == [
+        "-b",
+        "8",
+        "-e",
+        str(512 << 20),
+        "-f",
+        "2",
+        "-n",
+        "20",
+        "-w",
+        "5",
+        "-t",
+        "2",
+        "-g",
+        "1",
+        "-d",
+        "float",
+        "-c",
+        "1",
+        "-o",
+        "sum",
+    ]
     assert out["layout"] == nccl_tests.THREAD_PER_GPU and out["launcher"] is None
     assert out["argv"] == args_file.read_text().split()
     assert out["env"] == {"NCCL_P2P_DIRECT_DISABLE": "1"}
@@ -487,8 +703,10 @@ def _launcher(tmp_path, body: str) -> Path:
     """A stand-in MPI launcher: takes ``-n N BINARY ARGS``, records them, then runs ``body``."""
     launcher = tmp_path / "bin" / "fake-mpiexec"
     launcher.parent.mkdir(exist_ok=True)
-    launcher.write_text(f'#!/bin/sh\nprintf "%s " "$@" > {tmp_path}/launcher-args.txt\n[ "$1" = "-n" ] || exit 9\n'
-                        f'n=$2; shift 2\n{body}\n')
+    launcher.write_text(
+        f'#!/bin/sh\nprintf "%s " "$@" > {tmp_path}/launcher-args.txt\n[ "$1" = "-n" ] || exit 9\n'
+        f"n=$2; shift 2\n{body}\n"
+    )
     launcher.chmod(0o755)
     return launcher
 
@@ -498,7 +716,7 @@ def test_nccl_tests_runs_as_one_process_per_gpu_under_an_mpi_launcher(tmp_path, 
     rank, each driving one GPU (-g 1), and the record says so."""
     fixture = FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt"
     binary = tmp_path / "all_reduce_perf"
-    binary.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/binary-args.txt\ncat {fixture}\n")
+    binary.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/binary-args.txt\ncat {fixture}\n')
     binary.chmod(0o755)
     launcher = _launcher(tmp_path, 'exec "$@"')  # MPI=1: one table, printed by rank 0
     monkeypatch.setenv("PERFSUITE_NCCL_TESTS", str(tmp_path))
@@ -518,8 +736,11 @@ def test_a_binary_built_without_mpi_under_the_launcher_is_refused_not_compared(t
     """An MPI=0 binary under mpiexec runs one single-GPU test per process: two tables, each
     with its own rank 0. That is no communicator of two GPUs: the cross-check fails, saying
     why, instead of folding the two tables as if they were cycles."""
-    one_rank = "\n".join(line for line in (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text().splitlines()
-                         if "Rank  1" not in line)
+    one_rank = "\n".join(
+        line
+        for line in (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text().splitlines()
+        if "Rank  1" not in line
+    )
     (tmp_path / "table.txt").write_text(one_rank)
     binary = tmp_path / "all_reduce_perf"
     binary.write_text(f"#!/bin/sh\ncat {tmp_path}/table.txt\n")
@@ -538,7 +759,7 @@ def test_an_nccl_tests_run_past_its_timeout_is_killed_with_the_processes_it_star
     import psutil
 
     pids = tmp_path / "pids.txt"
-    launcher = _launcher(tmp_path, f'sleep 300 & echo $! >> {pids}\nsleep 300 & echo $! >> {pids}\nwait')
+    launcher = _launcher(tmp_path, f"sleep 300 & echo $! >> {pids}\nsleep 300 & echo $! >> {pids}\nwait")
     binary = tmp_path / "all_reduce_perf"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
@@ -547,10 +768,8 @@ def test_an_nccl_tests_run_past_its_timeout_is_killed_with_the_processes_it_star
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     for pid in started:  # gone, or a zombie left for init to reap: either way no longer running
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            pass
 
 
 def test_a_launcher_that_does_not_parse_is_refused_before_anything_runs(cli):
@@ -615,8 +834,18 @@ def test_a_gemm_crosscheck_says_whether_both_loops_flushed_l2(cli):
     (--l2-flush, run the same way), and on the CPU why do_bench could not run."""
     runs = {}
     for flag in ([], ["--l2-flush"]):
-        proc = cli("crosscheck", "kernels.gemm", "--device", "cpu", "--quick", "--iterations", "3", *flag,
-                   "--json", timeout=300)
+        proc = cli(
+            "crosscheck",
+            "kernels.gemm",
+            "--device",
+            "cpu",
+            "--quick",
+            "--iterations",
+            "3",
+            *flag,
+            "--json",
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         (rec,) = json.loads(proc.stdout)
         runs[bool(flag)] = rec["details"]["crosscheck"]
@@ -629,7 +858,7 @@ def test_a_gemm_crosscheck_says_whether_both_loops_flushed_l2(cli):
 
 # -- rounds: the suite and its reference take turns ------------------------------------------------
 def test_the_suite_and_its_reference_take_turns_going_first():
-    from suite.crosscheck import take_turns
+    from perfsuite.crosscheck import take_turns
 
     log = []
 
@@ -637,13 +866,17 @@ def test_the_suite_and_its_reference_take_turns_going_first():
         def run():
             log.append(name)
             return len(log)
+
         return run
 
     turns = take_turns(4, "first suite loop", side("suite"), side("reference"))
     assert log == ["reference", "reference", "suite", "suite", "reference", "reference", "suite"]
     assert [t["order"] for t in turns] == ["suite first", "reference first", "suite first", "reference first"]
-    assert turns[0]["suite"] == "first suite loop" and turns[1] == {"order": "reference first", "suite": 3,
-                                                                      "reference": 2}
+    assert turns[0]["suite"] == "first suite loop" and turns[1] == {
+        "order": "reference first",
+        "suite": 3,
+        "reference": 2,
+    }
 
 
 def _fake_do_bench(monkeypatch, times_ms):
@@ -670,7 +903,7 @@ def _fake_do_bench(monkeypatch, times_ms):
 def test_do_bench_makes_as_many_calls_before_timing_as_the_suite_did(monkeypatch):
     """The suite makes warm-up + estimate calls (8) before its timed loop; do_bench makes six
     of its own first, so it is given the time of the rest: 8 before timing on both sides."""
-    from suite.crosscheck import do_bench_warmup_ms, versus_do_bench
+    from perfsuite.crosscheck.do_bench import do_bench_warmup_ms, versus_do_bench
 
     seen = _fake_do_bench(monkeypatch, [1.40])
     out = versus_do_bench(lambda: None, "cuda", [1.37e-3] * 20, 0.0288, warmup_calls=8)
@@ -683,8 +916,8 @@ def test_do_bench_makes_as_many_calls_before_timing_as_the_suite_did(monkeypatch
 def test_each_round_records_both_sides_clocks_so_a_slow_round_shows_its_clock(monkeypatch):
     """NVML is sampled during every do_bench as during the suite's loops: a do_bench round that
     read 4.6% slower is seen at a lower SM clock under a power cap, beside the suite's."""
-    from suite.crosscheck import versus_do_bench
-    from suite.nvml_sampler import Reading, sample
+    from perfsuite.crosscheck.do_bench import versus_do_bench
+    from perfsuite.measure.nvml_sampler import Reading, sample
 
     _fake_do_bench(monkeypatch, [1.37, 1.4335, 1.37, 1.37])
     clocks = iter([(1980, ()), (1890, ("software power cap",)), (1980, ()), (1980, ())])
@@ -694,20 +927,32 @@ def test_each_round_records_both_sides_clocks_so_a_slow_round_shows_its_clock(mo
         return sample(None, read=lambda t: Reading(t, mhz, 690.0, reasons))
 
     cool = {"sm_clock_mhz_min": 1980, "sm_clock_mhz_median": 1980, "clock_events": []}
-    again = lambda: ([1.37e-3] * 20, cool)  # noqa: E731
-    out = versus_do_bench(lambda: None, "cuda", [1.37e-3] * 20, 0.0288, warmup_calls=8, suite_again=again,
-                          n_rounds=4, sampler=sampler, suite_nvml=cool)
+    again = lambda: ([1.37e-3] * 20, cool)
+    out = versus_do_bench(
+        lambda: None,
+        "cuda",
+        [1.37e-3] * 20,
+        0.0288,
+        warmup_calls=8,
+        suite_again=again,
+        n_rounds=4,
+        sampler=sampler,
+        suite_nvml=cool,
+    )
     slow = out["rounds"][1]
     assert slow["order"] == "reference first" and slow["reference_ms"] == 1.4335
-    assert slow["reference_clocks"] == {"sm_clock_mhz_min": 1890, "sm_clock_mhz_median": 1890,
-                                        "clock_events": ["software power cap"]}
+    assert slow["reference_clocks"] == {
+        "sm_clock_mhz_min": 1890,
+        "sm_clock_mhz_median": 1890,
+        "clock_events": ["software power cap"],
+    }
     assert slow["suite_clocks"] == {"sm_clock_mhz_min": 1980, "sm_clock_mhz_median": 1980, "clock_events": []}
     assert [r["reference_clocks"]["sm_clock_mhz_min"] for r in out["rounds"]] == [1980, 1890, 1980, 1980]
     assert out["agrees"]  # the median over four rounds: one slow round moves neither side
 
 
 def test_rounds_come_from_the_option_or_the_environment_and_must_be_whole_and_positive(cli, perfsuite_env):
-    from suite.crosscheck import DEFAULT_ROUNDS, ENV_ROUNDS, rounds
+    from perfsuite.crosscheck import DEFAULT_ROUNDS, ENV_ROUNDS, rounds
 
     assert rounds({}) == DEFAULT_ROUNDS and rounds({ENV_ROUNDS: "5"}) == 5
     for bad in ("0", "two", "-1"):
@@ -723,22 +968,39 @@ def test_rounds_come_from_the_option_or_the_environment_and_must_be_whole_and_po
 def test_a_sweeps_rounds_pool_their_loops_and_nccl_tests_rounds_fold_together():
     """Cross-checked collectives take turns with nccl-tests: each side's figure per size is
     the median over every round's loops (cycles)."""
-    from suite.crosscheck import compare_nccl_tests
-    from workloads.collectives import _sweep
+    from perfsuite.crosscheck.collectives import compare_nccl_tests
+    from perfsuite.workloads.collectives import _sweep
 
-    r1 = [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": [1.0, 2.0], "launch_s": [0.1, 0.1], "unheld": 0,
-                                                   "wrong": 0}}}]
-    r2 = [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": [3.0, 4.0], "launch_s": [0.2, 0.2], "unheld": 1,
-                                                   "wrong": None}}}]
+    r1 = [
+        {
+            "size_bytes": 1 << 20,
+            "modes": {"ip": {"samples_s": [1.0, 2.0], "launch_s": [0.1, 0.1], "unheld": 0, "wrong": 0}},
+        }
+    ]
+    r2 = [
+        {
+            "size_bytes": 1 << 20,
+            "modes": {"ip": {"samples_s": [3.0, 4.0], "launch_s": [0.2, 0.2], "unheld": 1, "wrong": None}},
+        }
+    ]
     (pooled,) = _sweep.pool_rounds([r1, r2])
-    assert pooled["modes"]["ip"] == {"samples_s": [1.0, 2.0, 3.0, 4.0], "launch_s": [0.1, 0.1, 0.2, 0.2],
-                                     "unheld": 1, "wrong": 0}
+    assert pooled["modes"]["ip"] == {
+        "samples_s": [1.0, 2.0, 3.0, 4.0],
+        "launch_s": [0.1, 0.1, 0.2, 0.2],
+        "unheld": 1,
+        "wrong": 0,
+    }
     text = (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()
     one = {"tool": "nccl-tests", "status": "measured", "argv": ["-n", "20"], "raw": text}
     slower = text.replace("14.96   70.09", "15.96   70.09")  # the 1 MiB in-place time, round 2
     assert slower != text
-    rows = [{"size_bytes": 1 << 20, "oop": None, "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0,
-                                                         "wrong": 0}}]
+    rows = [
+        {
+            "size_bytes": 1 << 20,
+            "oop": None,
+            "ip": {"time_us": 15.2, "algbw_gbps": 69.0, "busbw_gbps": 69.0, "wrong": 0},
+        }
+    ]
     out = compare_nccl_tests([one, {**one, "raw": slower}, one], rows)
     assert out["rounds"] == 3 and out["table"]["config"]["cycles"] == 3
     ip = next(r for r in out["table"]["rows"] if r["size_bytes"] == 1 << 20)["ip"]

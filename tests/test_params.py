@@ -1,12 +1,20 @@
 """Typed parameters: defaults, quick preset, command-line strings, errors of one line."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
 
-from suite import Workload, param
-from suite.params import ParamError, describe, from_dict, parse_assignments, resolve, to_dict
+from perfsuite import Workload, param
+from perfsuite.engine.params import (
+    ParamError,
+    describe,
+    from_dict,
+    parse_assignments,
+    resolve,
+    to_dict,
+)
 
 
 @dataclass(frozen=True)
@@ -34,12 +42,15 @@ def test_layers_defaults_quick_and_overrides():
     assert resolve(W, {"name": "none"}, quick=False).name is None
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"sizes": "1"}, "unknown parameter 'sizes' for test.params (known: causal, dtypes, name, scale, size)"),
-    ({"size": "big"}, "test.params parameter size: 'big' is not an integer"),
-    ({"dtypes": "fp8"}, "test.params parameter dtypes: 'fp8' is not one of fp32, bf16, fp16"),
-    ({"causal": "maybe"}, "test.params parameter causal: 'maybe' is not a boolean (true/false)"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"sizes": "1"}, "unknown parameter 'sizes' for test.params (known: causal, dtypes, name, scale, size)"),
+        ({"size": "big"}, "test.params parameter size: 'big' is not an integer"),
+        ({"dtypes": "fp8"}, "test.params parameter dtypes: 'fp8' is not one of fp32, bf16, fp16"),
+        ({"causal": "maybe"}, "test.params parameter causal: 'maybe' is not a boolean (true/false)"),
+    ],
+)
 def test_errors_are_one_clear_line(overrides, message):
     with pytest.raises(ParamError) as info:
         resolve(W, overrides, quick=False)

@@ -1,11 +1,12 @@
 """The plugin host through the real CLI: entry-point discovery, PERFSUITE_PLUGINS,
 broken plugins (an import error, ``sys.exit()``, a raising hook) reported without stopping
 the others, a name registered twice disabled with a warning naming both plugins."""
+
 from __future__ import annotations
 
 import json
 
-GOOD = '''
+GOOD = """
 from dataclasses import dataclass
 from suite import hookimpl, Workload, Case, Work, Check, param
 
@@ -30,7 +31,7 @@ class Sum(Workload):
 @hookimpl
 def perfsuite_register_workloads(register):
     register(Sum)
-'''
+"""
 
 
 def test_entry_point_plugin_is_listed_with_distribution_and_version(cli, add_plugin):
@@ -76,15 +77,18 @@ def test_plugin_failing_at_import_is_reported_and_others_work(cli, add_plugin):
 
 def test_plugin_whose_registration_raises_is_reported(cli, add_plugin):
     add_plugin("good", GOOD)
-    add_plugin("badreg", '''
+    add_plugin(
+        "badreg",
+        """
 from suite import hookimpl
 @hookimpl
 def perfsuite_register_workloads(register):
     register(object)
-''')
+""",
+    )
     plugins = json.loads(cli("plugins", "--json", check=True).stdout)
     bad = next(p for p in plugins if p["name"] == "badreg")
-    assert "not a subclass of suite.Workload" in bad["error"]
+    assert "not a subclass of perfsuite.Workload" in bad["error"]
     assert any(r["name"] == "demo.sum" for r in json.loads(cli("list", "--json", check=True).stdout))
 
 
@@ -109,7 +113,8 @@ def test_a_name_registered_by_two_plugins_is_disabled_and_the_rest_works(cli, ad
     refused = cli("run", "demo.sum", "--quick", "--device", "cpu")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1] == (
-        "Error: workload 'demo.sum' is disabled: registered by 2 plugins: 'first' and 'second'")
+        "Error: workload 'demo.sum' is disabled: registered by 2 plugins: 'first' and 'second'"
+    )
 
 
 def test_a_plugin_calling_sys_exit_at_import_is_reported_and_others_work(cli, add_plugin):
@@ -123,7 +128,7 @@ def test_a_plugin_calling_sys_exit_at_import_is_reported_and_others_work(cli, ad
     assert plugins["quitter"]["error"] == "SystemExit(3)" and plugins["good"]["error"] is None
 
 
-RAISING_COMMAND_HOOK = '''
+RAISING_COMMAND_HOOK = """
 import sys
 from suite import hookimpl
 
@@ -134,14 +139,16 @@ def perfsuite_register_commands(cli):
 @hookimpl
 def perfsuite_collect_environment(env):
     sys.exit()
-'''
+"""
 
 
 def test_a_plugin_whose_command_hook_raises_leaves_help_and_list_working(cli, add_plugin):
     add_plugin("good", GOOD)
     add_plugin("cmdbug", RAISING_COMMAND_HOOK)
-    warning = ("Warning: plugin cmdbug failed: RuntimeError: no [bold]commands[/bold] today \\x1b[31m "
-               "(in perfsuite_register_commands)")
+    warning = (
+        "Warning: plugin cmdbug failed: RuntimeError: no [bold]commands[/bold] today \\x1b[31m "
+        "(in perfsuite_register_commands)"
+    )
     for args in (["--help"], ["list"]):
         proc = cli(*args)
         assert proc.returncode == 0, proc.stderr
@@ -149,7 +156,8 @@ def test_a_plugin_whose_command_hook_raises_leaves_help_and_list_working(cli, ad
     assert "demo.sum" in cli("list", check=True).stdout
     plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json", check=True).stdout)}
     assert plugins["cmdbug"]["error"] == (
-        "RuntimeError: no [bold]commands[/bold] today \x1b[31m (in perfsuite_register_commands)")
+        "RuntimeError: no [bold]commands[/bold] today \x1b[31m (in perfsuite_register_commands)"
+    )
     table = cli("plugins", check=True).stdout
     assert "[bold]commands[/bold]" in table and "\x1b" not in table  # shown as text, not obeyed
     env = json.loads(cli("env", "--json", "--device", "cpu", check=True).stdout)
@@ -160,14 +168,16 @@ def test_builtin_plugins_listed_and_help_does_not_import_torch(perfsuite_env):
     import subprocess
     import sys
 
-    code = ("import sys; from suite.cli import cli\n"
-            "for args in (['--help'], ['list'], ['plugins']):\n"
-            "    try:\n"
-            "        cli(args, prog_name='perfsuite')\n"
-            "    except SystemExit as e:\n"
-            "        assert e.code in (0, None), e.code\n"
-            "heavy = [m for m in ('torch', 'triton', 'sqlalchemy', 'numpy') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys; from perfsuite.cli import cli\n"
+        "for args in (['--help'], ['list'], ['plugins']):\n"
+        "    try:\n"
+        "        cli(args, prog_name='perfsuite')\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "heavy = [m for m in ('torch', 'triton', 'sqlalchemy', 'numpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=perfsuite_env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "workloads.kernels" in proc.stdout

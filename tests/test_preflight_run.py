@@ -2,6 +2,7 @@
 and refused on with ``--strict``, ``--profile torch`` after the timed loop, and the cost
 section from ``--price-per-hour`` (issue 15). The CLI runs in this process (CliRunner),
 so a failing check can be planted where the rule really reads it (the load average)."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from registry import RecordInvalid, validate_record
-from suite.doctor import host_facts
-from suite.doctor.host_facts import Fact
+from perfsuite.doctor import host_facts
+from perfsuite.doctor.host_facts import Fact
+from perfsuite.registry import RecordInvalid, validate_record
 from tests.factories import make_record, sign
 from tests.test_cli_errors import one_error_line
 
@@ -24,12 +25,13 @@ GEMM_CPU = ["run", "kernels.gemm", "--quick", "-p", "dtypes=fp32", "--device", "
 def cli_here(perfsuite_env):
     from click.testing import CliRunner
 
-    from suite.cli import cli as perfsuite
+    from perfsuite.cli import cli as perfsuite
 
     def _run(*args: str) -> subprocess.CompletedProcess:
         result = CliRunner().invoke(perfsuite, list(args), prog_name="perfsuite")
         assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
         return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
     return _run
 
 
@@ -39,14 +41,13 @@ def overloaded(monkeypatch):
     monkeypatch.setattr(host_facts, "load_1m", lambda: Fact(1000.0))
 
 
-def test_strict_refuses_on_a_failed_check_before_anything_starts(cli_here, overloaded, perfsuite_env,
-                                                                  monkeypatch):
-    import suite.runner
+def test_strict_refuses_on_a_failed_check_before_anything_starts(cli_here, overloaded, perfsuite_env, monkeypatch):
+    import perfsuite.engine.runner
 
     def no_process(*args, **kwargs):
         raise AssertionError("a measuring process was started")
 
-    monkeypatch.setattr(suite.runner.subprocess, "Popen", no_process)
+    monkeypatch.setattr(perfsuite.engine.runner.subprocess, "Popen", no_process)
     line = one_error_line(cli_here(*GEMM_CPU, "--strict"))
     assert "--strict" in line and "load average" in line and "1000.00" in line
     records = Path(perfsuite_env["PERFSUITE_RECORDS"])
@@ -71,8 +72,12 @@ def test_profiled_priced_run_records_preflight_profile_and_cost(cli_here, overlo
     assert summary["top"][0]["name"] in ("aten::mm", "aten::addmm", "aten::matmul")
     trace = Path(perfsuite_env["PERFSUITE_RECORDS"]) / "artifacts" / record["run_id"] / summary["trace"]
     assert trace.stat().st_size > 0 and json.loads(trace.read_text())["traceEvents"]
-    assert record["cost"] == {"price_per_accelerator_hour_usd": 2.5, "accelerators": 1,
-                              "source": "--price-per-hour", "lines": []}  # GEMM reports no items/s
+    assert record["cost"] == {
+        "price_per_accelerator_hour_usd": 2.5,
+        "accelerators": 1,
+        "source": "--price-per-hour",
+        "lines": [],
+    }  # GEMM reports no items/s
     shown = cli_here("show", record["run_id"])
     assert shown.returncode == 0, shown.stderr
     assert "pre-flight: fail" in shown.stdout
@@ -81,11 +86,14 @@ def test_profiled_priced_run_records_preflight_profile_and_cost(cli_here, overlo
     assert "cost: 2.5 USD per accelerator-hour x 1" in shown.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--price-per-hour", "-1"], "--price-per-hour: price per accelerator-hour must be a positive"),
-    (["--price-per-hour", "nan"], "--price-per-hour: price per accelerator-hour must be a positive"),
-    (["--profile", "ncu"], "--profile ncu: Nsight Compute profiles CUDA kernels"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--price-per-hour", "-1"], "--price-per-hour: price per accelerator-hour must be a positive"),
+        (["--price-per-hour", "nan"], "--price-per-hour: price per accelerator-hour must be a positive"),
+        (["--profile", "ncu"], "--profile ncu: Nsight Compute profiles CUDA kernels"),
+    ],
+)
 def test_bad_profile_or_price_is_one_line_before_the_run(cli_here, perfsuite_env, args, needle):
     line = one_error_line(cli_here(*GEMM_CPU, *args))
     assert needle in line
@@ -100,10 +108,10 @@ def test_a_bad_db_is_one_line_before_the_run(cli_here, tmp_path):
 
 
 def test_ncu_refuses_several_ranks(monkeypatch):
-    from suite import profiling
-    from suite.controls import Controls
-    from suite.launcher import LaunchOptions
-    from suite.session import profile_unmet
+    from perfsuite.controls import Controls
+    from perfsuite.engine import profiling
+    from perfsuite.engine.launcher import LaunchOptions
+    from perfsuite.engine.session import profile_unmet
 
     monkeypatch.setattr(profiling.shutil, "which", lambda name: f"/usr/bin/{name}")
     one = SimpleNamespace(controls=Controls(device="cuda", profile="ncu"), launch=LaunchOptions(nproc_per_node=1))
@@ -117,10 +125,16 @@ def _with(record: dict, **fields) -> dict:
     return sign(record)
 
 
-GOOD_COST = {"price_per_accelerator_hour_usd": 3.0, "accelerators": 8, "source": "--price-per-hour",
-             "lines": [{"case": "gpt", "metric": "items_per_s", "usd": 0.42, "per": "1M tokens"}]}
-GOOD_PREFLIGHT = {"verdict": "warn", "checks": [
-    {"check": "swap", "scope": "host", "verdict": "warn", "value": "12 MiB", "why": "pages may be swapped"}]}
+GOOD_COST = {
+    "price_per_accelerator_hour_usd": 3.0,
+    "accelerators": 8,
+    "source": "--price-per-hour",
+    "lines": [{"case": "gpt", "metric": "items_per_s", "usd": 0.42, "per": "1M tokens"}],
+}
+GOOD_PREFLIGHT = {
+    "verdict": "warn",
+    "checks": [{"check": "swap", "scope": "host", "verdict": "warn", "value": "12 MiB", "why": "pages may be swapped"}],
+}
 
 
 def test_schema_accepts_cost_and_preflight_and_records_without_them():
@@ -128,16 +142,23 @@ def test_schema_accepts_cost_and_preflight_and_records_without_them():
     validate_record(_with(make_record(), cost=GOOD_COST, preflight=GOOD_PREFLIGHT))
 
 
-@pytest.mark.parametrize("fields", [
-    {"cost": {**GOOD_COST, "price_per_accelerator_hour_usd": -1.0}},
-    {"cost": {**GOOD_COST, "accelerators": 0}},
-    {"cost": {k: v for k, v in GOOD_COST.items() if k != "lines"}},
-    {"cost": {**GOOD_COST, "lines": [{"case": "gpt", "metric": "items_per_s", "usd": "cheap", "per": "1M"}]}},
-    {"preflight": {"verdict": "maybe", "checks": []}},
-    {"preflight": {"verdict": "ok", "checks": [{"check": "swap", "scope": "host", "verdict": "fine",
-                                                "value": "0", "why": ""}]}},
-    {"controls_profile": "nsys"},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"cost": {**GOOD_COST, "price_per_accelerator_hour_usd": -1.0}},
+        {"cost": {**GOOD_COST, "accelerators": 0}},
+        {"cost": {k: v for k, v in GOOD_COST.items() if k != "lines"}},
+        {"cost": {**GOOD_COST, "lines": [{"case": "gpt", "metric": "items_per_s", "usd": "cheap", "per": "1M"}]}},
+        {"preflight": {"verdict": "maybe", "checks": []}},
+        {
+            "preflight": {
+                "verdict": "ok",
+                "checks": [{"check": "swap", "scope": "host", "verdict": "fine", "value": "0", "why": ""}],
+            }
+        },
+        {"controls_profile": "nsys"},
+    ],
+)
 def test_schema_refuses_malformed_sections(fields):
     record = make_record()
     if "controls_profile" in fields:
@@ -147,8 +168,8 @@ def test_schema_refuses_malformed_sections(fields):
 
 
 def test_leaderboard_shows_cost_per_unit_where_the_record_has_it(tmp_path):
-    from registry import open_registry
-    from registry.leaderboard import build_site
+    from perfsuite.registry import open_registry
+    from perfsuite.registry.leaderboard import build_site
 
     cost = {**GOOD_COST, "lines": [{"case": "bf16", "metric": "items_per_s", "usd": 0.4242, "per": "1M tokens"}]}
     priced = _with(make_record(host="priced"), cost=cost)
@@ -165,9 +186,9 @@ def test_leaderboard_shows_cost_per_unit_where_the_record_has_it(tmp_path):
 def test_ncu_log_becomes_the_record_summary_and_show_prints_it(tmp_path, cli_here, perfsuite_env):
     """The runner's side of --profile ncu, on a captured ncu CSV: the summary in
     details["profile"], the log kept beside the record, and show's table with mem% and SM%."""
-    from registry import open_registry
-    from suite.runner import Runner
-    from suite.runspec import WorkerResult
+    from perfsuite.engine.runner import Runner
+    from perfsuite.engine.runspec import WorkerResult
+    from perfsuite.registry import open_registry
     from tests.test_profiling_cost import NCU_CSV
 
     log = tmp_path / "ncu.csv"
@@ -190,11 +211,13 @@ def test_ncu_log_becomes_the_record_summary_and_show_prints_it(tmp_path, cli_her
 
 
 def test_an_unreadable_ncu_log_is_stated_in_the_record(tmp_path):
-    from suite.runner import Runner
-    from suite.runspec import WorkerResult
+    from perfsuite.engine.runner import Runner
+    from perfsuite.engine.runspec import WorkerResult
 
     log = tmp_path / "ncu.csv"
-    log.write_text("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n")
+    log.write_text(
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n"
+    )
     result = WorkerResult(status="success", started_at="", finished_at="")
     Runner._ncu_summary(result, log, tmp_path / "artifacts")
     entry = result.details["profile"]["ncu"]

@@ -1,14 +1,15 @@
 """Profile summaries (PyTorch profiler on the CPU, ncu's CSV on captured output) and cost
 per result."""
+
 from __future__ import annotations
 
 import pytest
 
-from schemas import cost
-from suite import profiling
+from perfsuite.engine import profiling
+from perfsuite.schemas import cost
 
 # ncu 2025 --csv --metrics ... output for two launches of one GEMM kernel and one copy.
-NCU_CSV = '''==PROF== Connected to process 5120 (/usr/bin/python3.12)
+NCU_CSV = """==PROF== Connected to process 5120 (/usr/bin/python3.12)
 ==PROF== Profiling "nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NTN" - 0: 0%....50%....100% - 1 pass
 ==PROF== Disconnected from process 5120
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
@@ -21,7 +22,7 @@ NCU_CSV = '''==PROF== Connected to process 5120 (/usr/bin/python3.12)
 "2","5120","python3.12","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","91.00"
 "2","5120","python3.12","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","3,300"
 "2","5120","python3.12","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","sm__throughput.avg.pct_of_peak_sustained_elapsed","%","12.00"
-'''
+"""
 
 
 def test_ncu_csv_summary():
@@ -61,7 +62,7 @@ def test_cost_per_million_items_and_per_run():
         {"case": "gpt", "name": "tflops", "unit": "TFLOP/s", "value": 400.0},
     ]
     section = cost.cost_section(metrics, price_per_hour=3.6, accelerators=2, source="--price-per-hour")
-    lines = {l["metric"]: l for l in section["lines"]}
+    lines = {line["metric"]: line for line in section["lines"]}
     # 2 accelerators x 3.6 USD/h = 0.002 USD/s; a million tokens take 20 s
     assert lines["items_per_s"]["usd"] == pytest.approx(0.04) and lines["items_per_s"]["per"] == "1M tokens"
     assert lines["time_to_target_s"]["usd"] == pytest.approx(3.6) and lines["time_to_target_s"]["per"] == "run"

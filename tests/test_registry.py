@@ -1,22 +1,33 @@
 """The results registry on a real SQLite file: storing, idempotency, refusals, queries,
 concurrent writers in separate processes, and migrations that match the models."""
+
 from __future__ import annotations
 
 import copy
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from factories import gemm_metrics, make_metric, make_record, sign
+from registry_support import (
+    open_fresh_files_at_once,
+    run_concurrent_stores,
+    table_counts,
+)
 from sqlalchemy import inspect, select
 
-import registry
-from factories import gemm_metrics, make_metric, make_record, sign
-from registry import RecordInvalid, RegistryError, canonical_json, open_registry, record_sha256
-from registry.models import Base, Run
-from registry_support import open_fresh_files_at_once, run_concurrent_stores, table_counts
+from perfsuite import registry
+from perfsuite.registry import (
+    RecordInvalid,
+    RegistryError,
+    canonical_json,
+    open_registry,
+    record_sha256,
+)
+from perfsuite.registry.models import Base, Run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,8 +54,12 @@ def test_store_then_get_reproduces_the_record_byte_for_byte(reg):
 
 
 def test_stored_columns_come_from_the_record(reg):
-    record = make_record(device="cuda", gpu_count=2, host="node7",
-                         started_at=datetime(2026, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))))
+    record = make_record(
+        device="cuda",
+        gpu_count=2,
+        host="node7",
+        started_at=datetime(2026, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
+    )
     reg.store(record)
     with reg.session() as session:
         run = session.execute(select(Run).where(Run.run_id == record["run_id"])).scalar_one()
@@ -54,7 +69,7 @@ def test_stored_columns_come_from_the_record(reg):
         assert (run.workload.name, run.workload.version, run.workload.category) == ("kernels.gemm", 1, "kernels")
         assert run.environment.data == record["environment"]
         # Timezone-aware on the way out, normalised to UTC, same instant as written.
-        assert run.started_at == datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+        assert run.started_at == datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
         assert run.started_at.tzinfo is not None
         assert [(m.case, m.name) for m in run.metrics] == [("bf16", "time_ms"), ("bf16", "tflops")]
         assert run.metrics[1].roofline_resource == "matmul.bf16"
@@ -103,18 +118,28 @@ def _nan_value(r):
     r["metrics"][1]["value"] = float("nan")
 
 
-@pytest.mark.parametrize("mutate, expected, resign", [
-    (lambda r: r["workload"].update(version=0), r"^\$\.workload\.version: 0 is less than the minimum of 1$", True),
-    (_drop_measured_device, r"^\$\.environment: 'measured_device' is a required property$", True),
-    (lambda r: r["metrics"][1].update(value="fast"), r"^\$\.metrics\[1\]\.value: 'fast' is not of type 'number'$",
-     True),
-    (lambda r: r.update(status="done"), r"^\$\.status: 'done' is not one of", True),
-    (lambda r: r.update(surprise=1), r"^\$: Additional properties are not allowed \('surprise' was unexpected\)$",
-     True),
-    (_naive_start, r"^\$\.started_at: '2026-01-15T12:00:00' has no timezone offset$", True),
-    # NaN cannot even be hashed (it is not JSON), so this record keeps its old sha256.
-    (_nan_value, r"^record is not valid JSON: Out of range float values", False),
-], ids=["below-minimum", "missing-measured-device", "wrong-type", "bad-enum", "extra-key", "naive-time", "nan"])
+@pytest.mark.parametrize(
+    "mutate, expected, resign",
+    [
+        (lambda r: r["workload"].update(version=0), r"^\$\.workload\.version: 0 is less than the minimum of 1$", True),
+        (_drop_measured_device, r"^\$\.environment: 'measured_device' is a required property$", True),
+        (
+            lambda r: r["metrics"][1].update(value="fast"),
+            r"^\$\.metrics\[1\]\.value: 'fast' is not of type 'number'$",
+            True,
+        ),
+        (lambda r: r.update(status="done"), r"^\$\.status: 'done' is not one of", True),
+        (
+            lambda r: r.update(surprise=1),
+            r"^\$: Additional properties are not allowed \('surprise' was unexpected\)$",
+            True,
+        ),
+        (_naive_start, r"^\$\.started_at: '2026-01-15T12:00:00' has no timezone offset$", True),
+        # NaN cannot even be hashed (it is not JSON), so this record keeps its old sha256.
+        (_nan_value, r"^record is not valid JSON: Out of range float values", False),
+    ],
+    ids=["below-minimum", "missing-measured-device", "wrong-type", "bad-enum", "extra-key", "naive-time", "nan"],
+)
 def test_an_invalid_record_is_refused_naming_the_violation(reg, mutate, expected, resign):
     reg.store(make_record())
     before = table_counts(reg)
@@ -129,12 +154,13 @@ def test_an_invalid_record_is_refused_naming_the_violation(reg, mutate, expected
 
 
 def test_a_failure_mid_store_leaves_nothing_half_written(reg, monkeypatch):
-    import registry.store
 
     def broken_metric(**_columns):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(registry.store, "Metric", broken_metric)
+    from perfsuite.registry import store
+
+    monkeypatch.setattr(store, "Metric", broken_metric)
     with pytest.raises(RuntimeError, match="disk on fire"):
         reg.store(make_record(host="fresh-host", workload_name="kernels.fresh"))
     # The system, environment, workload and run rows were added before the metrics: all gone.
@@ -150,7 +176,7 @@ def test_json_edge_values_round_trip(reg):
 
 # -- queries -------------------------------------------------------------------------------
 def _at(hours: float) -> datetime:
-    return datetime(2026, 2, 1, tzinfo=timezone.utc) + timedelta(hours=hours)
+    return datetime(2026, 2, 1, tzinfo=UTC) + timedelta(hours=hours)
 
 
 def test_results_are_newest_first_and_filter(reg):
@@ -167,7 +193,11 @@ def test_results_are_newest_first_and_filter(reg):
     summary = reg.results(workload="kernels.copy")[0]
     assert summary["started_at"] == "2026-02-01T01:00:00+00:00"
     assert (summary["workload"], summary["version"], summary["device"], summary["verification"]) == (
-        "kernels.copy", 1, "cpu", "passed")
+        "kernels.copy",
+        1,
+        "cpu",
+        "passed",
+    )
     assert (summary["case"], summary["metric"], summary["unit"]) == ("bf16", "tflops", "TFLOP/s")
     assert summary["value"] == mid["metrics"][1]["value"]
     assert reg.results(status="failed")[0]["value"] is None  # a failed run has no metrics
@@ -176,7 +206,7 @@ def test_results_are_newest_first_and_filter(reg):
 
 
 def test_primary_metric_skips_time_power_and_per_joule():
-    from schemas.headline import headline as primary_metric
+    from perfsuite.schemas.headline import headline as primary_metric
 
     def m(name, case="x"):
         return {"case": case, "name": name}
@@ -185,18 +215,25 @@ def test_primary_metric_skips_time_power_and_per_joule():
     assert primary_metric([m("time_ms"), m("power_w")]) == m("time_ms")
     assert primary_metric([]) is None
     # The workload's own choice wins where the case has it; a speed-up is never a headline.
-    launch = [m("time_ms", "eager"), m("items_per_s", "eager"), m("us_per_launch", "eager"),
-              m("time_ms", "graph"), m("speedup", "graph")]
+    launch = [
+        m("time_ms", "eager"),
+        m("items_per_s", "eager"),
+        m("us_per_launch", "eager"),
+        m("time_ms", "graph"),
+        m("speedup", "graph"),
+    ]
     assert primary_metric(launch, "us_per_launch") == m("us_per_launch", "eager")
     assert primary_metric(launch) == m("items_per_s", "eager")
     assert primary_metric([m("time_ms", "a"), m("gbps", "b")]) == m("gbps", "b")
 
 
 def test_results_summary_uses_the_primary_metric(reg):
-    metrics = [make_metric("x", "time_ms", "ms", [2.0, 2.1], higher_is_better=False),
-               make_metric("x", "power_w", "W", [300.0], higher_is_better=False),
-               make_metric("x", "items_per_j", "images/J", [9.0], higher_is_better=True),
-               make_metric("x", "items_per_s", "images/s", [500.0, 520.0], higher_is_better=True)]
+    metrics = [
+        make_metric("x", "time_ms", "ms", [2.0, 2.1], higher_is_better=False),
+        make_metric("x", "power_w", "W", [300.0], higher_is_better=False),
+        make_metric("x", "items_per_j", "images/J", [9.0], higher_is_better=True),
+        make_metric("x", "items_per_s", "images/s", [500.0, 520.0], higher_is_better=True),
+    ]
     reg.store(make_record(workload_name="data.decode", metrics=metrics))
     summary = reg.results()[0]
     assert (summary["metric"], summary["value"], summary["unit"]) == ("items_per_s", 510.0, "images/s")
@@ -214,7 +251,7 @@ def test_get_refuses_unknown_ambiguous_and_malformed_ids(reg):
     assert reg.get("abcd0")["run_id"] == a["run_id"]
     with pytest.raises(RegistryError, match=r"^run id prefix abcd is ambiguous: matches abcd0+, abcd1+$"):
         reg.get("abcd")
-    with pytest.raises(RegistryError, match="^no run with id ffff$"):
+    with pytest.raises(RegistryError, match=r"^no run with id ffff$"):
         reg.get("ffff")
     with pytest.raises(RegistryError, match="is not a run id"):
         reg.get("abc%")
@@ -222,12 +259,14 @@ def test_get_refuses_unknown_ambiguous_and_malformed_ids(reg):
 
 def test_latest_ceilings_is_the_newest_verified_success_on_that_device(reg):
     key, other_key = "1" * 16, "2" * 16
-    ceilings = dict(workload_name="kernels.ceilings", params={}, device="cuda",
-                    metrics=gemm_metrics(case="matmul.bf16"))
+    ceilings = dict(
+        workload_name="kernels.ceilings", params={}, device="cuda", metrics=gemm_metrics(case="matmul.bf16")
+    )
     good_old = make_record(started_at=_at(0), device_key=key, **ceilings)
     good_new = make_record(started_at=_at(1), device_key=key, **ceilings)
     for record in (
-        good_old, good_new,
+        good_old,
+        good_new,
         make_record(started_at=_at(2), device_key=key, verification="failed", **ceilings),
         make_record(started_at=_at(3), device_key=key, status="failed", verification="skipped", **ceilings),
         make_record(started_at=_at(4), device_key=other_key, **ceilings),
@@ -245,10 +284,12 @@ def test_history_is_oldest_first_and_matches_params_exactly(reg):
     runs = [make_record(started_at=_at(h), params=p) for h, p in ((2, small), (0, small), (1, large))]
     for record in runs:
         reg.store(record)
-    assert [r["run_id"] for r in reg.history("kernels.gemm")] == [runs[1]["run_id"], runs[2]["run_id"],
-                                                                  runs[0]["run_id"]]
-    assert [r["run_id"] for r in reg.history("kernels.gemm", params=small)] == [runs[1]["run_id"],
-                                                                                runs[0]["run_id"]]
+    assert [r["run_id"] for r in reg.history("kernels.gemm")] == [
+        runs[1]["run_id"],
+        runs[2]["run_id"],
+        runs[0]["run_id"],
+    ]
+    assert [r["run_id"] for r in reg.history("kernels.gemm", params=small)] == [runs[1]["run_id"], runs[0]["run_id"]]
     assert reg.history("kernels.copy") == []
 
 
@@ -271,8 +312,7 @@ def test_processes_opening_one_fresh_file_at_once_all_migrate_it(tmp_path):
     for round_ in range(3):
         workdir = tmp_path / f"round{round_}"
         workdir.mkdir()
-        outcomes = run_concurrent_stores(f"sqlite:///{workdir / 'r.db'}", processes=4, per_process=1,
-                                         workdir=workdir)
+        outcomes = run_concurrent_stores(f"sqlite:///{workdir / 'r.db'}", processes=4, per_process=1, workdir=workdir)
         assert list(outcomes.values()) == ["stored"] * 4
 
 
@@ -287,17 +327,17 @@ def test_a_fresh_database_is_migrated_to_head_and_matches_the_models(tmp_path, d
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
     from alembic.script import ScriptDirectory
-    from registry.db import alembic_config
 
-    with open_registry(db_url) as reg:
-        with reg.engine.connect() as connection:
-            assert set(inspect(connection).get_table_names()) == set(Base.metadata.tables) | {"alembic_version"}
-            context = MigrationContext.configure(connection, opts={"compare_type": True})
-            assert context.get_current_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
-            assert compare_metadata(context, Base.metadata) == []
-            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    from perfsuite.registry.db import alembic_config
+
+    with open_registry(db_url) as reg, reg.engine.connect() as connection:
+        assert set(inspect(connection).get_table_names()) == set(Base.metadata.tables) | {"alembic_version"}
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert context.get_current_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert compare_metadata(context, Base.metadata) == []
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
     assert (tmp_path / "registry.db.lock").exists()
 
 
@@ -345,7 +385,7 @@ def test_an_unsupported_url_is_refused():
 
 
 def test_a_bare_postgresql_url_uses_psycopg3():
-    from registry.db import _make_engine
+    from perfsuite.registry.db import _make_engine
 
     pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
 
@@ -355,9 +395,11 @@ def test_a_bare_postgresql_url_uses_psycopg3():
 
 
 def test_the_registry_imports_no_runner_cli_or_workload():
-    code = ("import sys, registry, registry.db, registry.store, registry.queries, registry.models; "
-            "bad = [m for m in sys.modules if m in ('suite.runner', 'suite.cli', 'torch') "
-            "or m.startswith('workloads')]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, registry, registry.db, registry.store, registry.queries, registry.models; "
+        "bad = [m for m in sys.modules if m in ('perfsuite.engine.runner', 'perfsuite.cli', 'torch') "
+        "or m.startswith('workloads')]; print(bad); sys.exit(1 if bad else 0)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -366,15 +408,41 @@ def test_the_registry_imports_no_runner_cli_or_workload():
 def test_an_installed_wheel_migrates_without_the_source_tree(tmp_path):
     """The migrations travel as package data: a non-editable install opens a fresh DB."""
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(wheels), str(REPO)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-                    *map(str, wheels.glob("perfsuite-*.whl"))], check=True, capture_output=True, text=True)
-    code = ("import registry, sys; assert registry.__file__.startswith(sys.argv[1]), registry.__file__; "
-            "reg = registry.open_registry(sys.argv[2]); print(sorted(reg.results()))")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            *map(str, wheels.glob("perfsuite-*.whl")),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    code = (
+        "import sys; import perfsuite.registry as registry; "
+        "assert registry.__file__.startswith(sys.argv[1]), registry.__file__; "
+        "reg = registry.open_registry(sys.argv[2]); print(sorted(reg.results()))"
+    )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    result = subprocess.run([sys.executable, "-c", code, str(target), f"sqlite:///{tmp_path / 'w.db'}"],
-                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target), f"sqlite:///{tmp_path / 'w.db'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

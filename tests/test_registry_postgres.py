@@ -6,22 +6,30 @@ The cluster (``pg_cluster``: the server binaries found on this machine, run as t
 ``postgres`` OS user when the tests run as root, on 127.0.0.1 at a free port) is stopped
 and removed at the end of the session.
 """
+
 from __future__ import annotations
 
 import uuid
 
+import pg_cluster
 import pytest
+from factories import make_record, sign
+from registry_support import run_concurrent_stores, table_counts
 from sqlalchemy import inspect, text
 
-import pg_cluster
-from factories import make_record, sign
-from registry import RecordInvalid, RegistryError, canonical_json, open_registry
-from registry.models import Base
-from registry_support import run_concurrent_stores, table_counts
+from perfsuite.registry import (
+    RecordInvalid,
+    RegistryError,
+    canonical_json,
+    open_registry,
+)
+from perfsuite.registry.models import Base
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(pg_cluster.server_bin() is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"),
+    pytest.mark.skipif(
+        pg_cluster.server_bin() is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"
+    ),
 ]
 
 
@@ -30,8 +38,8 @@ def pg_server(request):
     """A throwaway cluster: yields the base URL (without a database name)."""
     pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
     cluster = pg_cluster.start(max_connections=60)
-    request.addfinalizer(cluster.remove)
-    return cluster.url("").rstrip("/")
+    yield cluster.url("").rstrip("/")
+    cluster.remove()
 
 
 @pytest.fixture
@@ -40,8 +48,7 @@ def pg_url(pg_server) -> str:
     import psycopg
 
     name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server.replace("postgresql+psycopg", "postgresql") + "/postgres",
-                         autocommit=True) as conn:
+    with psycopg.connect(pg_server.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     return f"{pg_server}/{name}"
 
@@ -53,8 +60,9 @@ def reg(pg_url):
 
 
 def test_store_then_get_reproduces_the_record_byte_for_byte(reg):
-    record = make_record(device="cuda", gpu_count=8,
-                         details={"text": "größe ✓", "big": 1e20, "neg_zero": -0.0, "tiny": 5e-324})
+    record = make_record(
+        device="cuda", gpu_count=8, details={"text": "größe ✓", "big": 1e20, "neg_zero": -0.0, "tiny": 5e-324}
+    )
     assert reg.store(record) == "stored"
     fetched = reg.get(record["run_id"][:10])
     assert canonical_json(fetched) == canonical_json(record)
@@ -84,12 +92,13 @@ def test_an_invalid_record_is_refused_and_nothing_changes(reg):
 
 
 def test_a_failure_mid_store_leaves_nothing_half_written(reg, monkeypatch):
-    import registry.store
 
     def broken_metric(**_columns):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(registry.store, "Metric", broken_metric)
+    from perfsuite.registry import store
+
+    monkeypatch.setattr(store, "Metric", broken_metric)
     with pytest.raises(RuntimeError, match="disk on fire"):
         reg.store(make_record())
     assert sum(table_counts(reg).values()) == 0
@@ -100,10 +109,18 @@ def test_latest_ceilings_on_postgres(reg):
 
     key = "ab" * 8
     # Same instant range written with different offsets: ordering must use the instant.
-    older = make_record(workload_name="kernels.ceilings", params={}, device_key=key,
-                        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=-5))))
-    newer = make_record(workload_name="kernels.ceilings", params={}, device_key=key,
-                        started_at=datetime(2026, 5, 1, 18, 0, tzinfo=timezone(timedelta(hours=2))))
+    older = make_record(
+        workload_name="kernels.ceilings",
+        params={},
+        device_key=key,
+        started_at=datetime(2026, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=-5))),
+    )
+    newer = make_record(
+        workload_name="kernels.ceilings",
+        params={},
+        device_key=key,
+        started_at=datetime(2026, 5, 1, 18, 0, tzinfo=timezone(timedelta(hours=2))),
+    )
     reg.store(newer)
     reg.store(older)
     assert reg.latest_ceilings(key)["run_id"] == older["run_id"]  # 17:00 UTC is after 16:00 UTC
@@ -114,8 +131,8 @@ def test_results_flag_a_power_capped_run_on_postgres(reg):
     details.throttle, read by a JSON path: the same on PostgreSQL's ``json`` as on SQLite."""
     from rich.console import Console
 
-    from suite.nvml_sampler import Reading, summarize
-    from suite.report import runs_table
+    from perfsuite.analysis.tables import runs_table
+    from perfsuite.measure.nvml_sampler import Reading, summarize
 
     summary = summarize([Reading(0.0, 1980, 420.0, ()), Reading(0.5, 1455, 700.0, ("software power cap",))])
     capped = make_record(device="cuda", details={"throttle": {"bf16": summary}})
@@ -151,8 +168,13 @@ def test_migrations_create_the_tables_and_match_the_models(reg):
         assert set(inspect(connection).get_table_names()) == set(Base.metadata.tables) | {"alembic_version"}
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
-        types = dict(connection.execute(text(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = 'runs' AND column_name IN ('params', 'record', 'started_at')")).all())
+        types = dict(
+            connection.execute(
+                text(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'runs' AND column_name IN ('params', 'record', 'started_at')"
+                )
+            ).all()
+        )
     # Queryable JSONB for params; the record stays text-preserving json; instants are timestamptz.
     assert types == {"params": "jsonb", "record": "json", "started_at": "timestamp with time zone"}

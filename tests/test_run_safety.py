@@ -3,6 +3,7 @@ disk before the registry is touched; killing ``perfsuite run`` (SIGKILL, SIGTERM
 leaves no measuring process, no torchrun rank and no temporary folder; bad input and
 unusable registries or records folders are one line before anything runs; a failed
 verification is an invalid run without a headline."""
+
 from __future__ import annotations
 
 import json
@@ -107,9 +108,27 @@ def _ours(env: dict) -> list[psutil.Process]:
 def _start_hanging(env: dict, tmp_path: Path, *args: str, ranks: int = 1) -> tuple[subprocess.Popen, Path]:
     """``perfsuite run ARGS`` until every rank of the hanging workload reached its hang;
     returns the runner and the run's temporary folder."""
-    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", *args, "--device", "cpu", "--timeout", "600",
-                             "--warmup", "0", "--iterations", "1"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            *args,
+            "--device",
+            "cpu",
+            "--timeout",
+            "600",
+            "--warmup",
+            "0",
+            "--iterations",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     markers = [tmp_path / f"marker.{rank}" for rank in range(ranks)]
     deadline = time.monotonic() + START_DEADLINE_S
     while not all(m.exists() for m in markers):
@@ -144,7 +163,7 @@ def test_kill_9_of_the_runner_leaves_no_process_and_no_folder(safety, tmp_path, 
 def test_sigterm_and_ctrl_c_exit_130_and_say_what_was_stored_and_what_not(safety, tmp_path, sig):
     proc, workdir = _start_hanging(safety, tmp_path, "safety.ok", "safety.hang", "safety.wrong")
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     (summary,) = [line for line in err.splitlines() if line.startswith("Interrupted: ")]
@@ -160,8 +179,9 @@ def test_a_registry_gone_mid_run_leaves_a_record_that_import_stores(safety, tmp_
     folder.mkdir()
     safety["PERFSUITE_DB"] = f"sqlite:///{folder / 'registry.db'}"
     safety["SAFETY_REGISTRY_DIR"] = str(folder)
-    proc = run_cli(safety, "run", "safety.break_registry", "safety.ok", "--device", "cpu", "--iterations", "3",
-                   "--seed", "7")
+    proc = run_cli(
+        safety, "run", "safety.break_registry", "safety.ok", "--device", "cpu", "--iterations", "3", "--seed", "7"
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
     assert len(error) == 1 and "was not stored in the registry" in error[0], proc.stderr
@@ -190,11 +210,14 @@ def test_a_failed_verification_is_an_invalid_run_with_no_headline(safety):
     assert "invalid" in row and "items/s" not in row
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--db", "sqlite:////proc/nope/x.db"], "the registry cannot be used"),
-    (["--db", "not a url"], "the registry cannot be used"),
-    (["--db", "mysql://h/db"], "the registry cannot be used"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--db", "sqlite:////proc/nope/x.db"], "the registry cannot be used"),
+        (["--db", "not a url"], "the registry cannot be used"),
+        (["--db", "mysql://h/db"], "the registry cannot be used"),
+    ],
+)
 def test_an_unusable_registry_is_one_line_before_anything_runs(safety, tmp_path, args, expected):
     proc = run_cli(safety, *args, "run", "safety.ok", "--device", "cpu", "--iterations", "3")
     assert proc.returncode == 2, proc.stderr
@@ -229,7 +252,7 @@ def test_nnodes_without_a_rendezvous_endpoint_is_one_line(cli):
 
 
 def test_pythonhashseed_stays_in_its_range():
-    from suite.controls import Controls, process_env
+    from perfsuite.controls import Controls, process_env
 
     assert process_env(Controls(seed=7)) == {"PYTHONHASHSEED": "7"}
     assert process_env(Controls(seed=2**32 + 3, deterministic=True))["PYTHONHASHSEED"] == "3"
@@ -278,8 +301,9 @@ def perfsuite_register_workloads(register):
 
 
 @pytest.mark.slow
-def test_a_postgresql_server_stopped_mid_run_leaves_a_record_that_import_stores(add_plugin, perfsuite_env,
-                                                                              stoppable_pg, tmp_path):
+def test_a_postgresql_server_stopped_mid_run_leaves_a_record_that_import_stores(
+    add_plugin, perfsuite_env, stoppable_pg, tmp_path
+):
     url, stop = stoppable_pg
     add_plugin("pgstop", PG_STOPPER)
     perfsuite_env["PERFSUITE_DB"] = url

@@ -1,5 +1,6 @@
 """The runner through the real CLI and real subprocesses: failures of every kind are
 recorded with their reason, the rest of the run goes on, the registry stays readable."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 
 from tests.conftest import run_cli
 
-MISBEHAVING = '''
+MISBEHAVING = """
 import os, signal, time
 from dataclasses import dataclass
 from suite import hookimpl, Workload, Case, Work, Check, param
@@ -43,7 +44,7 @@ def _workload(wname, behaviour):
 def perfsuite_register_workloads(register):
     for b in ("ok", "raise", "hang", "kill"):
         register(_workload(f"demo.{b}", b))
-'''
+"""
 
 SLOW_OK = MISBEHAVING.replace('"demo.{b}"', '"slow.{b}"')
 
@@ -57,8 +58,23 @@ def _records(env, workload=None):
 def test_misbehaving_workloads_are_recorded_and_the_run_goes_on(cli, add_plugin, perfsuite_env):
     add_plugin("misbehave", MISBEHAVING)
     t0 = time.monotonic()
-    proc = cli("run", "demo.ok", "demo.raise", "demo.hang", "demo.kill", "demo.ok", "--device", "cpu",
-               "--timeout", "20", "--iterations", "5", "--warmup", "1", "--json")
+    proc = cli(
+        "run",
+        "demo.ok",
+        "demo.raise",
+        "demo.hang",
+        "demo.kill",
+        "demo.ok",
+        "--device",
+        "cpu",
+        "--timeout",
+        "20",
+        "--iterations",
+        "5",
+        "--warmup",
+        "1",
+        "--json",
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 1, proc.stderr  # failures make the exit non-zero, after everything ran
     records = json.loads(proc.stdout)
@@ -118,11 +134,25 @@ def test_unknown_workload_or_parameter_is_one_line_exit_2_nothing_recorded(cli, 
 def test_records_validate_and_carry_controls_environment_and_statistics(cli, add_plugin, perfsuite_env, tmp_path):
     import jsonschema
 
-    from schemas import load
+    from perfsuite.schemas import load
 
     add_plugin("misbehave", MISBEHAVING)
-    proc = cli("run", "demo.ok", "--device", "cpu", "--seed", "7", "--repeat", "2", "--iterations", "13",
-               "--param", "n=300", "--json", check=True)
+    proc = cli(
+        "run",
+        "demo.ok",
+        "--device",
+        "cpu",
+        "--seed",
+        "7",
+        "--repeat",
+        "2",
+        "--iterations",
+        "13",
+        "--param",
+        "n=300",
+        "--json",
+        check=True,
+    )
     records = json.loads(proc.stdout)
     assert [r["controls"]["seed"] for r in records] == [7, 8]  # unique seeds per repeat
     for r in records:
@@ -164,12 +194,28 @@ def test_a_record_that_breaks_the_schema_is_refused(cli, add_plugin, perfsuite_e
 
 def test_two_concurrent_runs_on_one_sqlite_registry_lose_nothing(add_plugin, perfsuite_env):
     add_plugin("misbehave", MISBEHAVING)
-    cmd = [sys.executable, "-m", "suite", "run", "demo.ok", "--device", "cpu", "--repeat", "4",
-           "--iterations", "3", "--warmup", "0", "--json"]
-    procs = [subprocess.Popen(cmd, env=perfsuite_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "perfsuite",
+        "run",
+        "demo.ok",
+        "--device",
+        "cpu",
+        "--repeat",
+        "4",
+        "--iterations",
+        "3",
+        "--warmup",
+        "0",
+        "--json",
+    ]
+    procs = [
+        subprocess.Popen(cmd, env=perfsuite_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     run_ids = {r["run_id"] for out, _ in outs for r in json.loads(out)}
     assert len(run_ids) == 8

@@ -1,21 +1,36 @@
 """The typed run boundary and the record's verdict, without processes: one JSON form each
 for what goes to the worker and what comes back, and the controls a record states."""
+
 from __future__ import annotations
 
 import pytest
 
-from suite.controls import TIMING_CONTROLS, Controls, as_applied
-from suite.record import verdict
-from suite.runspec import RunSpec, WorkerResult
+from perfsuite.controls import TIMING_CONTROLS, Controls, as_applied
+from perfsuite.engine.record import verdict
+from perfsuite.engine.runspec import RunSpec, WorkerResult
 
 
 def test_run_spec_and_worker_result_round_trip_through_their_json():
-    spec = RunSpec(run_id="a" * 32, workload="kernels.gemm", params={"m": 8, "dtypes": ["bf16"]}, quick=True,
-                   controls=Controls(device="cuda", seed=3, iterations=5), workdir="/tmp/x",
-                   result_path="/tmp/x/result.json")
+    spec = RunSpec(
+        run_id="a" * 32,
+        workload="kernels.gemm",
+        params={"m": 8, "dtypes": ["bf16"]},
+        quick=True,
+        controls=Controls(device="cuda", seed=3, iterations=5),
+        workdir="/tmp/x",
+        result_path="/tmp/x/result.json",
+    )
     assert RunSpec.from_json(spec.to_json()) == spec
-    result = WorkerResult(status="success", started_at="t0", finished_at="t1", metrics=[{"name": "tflops"}],
-                          checks=[], details={"k": 1}, environment={"host": "h"}, backend="gloo")
+    result = WorkerResult(
+        status="success",
+        started_at="t0",
+        finished_at="t1",
+        metrics=[{"name": "tflops"}],
+        checks=[],
+        details={"k": 1},
+        environment={"host": "h"},
+        backend="gloo",
+    )
     assert WorkerResult.from_json(result.to_json()) == result
 
 
@@ -27,20 +42,34 @@ def test_a_worker_result_with_an_unknown_status_or_field_is_refused():
 
 
 def _check(passed: bool, **kw) -> dict:
-    return {"label": "sum", "passed": passed, "method": "closed form", "error": None, "tolerance": None,
-            "detail": "", **kw}
+    return {
+        "label": "sum",
+        "passed": passed,
+        "method": "closed form",
+        "error": None,
+        "tolerance": None,
+        "detail": "",
+        **kw,
+    }
 
 
-@pytest.mark.parametrize("status, checks, expected", [
-    ("success", [_check(True)], ("success", "passed", None)),
-    ("success", [], ("success", "skipped", None)),
-    ("success", [_check(False, error=0.5, tolerance=0.01)],
-     ("invalid", "failed", "verification failed: sum (closed form): error 0.5 > tolerance 0.01")),
-    ("failed", [_check(False, detail="3 wrong")], ("failed", "failed", "boom")),
-])
+@pytest.mark.parametrize(
+    "status, checks, expected",
+    [
+        ("success", [_check(True)], ("success", "passed", None)),
+        ("success", [], ("success", "skipped", None)),
+        (
+            "success",
+            [_check(False, error=0.5, tolerance=0.01)],
+            ("invalid", "failed", "verification failed: sum (closed form): error 0.5 > tolerance 0.01"),
+        ),
+        ("failed", [_check(False, detail="3 wrong")], ("failed", "failed", "boom")),
+    ],
+)
 def test_a_run_whose_verification_failed_is_invalid(status, checks, expected):
-    result = WorkerResult(status=status, started_at="t0", finished_at="t1", checks=checks,
-                          error="boom" if status == "failed" else None)
+    result = WorkerResult(
+        status=status, started_at="t0", finished_at="t1", checks=checks, error="boom" if status == "failed" else None
+    )
     assert verdict(result) == expected
 
 
@@ -57,6 +86,6 @@ def test_records_state_only_the_timing_controls_a_workload_honours():
 
 
 def test_collectives_declare_the_controls_their_sweep_applies():
-    from workloads.collectives.collective import AllReduce
+    from perfsuite.workloads.collectives.collective import AllReduce
 
     assert AllReduce.controls_honoured == ("warmup", "cuda_graph")

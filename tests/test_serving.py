@@ -8,6 +8,7 @@ the stream parser, SLO goodput, find_peak's search) are checked on their own fir
 
 CPU only; the transformers run is one server start for the whole module (about a minute on
 two cores: the server's import of torch and transformers is most of it)."""
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from suite import params as params_mod
-from suite.controls import Controls
-from suite.inprocess import run_workload
-from workloads.inference._serving_capacity import null_server
-from workloads.inference._serving_client import Endpoint, RequestResult, StreamParser, Timeouts
-from workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s, run_here
-from workloads.inference._serving_metrics import SLO, summarize
-from workloads.inference._serving_prompts import WORDS, Lengths, synthetic_prompts
-from workloads.inference._serving_sweep import find_peak
-from workloads.inference.serving import Serving
+from perfsuite.engine import params as params_mod
+from perfsuite.testing import run_in_process
+from perfsuite.workloads.inference._serving_capacity import null_server
+from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, StreamParser, Timeouts
+from perfsuite.workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s, run_here
+from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference._serving_prompts import WORDS, Lengths, synthetic_prompts
+from perfsuite.workloads.inference._serving_sweep import find_peak
+from perfsuite.workloads.inference.serving import Serving
 
 pytest.importorskip("aiohttp")
 pytest.importorskip("mlperf_loadgen")
@@ -92,14 +92,18 @@ def _parse(stream: bytes) -> RequestResult:
 
 
 def test_the_stream_parser_names_each_way_a_stream_goes_wrong():
-    good = (b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":" b"}]}\n\n'
-            b'data: {"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":2,'
-            b'"prompt_tokens":5}}\n\ndata: [DONE]\n\n')
+    good = (
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":" b"}]}\n\n'
+        b'data: {"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":2,'
+        b'"prompt_tokens":5}}\n\ndata: [DONE]\n\n'
+    )
     r = _parse(good)
     assert r.ok and r.text == "a b" and (r.output_tokens, r.prompt_tokens, r.token_source) == (2, 5, "usage")
     assert r.chunk_ns == [11, 12] and r.first_ns == 11  # an event counts when its end arrives
-    chat = b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\n' \
-           b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
+    chat = (
+        b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+        b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
+    )
     r = _parse(chat)
     assert r.ok and r.text == "x" and (r.output_tokens, r.token_source) == (1, "chunks")
     assert _parse(b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices": [\n\n').reason == "malformed_chunk"
@@ -112,18 +116,27 @@ def test_the_stream_parser_names_each_way_a_stream_goes_wrong():
 
 def _result(ttft_ms: float, e2e_ms: float, tokens: int, reason: str | None = None) -> RequestResult:
     ms = 1_000_000
-    r = RequestResult(0, 1, sent_ns=1, first_ns=1 + int(ttft_ms * ms), done_ns=1 + int(e2e_ms * ms),
-                      output_tokens=tokens, reason=reason)
+    r = RequestResult(
+        0,
+        1,
+        sent_ns=1,
+        first_ns=1 + int(ttft_ms * ms),
+        done_ns=1 + int(e2e_ms * ms),
+        output_tokens=tokens,
+        reason=reason,
+    )
     r.chunk_ns = [r.first_ns, r.done_ns] if tokens > 1 else [r.first_ns]
     return r
 
 
 def test_slo_goodput_counts_only_requests_meeting_every_objective():
-    rows = [_result(50, 250, 11),  # TPOT 20 ms: good
-            _result(150, 300, 11),  # TTFT over
-            _result(50, 650, 11),  # TPOT 60 ms over
-            _result(50, 50, 1),  # one token: no TPOT, counted as met (vLLM's rule)
-            _result(10, 20, 2, reason="http_status")]  # failed: never good
+    rows = [
+        _result(50, 250, 11),  # TPOT 20 ms: good
+        _result(150, 300, 11),  # TTFT over
+        _result(50, 650, 11),  # TPOT 60 ms over
+        _result(50, 50, 1),  # one token: no TPOT, counted as met (vLLM's rule)
+        _result(10, 20, 2, reason="http_status"),
+    ]  # failed: never good
     s = summarize(rows, SLO(ttft_ms=100, tpot_ms=50))
     assert (s["requests"], s["completed"], s["good"]) == (5, 4, 2)
     assert s["slo_attainment"] == pytest.approx(2 / 5)
@@ -180,28 +193,55 @@ def test_the_client_streams_from_the_null_server_in_one_process_and_in_two(null_
 
 
 def test_a_bad_server_makes_the_run_invalid_with_each_reason_counted_and_never_hangs():
-    faults = ("--fail-every", "5", "--stall-every", "7", "--stall-s", "30", "--malformed-every", "11",
-              "--truncate-every", "13")
+    faults = (
+        "--fail-every",
+        "5",
+        "--stall-every",
+        "7",
+        "--stall-s",
+        "30",
+        "--malformed-every",
+        "11",
+        "--truncate-every",
+        "13",
+    )
     with null_server(extra=faults) as url:
-        params = _params(url=url, model="null", scenarios="Server", target_qps=20.0, min_duration_ms=500,
-                         min_query_count=40, concurrencies="4", sweep_requests=60, output_tokens=8,
-                         stall_timeout_s=1.0, measure_client=False, warmup_requests=3)
+        params = dict(
+            url=url,
+            model="null",
+            scenarios="Server",
+            target_qps=20.0,
+            min_duration_ms=500,
+            min_query_count=40,
+            concurrencies="4",
+            sweep_requests=60,
+            output_tokens=8,
+            stall_timeout_s=1.0,
+            measure_client=False,
+            warmup_requests=3,
+        )
         t0 = time.monotonic()
-        ctx = run_workload(Serving, params, Controls())
+        ctx = run_in_process(Serving, params, quick=False)
         wall = time.monotonic() - t0
     assert wall < 60  # stalled streams fail after stall_timeout_s, LoadGen is always answered
     checks = {c.label: c for c in ctx.checks}
     assert not checks["Server VALID"].passed and "over the error budget" in checks["Server VALID"].detail
     assert not checks["concurrency sweep: a VALID step"].passed
     serving = ctx.details["serving"]
-    for errors in (serving["loadgen"]["scenarios"]["Server"]["performance"]["client"]["errors"],
-                   serving["concurrency_sweep"]["steps"][0]["errors"]):
+    for errors in (
+        serving["loadgen"]["scenarios"]["Server"]["performance"]["client"]["errors"],
+        serving["concurrency_sweep"]["steps"][0]["errors"],
+    ):
         assert set(errors["by_reason"]) == {"http_status", "stall", "malformed_chunk", "truncated"}
         assert "HTTP 500" in errors["examples"]["http_status"][0]
     sweep_errors = serving["concurrency_sweep"]["steps"][0]["errors"]
     assert sweep_errors["count"] == sum(sweep_errors["by_reason"].values()) and sweep_errors["count"] >= 15
-    rows = [json.loads(line) for line in
-            (ctx.artifact_dir() / serving["concurrency_sweep"]["steps"][0]["requests_file"]).read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (ctx.artifact_dir() / serving["concurrency_sweep"]["steps"][0]["requests_file"])
+        .read_text()
+        .splitlines()
+    ]
     assert len(rows) == 60 and sum(r["reason"] is not None for r in rows) == sweep_errors["count"]
 
 
@@ -216,21 +256,35 @@ def test_an_unreachable_url_is_one_line_and_nothing_is_measured(cli):
 
 
 def test_a_server_that_dies_before_it_is_ready_is_one_line_with_its_log():
-    from workloads.inference._serving_server import ServerUnavailable
+    from perfsuite.workloads.inference._serving_server import ServerUnavailable
 
     command = "{python} -c \"print('no model here'); raise SystemExit(3)\""
-    params = _params(server_command=command, measure_client=False)
+    params = {"server_command": command, "measure_client": False}
     with pytest.raises(ServerUnavailable) as err:
-        run_workload(Serving, params, Controls())
+        run_in_process(Serving, params, quick=False)
     text = str(err.value)
     assert "the server exited with code 3 before" in text and "no model here" in text and "\n" not in text
 
 
 def test_a_started_server_dies_with_a_run_that_times_out(cli, perfsuite_env):
-    command = "{python} -m workloads.inference._serving_null --port {port}"
-    proc = cli("run", "inference.serving", "-p", f"server_command={command}", "-p", "model=null",
-               "-p", "scenarios=Server", "-p", "min_duration_ms=600000", "-p", "measure_client=false",
-               "--timeout", "15", "--json")
+    command = "{python} -m perfsuite.workloads.inference._serving_null --port {port}"
+    proc = cli(
+        "run",
+        "inference.serving",
+        "-p",
+        f"server_command={command}",
+        "-p",
+        "model=null",
+        "-p",
+        "scenarios=Server",
+        "-p",
+        "min_duration_ms=600000",
+        "-p",
+        "measure_client=false",
+        "--timeout",
+        "15",
+        "--json",
+    )
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "timeout", record.get("error")
     log = Path(perfsuite_env["PERFSUITE_RECORDS"]) / "artifacts" / record["run_id"] / "server.log"
@@ -251,28 +305,58 @@ def transformers_run(tmp_path_factory):
     pytest.importorskip("openai")
     tmp = tmp_path_factory.mktemp("serving")
     env = dict(os.environ)
-    env.update({"PERFSUITE_DB": f"sqlite:///{tmp / 'registry.db'}", "PERFSUITE_RECORDS": str(tmp / "records"),
-                "XDG_DATA_HOME": str(tmp / "data"), "PERFSUITE_PLUGINS": "", "COLUMNS": "200",
-                "PYTHONPATH": os.pathsep.join(p for p in [str(Path(__file__).resolve().parent.parent),
-                                                          env.get("PYTHONPATH", "")] if p)})
+    env.update(
+        {
+            "PERFSUITE_DB": f"sqlite:///{tmp / 'registry.db'}",
+            "PERFSUITE_RECORDS": str(tmp / "records"),
+            "XDG_DATA_HOME": str(tmp / "data"),
+            "PERFSUITE_PLUGINS": "",
+            "COLUMNS": "200",
+            "PYTHONPATH": os.pathsep.join(
+                p for p in [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")] if p
+            ),
+        }
+    )
     env.pop("PERFSUITE_AIPERF", None)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if not (Path(p) / "aiperf").exists())  # the bare reference, here
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "aiperf").exists()
+    )  # the bare reference, here
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "suite", "crosscheck", "inference.serving", "--quick", "--rounds",
-                           "8", "--device", "cpu"], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "crosscheck",
+            "inference.serving",
+            "--quick",
+            "--rounds",
+            "8",
+            "--device",
+            "cpu",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wall = time.monotonic() - t0
     records = sorted((tmp / "records").glob("*.json"))
     assert len(records) == 1, proc.stdout + proc.stderr
     record = json.loads(records[0].read_text())
-    show = subprocess.run([sys.executable, "-m", "suite", "show", record["run_id"]], env=env, capture_output=True,
-                          text=True, timeout=120)
+    show = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "show", record["run_id"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     print(f"transformers serve quick crosscheck: {wall:.1f} s")
     return proc, record, show, tmp
 
 
 def test_transformers_serve_started_by_the_suite_runs_loadgen_valid_and_a_sweep(transformers_run):
-    proc, record, show, tmp = transformers_run
+    _, record, show, _ = transformers_run
     assert record["status"] == "success", record.get("error")
     checks = {c["label"]: c for c in record["verification"]["checks"]}
     for scenario in ("Server", "Offline", "SingleStream"):
@@ -299,7 +383,7 @@ def test_transformers_serve_started_by_the_suite_runs_loadgen_valid_and_a_sweep(
 
 
 def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(transformers_run):
-    proc, record, show, tmp = transformers_run
+    proc, record, _, _ = transformers_run
     c = record["details"]["crosscheck"]
     assert c["tool"] == "bare asyncio reference" and "not installed" in c["aiperf_not_used"]
     assert c["status"] == "measured" and len(c["rounds"]) == 8  # short rounds: a burst of load spoils few
@@ -315,20 +399,34 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
         assert c["ratios"][figure] == pytest.approx(1.0, abs=0.10), (figure, c["rounds"])
 
 
-@pytest.mark.skipif(shutil.which("aiperf") is None and not os.environ.get("PERFSUITE_AIPERF"),
-                    reason="AIPerf is not installed (optional extra 'aiperf'; CI runs the bare reference)")
+@pytest.mark.skipif(
+    shutil.which("aiperf") is None and not os.environ.get("PERFSUITE_AIPERF"),
+    reason="AIPerf is not installed (optional extra 'aiperf'; CI runs the bare reference)",
+)
 def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url, tmp_path):
-    from suite.crosscheck_serving import parse_aiperf, reference_once
+    from perfsuite.crosscheck.aiperf import parse_aiperf, reference_once
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"text": f"bada {i}", "output_length": 16}) + "\n" for i in range(8)))
     tokenizer = tmp_path / "tok"
-    from workloads.inference._serving_model import ModelShape, build_and_save
+    from perfsuite.workloads.inference._serving_model import ModelShape, build_and_save
 
     build_and_save(tokenizer, ModelShape())
-    spec = {"base_url": null_url, "model": "null", "api": "completions", "prompts_file": str(prompts),
-            "requests": 40, "concurrency": 2, "rate": None, "burstiness": 1.0, "seed": 0,
-            "tokenizer": str(tokenizer), "ignore_eos": False, "api_key_env": None, "timeout_s": 60.0}
+    spec = {
+        "base_url": null_url,
+        "model": "null",
+        "api": "completions",
+        "prompts_file": str(prompts),
+        "requests": 40,
+        "concurrency": 2,
+        "rate": None,
+        "burstiness": 1.0,
+        "seed": 0,
+        "tokenizer": str(tokenizer),
+        "ignore_eos": False,
+        "api_key_env": None,
+        "timeout_s": 60.0,
+    }
     out = reference_once("aiperf", spec, tmp_path, 1)
     assert out["completed"] == 40 and out["output_tokens_per_s"] > 0 and out["ttft_p50_ms"] > 0
     assert parse_aiperf(tmp_path / "aiperf-1") == out
@@ -336,12 +434,14 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
 
 @pytest.mark.perf
 def test_client_capacity_against_the_null_server_prints_its_figures(null_url):
-    from workloads.inference._serving_capacity import measure
+    from perfsuite.workloads.inference._serving_capacity import measure
 
     with ClientPool(1) as pool:
         cap = measure(pool, null_url, seconds=1.0)
-    print(f"\nclient capacity (1 process, {cap['chunks_per_request']} chunks): {cap['requests_per_s']:.0f} "
-          f"streamed requests/s; idle TTFT p50 {cap['idle_ttft_p50_ms']:.3f} ms (load {os.getloadavg()[0]:.1f})")
+    print(
+        f"\nclient capacity (1 process, {cap['chunks_per_request']} chunks): {cap['requests_per_s']:.0f} "
+        f"streamed requests/s; idle TTFT p50 {cap['idle_ttft_p50_ms']:.3f} ms (load {os.getloadavg()[0]:.1f})"
+    )
     assert cap["failed"] == 0 and cap["requests_per_s"] > 0
 
 

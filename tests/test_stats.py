@@ -1,10 +1,11 @@
 """Statistics over raw samples, checked against numpy/hand-computed values."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from suite import stats
+from perfsuite.measure import stats
 
 
 def test_summary_matches_numpy_and_ci_brackets_the_median():

@@ -1,6 +1,7 @@
 """Submissions trees: ``perfsuite check`` names the file of every problem, ``import`` of a
 tree is idempotent, ``submit`` files registry runs, and the repository's own tree checks
 clean, imports and becomes a leaderboard."""
+
 from __future__ import annotations
 
 import json
@@ -8,12 +9,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from factories import make_record, sign
-from registry import open_registry
-from registry.submissions import (MLLOG_REQUIRED_TRAINING_KEYS, check_tree, import_tree, record_text,
-                                  system_description)
+
+from perfsuite.registry import open_registry
+from perfsuite.registry.submissions import (
+    MLLOG_REQUIRED_TRAINING_KEYS,
+    check_tree,
+    import_tree,
+    record_text,
+    system_description,
+)
 
 
 def _file(root: Path, record: dict, system: str = "box", org: str = "acme") -> Path:
@@ -58,8 +64,10 @@ def test_a_tampered_record_is_named(tree):
     record["metrics"][0]["value"] *= 1.5  # improve the figure, keep the old hash
     paths[0].write_text(record_text(record))
     rel = str(paths[0].relative_to(root))
-    assert _messages(root) == [f"{rel}: record hash: $.sha256: record says {record['sha256']}, its content hashes "
-                               f"to {sign(dict(record))['sha256']} (the record was changed after it was written)"]
+    assert _messages(root) == [
+        f"{rel}: record hash: $.sha256: record says {record['sha256']}, its content hashes "
+        f"to {sign(dict(record))['sha256']} (the record was changed after it was written)"
+    ]
 
 
 def test_a_duplicated_seed_is_named(tree):
@@ -67,23 +75,26 @@ def test_a_duplicated_seed_is_named(tree):
     twin = make_record(device="cuda", gpu_count=2, host="box1", controls={"seed": 1})
     path = _file(root, twin)
     first, second = sorted([paths[0].relative_to(root), path.relative_to(root)])
-    assert _messages(root) == [f"{second}: seed 1 is already used by {first}: seeds must be unique "
-                               f"per workload, parameters and system"]
+    assert _messages(root) == [
+        f"{second}: seed 1 is already used by {first}: seeds must be unique per workload, parameters and system"
+    ]
 
 
 def test_a_failed_verification_is_named(tree):
     root, _ = tree
     bad = make_record(device="cuda", gpu_count=2, host="box1", verification="failed", controls={"seed": 3})
     path = _file(root, bad)
-    assert _messages(root) == [f"{path.relative_to(root)}: verification failed: only runs whose verification "
-                               f"passed may be submitted"]
+    assert _messages(root) == [
+        f"{path.relative_to(root)}: verification failed: only runs whose verification passed may be submitted"
+    ]
 
 
 def test_a_missing_system_file_is_named_for_each_record(tree):
     root, paths = tree
     (root / "acme" / "systems" / "box.json").unlink()
-    assert _messages(root) == sorted(f"{p.relative_to(root)}: no valid system file acme/systems/box.json for "
-                                     f"system 'box'" for p in paths)
+    assert _messages(root) == sorted(
+        f"{p.relative_to(root)}: no valid system file acme/systems/box.json for system 'box'" for p in paths
+    )
 
 
 def test_a_record_whose_gpu_differs_from_its_system_file_is_named(tree):
@@ -93,8 +104,10 @@ def test_a_record_whose_gpu_differs_from_its_system_file_is_named(tree):
     path = _file(root, other)
     messages = _messages(root)
     for p in paths:
-        assert (f"{p.relative_to(root)}: accelerator NVIDIA H200 differs from the system file's "
-                f"'NVIDIA H100 80GB HBM3' (box.json)") in messages
+        assert (
+            f"{p.relative_to(root)}: accelerator NVIDIA H200 differs from the system file's "
+            f"'NVIDIA H100 80GB HBM3' (box.json)"
+        ) in messages
     assert f"{path.relative_to(root)}: 1 accelerators in the record, 2 per node in box.json" in messages
 
 
@@ -110,8 +123,9 @@ def test_a_path_escaping_the_tree_is_named(tree, tmp_path):
     messages = _messages(root)
     assert len(messages) == 2
     assert messages[0].startswith(f"acme/evidence: path escapes the tree: symlink to '{tmp_path}'")
-    assert messages[1].startswith(f"{link.relative_to(root)}: path escapes the tree: symlink to "
-                                  f"'../../../../../outside.json'")
+    assert messages[1].startswith(
+        f"{link.relative_to(root)}: path escapes the tree: symlink to '../../../../../outside.json'"
+    )
 
 
 def test_duplicate_run_ids_schema_errors_and_training_rules_are_named(tree):
@@ -123,29 +137,35 @@ def test_duplicate_run_ids_schema_errors_and_training_rules_are_named(tree):
     broken["controls"]["device"] = "tpu"
     sign(broken)
     broken_path = _file(root, broken)
-    train = make_record(workload_name="training.tiny", device="cuda", gpu_count=2, host="box1",
-                        controls={"seed": 7})
+    train = make_record(workload_name="training.tiny", device="cuda", gpu_count=2, host="box1", controls={"seed": 7})
     train_path = _file(root, train)
     mllog = train_path.with_suffix(".mllog")
     mllog.write_text(':::MLLOG {"key": "seed", "value": 7}\n')
     messages = _messages(root)
-    assert f"{dup.relative_to(root)}: duplicate run id {record['run_id']}: also {paths[0].relative_to(root)}" in messages
-    assert any(m.startswith(f"{broken_path.relative_to(root)}: schema: $.controls.device: 'tpu' is not one of")
-               for m in messages)
+    assert (
+        f"{dup.relative_to(root)}: duplicate run id {record['run_id']}: also {paths[0].relative_to(root)}" in messages
+    )
+    assert any(
+        m.startswith(f"{broken_path.relative_to(root)}: schema: $.controls.device: 'tpu' is not one of")
+        for m in messages
+    )
     missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k != "seed"]
     assert f"{mllog.relative_to(root)}: MLLOG lacks required keys: {', '.join(missing)}" in messages
-    assert (f"{train_path.relative_to(root)}: 1 run(s) of training.tiny with these parameters on box; "
-            f"training workloads need 5") in messages
+    assert (
+        f"{train_path.relative_to(root)}: 1 run(s) of training.tiny with these parameters on box; "
+        f"training workloads need 5"
+    ) in messages
 
 
 def test_import_of_a_tree_is_idempotent_and_refuses_a_tree_with_problems(tree, tmp_path):
-    root, paths = tree
+    root, _paths = tree
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
         assert import_tree(reg, root) == {"stored": 2, "duplicate": 0, "systems": 1}
         assert import_tree(reg, root) == {"stored": 0, "duplicate": 2, "systems": 1}
         bad = make_record(device="cuda", gpu_count=2, host="box1", status="failed", controls={"seed": 4})
         _file(root, bad)
-        from registry import RegistryError
+        from perfsuite.registry import RegistryError
+
         with pytest.raises(RegistryError, match="does not check clean, nothing imported"):
             import_tree(reg, root)
         assert len(reg.results(limit=None)) == 2
@@ -182,8 +202,17 @@ def test_submit_files_runs_from_the_registry_then_checks(cli, perfsuite_env, tmp
         files.append(str(path))
     cli("import", *files, check=True)
     root = tmp_path / "tree"
-    out = cli("submit", "--org", "lab", "--system", "one-gpu", "--root", str(root),
-              *(r["run_id"][:10] for r in records), check=True)
+    out = cli(
+        "submit",
+        "--org",
+        "lab",
+        "--system",
+        "one-gpu",
+        "--root",
+        str(root),
+        *(r["run_id"][:10] for r in records),
+        check=True,
+    )
     assert "ok: " in out.stdout
     desc = json.loads((root / "lab" / "systems" / "one-gpu.json").read_text())
     assert desc["accelerator_model_name"] == "NVIDIA H200" and desc["accelerators_per_node"] == 1

@@ -4,6 +4,7 @@ the real CLI, both workloads reaching their quick targets on the CPU (one proces
 DDP over gloo at world size 2), a run that exhausts its step budget recorded as
 ``aborted`` and never ranked, and every MLLOG file passing mlperf_logging's compliance
 checker (its common training rules plus the suite's rules file)."""
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from suite import mllog, scoring  # noqa: E402
-from workloads.training import MLPERF_RULES  # noqa: E402
-from workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask  # noqa: E402
-from workloads.training._language import IGNORE, SEP, SequenceTask  # noqa: E402
-from workloads.training._optim import lr_factor  # noqa: E402
-from workloads.training._phases import PhaseClock  # noqa: E402
-from workloads.training._pipelines import RankBatches, batches  # noqa: E402
+from perfsuite.analysis import scoring  # noqa: E402
+from perfsuite.engine import mllog  # noqa: E402
+from perfsuite.workloads.training import MLPERF_RULES  # noqa: E402
+from perfsuite.workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask  # noqa: E402
+from perfsuite.workloads.training._language import IGNORE, SEP, SequenceTask  # noqa: E402
+from perfsuite.workloads.training._optim import lr_factor  # noqa: E402
+from perfsuite.workloads.training._phases import PhaseClock  # noqa: E402
+from perfsuite.workloads.training._pipelines import RankBatches, batches  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,13 +109,27 @@ def test_goodput_other_is_the_unnamed_rest_of_the_wall_time():
 # -- scoring ------------------------------------------------------------------------------
 def _rec(seed, status, t=None, world=1, key="k"):
     metrics = [{"name": "time_to_target_s", "value": t}] if t is not None else []
-    return {"run_id": f"r{seed}", "status": status, "metrics": metrics, "controls": {"seed": seed},
-            "workload": {"name": "training.x"}, "comparability_key": key, "launch": {"world_size": world}}
+    return {
+        "run_id": f"r{seed}",
+        "status": status,
+        "metrics": metrics,
+        "controls": {"seed": seed},
+        "workload": {"name": "training.x"},
+        "comparability_key": key,
+        "launch": {"world_size": world},
+    }
 
 
 def test_olympic_mean_drops_fastest_and_slowest_and_an_aborted_run_counts_as_slowest():
-    (s,) = scoring.scores([_rec(1, "success", 10), _rec(2, "success", 30), _rec(3, "success", 20),
-                           _rec(4, "success", 12), _rec(5, "aborted")])
+    (s,) = scoring.scores(
+        [
+            _rec(1, "success", 10),
+            _rec(2, "success", 30),
+            _rec(3, "success", 20),
+            _rec(4, "success", 12),
+            _rec(5, "aborted"),
+        ]
+    )
     assert s["olympic_mean_s"] == pytest.approx((12 + 20 + 30) / 3)
     assert [r["seed"] for r in s["runs"]] == [1, 2, 3, 4, 5]
 
@@ -121,8 +137,10 @@ def test_olympic_mean_drops_fastest_and_slowest_and_an_aborted_run_counts_as_slo
 def test_no_score_with_too_few_runs_or_two_runs_short_of_the_target():
     few, two_missed, other_world = scoring.scores(
         [_rec(1, "success", 1, key="a"), _rec(2, "success", 1, key="a")]
-        + [_rec(i, "aborted", key="b") for i in (3, 4)] + [_rec(5, "success", 1, key="b")]
-        + [_rec(6, "success", 1, key="a", world=2)])
+        + [_rec(i, "aborted", key="b") for i in (3, 4)]
+        + [_rec(5, "success", 1, key="b")]
+        + [_rec(6, "success", 1, key="a", world=2)]
+    )
     assert few["olympic_mean_s"] is None and "at least 3" in few["reason"]
     assert two_missed["olympic_mean_s"] is None and "2 of 3" in two_missed["reason"]
     assert other_world["world_size"] == 2 and len(other_world["runs"]) == 1
@@ -130,11 +148,20 @@ def test_no_score_with_too_few_runs_or_two_runs_short_of_the_target():
 
 def test_mllog_puts_the_submission_keys_before_the_workloads_own_events():
     events = [{"time_ms": 5.0, "event_type": "INTERVAL_START", "key": "init_start", "value": None, "metadata": {}}]
-    record = {"workload": {"name": "training.gpt", "division": "open"},
-              "environment": {"measured_device": {"name": "cpu"}}, "details": {"mllog": events}}
+    record = {
+        "workload": {"name": "training.gpt", "division": "open"},
+        "environment": {"measured_device": {"name": "cpu"}},
+        "details": {"mllog": events},
+    }
     keys = [json.loads(line.split(" ", 1)[1])["key"] for line in mllog.lines(record)]
-    assert keys == ["submission_benchmark", "submission_org", "submission_division", "submission_status",
-                    "submission_platform", "init_start"]
+    assert keys == [
+        "submission_benchmark",
+        "submission_org",
+        "submission_division",
+        "submission_status",
+        "submission_platform",
+        "init_start",
+    ]
 
 
 # -- end to end through the CLI -------------------------------------------------------------
@@ -142,21 +169,54 @@ def test_mllog_puts_the_submission_keys_before_the_workloads_own_events():
 def trained(tmp_path_factory):
     """Quick runs of both workloads, a DDP run and a repeat that exhausts its budget."""
     tmp = tmp_path_factory.mktemp("training")
-    env = dict(os.environ, PERFSUITE_DB=f"sqlite:///{tmp / 'registry.db'}", PERFSUITE_RECORDS=str(tmp / "records"),
-               XDG_DATA_HOME=str(tmp / "data"), PERFSUITE_PLUGINS="", COLUMNS="200", HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p))
+    env = dict(
+        os.environ,
+        PERFSUITE_DB=f"sqlite:///{tmp / 'registry.db'}",
+        PERFSUITE_RECORDS=str(tmp / "records"),
+        XDG_DATA_HOME=str(tmp / "data"),
+        PERFSUITE_PLUGINS="",
+        COLUMNS="200",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p),
+    )
 
     def run(*args):
-        proc = subprocess.run([sys.executable, "-m", "suite", "run", *args, "--device", "cpu", "--json"], env=env,
-                              capture_output=True, text=True, timeout=400)
+        proc = subprocess.run(
+            [sys.executable, "-m", "perfsuite", "run", *args, "--device", "cpu", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc, json.loads(proc.stdout)
 
     _, single = run("training.resnet", "training.gpt", "--quick", "--seed", "11")
     _, ddp = run("training.gpt", "--quick", "--nproc-per-node", "2", "--seed", "12")
-    text = subprocess.run([sys.executable, "-m", "suite", "run", "training.resnet", "--quick", "-p", "max_steps=2",
-                           "-p", "eval_every=1", "--repeat", "3", "--seed", "20", "--device", "cpu"], env=env,
-                          capture_output=True, text=True, timeout=400)
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            "training.resnet",
+            "--quick",
+            "-p",
+            "max_steps=2",
+            "-p",
+            "eval_every=1",
+            "--repeat",
+            "3",
+            "--seed",
+            "20",
+            "--device",
+            "cpu",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert text.returncode == 0, text.stderr[-3000:]
     return {"env": env, "records": tmp / "records", "single": single, "ddp": ddp, "aborted_out": text.stdout}
 
@@ -172,7 +232,10 @@ def test_both_workloads_reach_their_quick_targets_on_the_cpu(trained):
         p = record["workload"]["params"]
         assert _metric(record, "eval_accuracy")["value"] >= p["target_accuracy"]
         assert _metric(record, "time_to_target_s")["value"] > 0
-        assert _metric(record, "samples_to_target")["value"] == _metric(record, "steps_to_target")["value"] * p["global_batch"]
+        assert (
+            _metric(record, "samples_to_target")["value"]
+            == _metric(record, "steps_to_target")["value"] * p["global_batch"]
+        )
         tflops = _metric(record, "tflops")
         assert tflops["value"] > 0 and tflops["roofline"]["resource"] == "matmul.fp32"
         goodput = record["details"]["goodput"]
@@ -193,7 +256,7 @@ def test_ddp_with_gloo_reaches_the_same_target_on_a_fixed_global_batch(trained):
 
 
 def test_a_run_out_of_budget_is_aborted_and_never_ranked(trained):
-    from registry import open_registry
+    from perfsuite.registry import open_registry
 
     records = [json.loads(p.read_text()) for p in trained["records"].glob("*.json")]
     aborted = [r for r in records if r["status"] == "aborted"]
@@ -203,13 +266,15 @@ def test_a_run_out_of_budget_is_aborted_and_never_ranked(trained):
         assert _metric(r, "steps_run")["value"] == 2
     assert "did not reach the target" in trained["aborted_out"]
     with open_registry(trained["env"]["PERFSUITE_DB"]) as reg:
-        assert reg.latest_passed("training.resnet", aborted[0]["environment"]["measured_device"]["key"])[
-            "status"] == "success"
+        assert (
+            reg.latest_passed("training.resnet", aborted[0]["environment"]["measured_device"]["key"])["status"]
+            == "success"
+        )
 
 
 def test_every_mllog_file_passes_mlperfs_compliance_checker(trained):
     pytest.importorskip("mlperf_logging")
-    from suite.mllog_compliance import check
+    from perfsuite.engine.mllog_compliance import check
 
     files = sorted(trained["records"].glob("*.mllog"))
     assert len(files) == 6
@@ -219,7 +284,7 @@ def test_every_mllog_file_passes_mlperfs_compliance_checker(trained):
 
 def test_the_checker_rejects_a_log_whose_status_contradicts_its_evaluations(trained, tmp_path):
     pytest.importorskip("mlperf_logging")
-    from suite.mllog_compliance import check
+    from perfsuite.engine.mllog_compliance import check
 
     src = next(f for f in trained["records"].glob("*.mllog") if '"status": "aborted"' in f.read_text())
     bad = tmp_path / "bad.mllog"
@@ -230,12 +295,13 @@ def test_the_checker_rejects_a_log_whose_status_contradicts_its_evaluations(trai
 # -- models -------------------------------------------------------------------------------
 def test_resnet_depth_and_width_shape_the_torchvision_model():
     pytest.importorskip("torchvision")
-    from suite import params
-    from workloads.training.resnet import ResNetTraining
+    from perfsuite.engine import params
+    from perfsuite.workloads.training.resnet import ResNetTraining
 
     for depth, blocks in ((10, 4), (50, 16)):
-        w = ResNetTraining(params.resolve(ResNetTraining, {"depth": depth, "width": 8, "image_size": 16,
-                                                           "classes": 5}, quick=False))
+        w = ResNetTraining(
+            params.resolve(ResNetTraining, {"depth": depth, "width": 8, "image_size": 16, "classes": 5}, quick=False)
+        )
         model = w.build_model()
         assert sum(len(getattr(model, f"layer{i}")) for i in range(1, 5)) == blocks
         assert model.conv1.out_channels == 8 and model.layer4[0].conv1.in_channels in (8 * 4, 8 * 4 * 4)
@@ -244,11 +310,14 @@ def test_resnet_depth_and_width_shape_the_torchvision_model():
 
 def test_llama_config_builds_and_its_flops_are_counted():
     pytest.importorskip("transformers")
-    from suite import params
-    from workloads.training.gpt import GPTTraining
+    from perfsuite.engine import params
+    from perfsuite.workloads.training.gpt import GPTTraining
 
-    w = GPTTraining(params.resolve(GPTTraining, {"arch": "llama", "layers": 1, "width": 32, "heads": 2,
-                                                 "context": 8, "vocab": 8}, quick=False))
+    w = GPTTraining(
+        params.resolve(
+            GPTTraining, {"arch": "llama", "layers": 1, "width": 32, "heads": 2, "context": 8, "vocab": 8}, quick=False
+        )
+    )
     model = w.build_model()
     assert type(model).__name__ == "LlamaForCausalLM"
     flops = w._count_flops(model, torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False))

@@ -1,6 +1,7 @@
 """The training workloads on a CUDA GPU (``pytest -m gpu``): bf16 autocast, torch.compile,
 the goodput split from CUDA events, NVML energy, the device-side batch order. Skipped
 cleanly without a GPU. No timed assertions."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,44 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-@pytest.mark.parametrize("name,extra", [("training.gpt", ["-p", "compile=true"]),
-                                        ("training.resnet", ["-p", "pipeline=dataloader", "-p", "loader_workers=2"])])
+@pytest.mark.parametrize(
+    "name,extra",
+    [
+        ("training.gpt", ["-p", "compile=true"]),
+        ("training.resnet", ["-p", "pipeline=dataloader", "-p", "loader_workers=2"]),
+    ],
+)
 def test_quick_training_on_the_gpu_in_bf16(tmp_path, name, extra):
-    env = dict(os.environ, PERFSUITE_DB=f"sqlite:///{tmp_path / 'r.db'}", PERFSUITE_RECORDS=str(tmp_path / "rec"),
-               PERFSUITE_PLUGINS="", HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p))
-    proc = subprocess.run([sys.executable, "-m", "suite", "run", name, "--quick", "-p", "precision=bf16", *extra,
-                           "--device", "cuda", "--json", "--seed", "3"], env=env, capture_output=True, text=True,
-                          timeout=600)
+    env = dict(
+        os.environ,
+        PERFSUITE_DB=f"sqlite:///{tmp_path / 'r.db'}",
+        PERFSUITE_RECORDS=str(tmp_path / "rec"),
+        PERFSUITE_PLUGINS="",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p),
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            name,
+            "--quick",
+            "-p",
+            "precision=bf16",
+            *extra,
+            "--device",
+            "cuda",
+            "--json",
+            "--seed",
+            "3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "success", record["error"]
@@ -33,5 +63,9 @@ def test_quick_training_on_the_gpu_in_bf16(tmp_path, name, extra):
     assert names["tflops"]["roofline"]["resource"] == "matmul.bf16"
     seconds = record["details"]["goodput"]["seconds"]
     assert seconds["forward"] > 0 and seconds["backward"] > 0 and seconds["optimizer"] > 0
-    print(name, {k: round(v, 3) for k, v in seconds.items()}, "energy J:",
-          names.get("energy_to_target_j", {}).get("value"))
+    print(
+        name,
+        {k: round(v, 3) for k, v in seconds.items()},
+        "energy J:",
+        names.get("energy_to_target_j", {}).get("value"),
+    )

@@ -7,6 +7,7 @@ GPU or run by its CPU interpreter (``TRITON_INTERPRET=1``). So everything that i
 the kernels runs in a subprocess started with the variable set, never in this process,
 where another test may already have imported triton without it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,19 +23,21 @@ from pathlib import Path
 
 import pytest
 
-import suite
+import perfsuite
 from tests.conftest import REPO, run_cli
 
 PLUGIN = REPO / "plugins" / "perfsuite-triton"
 PACKAGE = PLUGIN / "perfsuite_triton"
 WORKLOADS = ("triton.fused_chain", "triton.softmax", "triton.matmul")
 HOOKS = ["perfsuite_collect_environment", "perfsuite_register_commands", "perfsuite_register_workloads"]
-# What a plugin may import from the suite: the names ``suite`` exports, and the checks helpers.
-PUBLIC_SUITE_NAMES = set(suite.__all__)  # the suite's public API, as it declares it
-PUBLIC_SUITE_MODULES = {"suite.checks"}
+# What a plugin may import from perfsuite: the names it exports, and the checks helpers.
+PUBLIC_SUITE_NAMES = set(perfsuite.__all__)  # the public API, as it declares it
+PUBLIC_SUITE_MODULES = {"perfsuite.checks", "perfsuite.dtypes", "perfsuite.fused_chain"}
 
-needs_triton = pytest.mark.skipif(find_spec("torch") is None or find_spec("triton") is None,
-                                  reason="needs torch and triton installed (the plugin's dependencies)")
+needs_triton = pytest.mark.skipif(
+    find_spec("torch") is None or find_spec("triton") is None,
+    reason="needs torch and triton installed (the plugin's dependencies)",
+)
 
 
 def interpreter_env(**extra: str) -> dict:
@@ -47,22 +50,26 @@ def interpreter_env(**extra: str) -> dict:
 
 
 def run_python(code: str, env: dict, timeout: float = 300) -> str:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc.stdout
 
 
 # -- the plugin module stays light and uses only the public API ---------------------------------
 def test_plugin_import_needs_neither_torch_nor_triton():
-    out = run_python("""
+    out = run_python(
+        """
         import json, sys
         import perfsuite_triton.plugin as plugin
         found = []
         plugin.perfsuite_register_workloads(register=found.append)
         print(json.dumps({"heavy": [m for m in ("torch", "triton") if m in sys.modules],
                           "workloads": [(c.name, c.category, c.requirements.packages) for c in found]}))
-    """, interpreter_env())
+    """,
+        interpreter_env(),
+    )
     result = json.loads(out)
     assert result["heavy"] == []
     assert [w[0] for w in result["workloads"]] == list(WORKLOADS)
@@ -76,12 +83,18 @@ def test_plugin_imports_only_the_public_suite_api():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             where = f"{path.relative_to(PLUGIN)}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.Import):
-                offenders += [f"{where} import {a.name}" for a in node.names
-                              if a.name.split(".")[0] == "suite" and a.name not in PUBLIC_SUITE_MODULES]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "suite":
-                if node.module == "suite":
-                    offenders += [f"{where} from suite import {a.name}" for a in node.names
-                                  if a.name not in PUBLIC_SUITE_NAMES]
+                offenders += [
+                    f"{where} import {a.name}"
+                    for a in node.names
+                    if a.name.split(".")[0] == "perfsuite" and a.name not in PUBLIC_SUITE_MODULES
+                ]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "perfsuite":
+                if node.module == "perfsuite":
+                    offenders += [
+                        f"{where} from perfsuite import {a.name}"
+                        for a in node.names
+                        if a.name not in PUBLIC_SUITE_NAMES
+                    ]
                 elif node.module not in PUBLIC_SUITE_MODULES:
                     offenders.append(f"{where} from {node.module} import ...")
     assert offenders == [], "the plugin reaches past perfsuite's public API:\n" + "\n".join(offenders)
@@ -107,7 +120,7 @@ def test_collect_environment_adds_triton_without_rewriting():
 KERNEL_CHECKS = """
 import json, torch
 from perfsuite_triton.kernels import fused_chain as fc, softmax as sm, matmul as mm
-from suite.fused_chain import reference as chain_reference
+from perfsuite.fused_chain import reference as chain_reference
 
 def rel(out, ref):
     out, ref = out.double(), ref.double()
@@ -165,8 +178,8 @@ print(json.dumps(res))
 WORKLOAD_RUNS = """
 import json, torch
 from suite import params as params_mod
-from suite.context import RunContext
-from suite.controls import Controls, apply_seeds
+from perfsuite.context import RunContext
+from perfsuite.controls import Controls, apply_seeds
 import perfsuite_triton.plugin as plugin
 
 found = []
@@ -260,8 +273,10 @@ def test_kernel_matches_torch(kernel_results, kernel):
 def test_fused_chain_with_several_rows_per_program_covers_every_row(kernel_results):
     # Each output was NaN-filled first: a row of a partial last tile left unwritten gives inf.
     tolerance = {"float32": 1e-5, "bfloat16": 4 * 2**-8}
-    tiles = {(rows, rpp): (dtype, err) for dtype, rows, _, rpp, err in
-             (e for e in kernel_results["fused_chain"] if len(e) == 5)}
+    tiles = {
+        (rows, rpp): (dtype, err)
+        for dtype, rows, _, rpp, err in (e for e in kernel_results["fused_chain"] if len(e) == 5)
+    }
     assert set(tiles) == {(7, 1), (7, 2), (7, 4), (16, 16), (11, 4)}
     for (rows, rpp), (dtype, err) in tiles.items():
         assert err <= tolerance[dtype], f"{rows} rows, {rpp} per program, {dtype}: relative error {err}"
@@ -333,21 +348,25 @@ def test_wrong_output_fails_verification(workload_results, name):
 def test_fused_chain_runs_the_launch_given_as_parameters(workload_results):
     given = workload_results["triton.fused_chain"]["given_launch"]
     assert {k: given["details"][k] for k in ("ROWS", "num_warps", "programs")} == {
-        "ROWS": 2, "num_warps": 2, "programs": 32}
+        "ROWS": 2,
+        "num_warps": 2,
+        "programs": 32,
+    }
     assert given["check"]["passed"], given["check"]
 
 
 def test_fused_chain_parameters_default_to_the_shape_both_fusers_can_fill():
+    from perfsuite.engine import params as params_mod
+    from perfsuite.engine.params import ParamError
     from perfsuite_triton.workloads.fused_chain import FusedChain
-    from suite import params as params_mod
-    from suite.params import ParamError
 
     p = params_mod.resolve(FusedChain, {}, quick=False)
     assert (p.rows, p.hidden, p.dtype) == (262144, 1024, "bf16")
     assert (p.compile_mode, p.rows_per_program, p.num_warps) == ("max-autotune-no-cudagraphs", None, None)
     assert params_mod.resolve(FusedChain, {}, quick=True).compile_mode == "default"
-    given = params_mod.resolve(FusedChain, {"rows_per_program": "8", "num_warps": "none",
-                                            "compile_mode": "reduce-overhead"}, quick=False)
+    given = params_mod.resolve(
+        FusedChain, {"rows_per_program": "8", "num_warps": "none", "compile_mode": "reduce-overhead"}, quick=False
+    )
     assert (given.rows_per_program, given.num_warps, given.compile_mode) == (8, None, "reduce-overhead")
     for bad in ({"rows_per_program": "3"}, {"num_warps": "3"}, {"compile_mode": "max-autotune"}):
         with pytest.raises(ParamError):
@@ -388,16 +407,26 @@ def triton_plugin_env(perfsuite_env, tmp_path):
 
 @needs_triton
 def test_run_quick_on_cpu_through_the_runner(triton_plugin_env):
-    proc = run_cli({**triton_plugin_env, "TRITON_INTERPRET": "1"},
-                   "run", "triton.softmax", "--quick", "--device", "cpu", "--json", check=True)
+    proc = run_cli(
+        {**triton_plugin_env, "TRITON_INTERPRET": "1"},
+        "run",
+        "triton.softmax",
+        "--quick",
+        "--device",
+        "cpu",
+        "--json",
+        check=True,
+    )
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "success", record["error"]
     assert record["workload"]["plugin"] == {"name": "triton", "distribution": "perfsuite-triton", "version": "0.1.0"}
     assert record["workload"]["params"] == {"rows": 64, "cols": 256, "dtype": "bf16", "num_warps": 0}
     assert record["verification"]["status"] == "passed"
     cases = {(m["case"], m["name"]) for m in record["metrics"]}
-    assert cases == ({(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
-                     | {("triton", "speedup"), ("torch_compile", "speedup")})
+    assert cases == (
+        {(c, n) for c in ("triton", "torch_eager", "torch_compile") for n in ("time_ms", "gbps")}
+        | {("triton", "speedup"), ("torch_compile", "speedup")}
+    )
     assert record["details"]["baseline_case"] == "torch_eager"
     assert record["workload"]["primary_metric"] == "gbps"
     assert record["environment"]["perfsuite_triton"] == {"version": "0.1.0", "TRITON_INTERPRET": "1"}
@@ -437,7 +466,7 @@ def _copy_sources(dest: Path) -> tuple[Path, Path]:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (REPO / name).exists():
             shutil.copy2(REPO / name, suite_src / name)
-    for pkg in ("suite", "registry", "workloads", "schemas"):
+    for pkg in ("suite", "registry", "workloads", "schemas"):  # the folders the namespace maps
         shutil.copytree(REPO / pkg, suite_src / pkg, ignore=ignore)
     shutil.copytree(PLUGIN, plugin_src, ignore=ignore)
     return suite_src, plugin_src
@@ -459,15 +488,29 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
     pip_install("setuptools>=77", *CORE_DEPS)
     pip_install("--no-deps", "--no-build-isolation", str(suite_src), str(plugin_src))
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PERFSUITE_PLUGINS", "TRITON_INTERPRET") and not k.startswith("VIRTUAL_ENV")}
-    env.update({"PERFSUITE_DB": f"sqlite:///{tmp_path / 'registry.db'}", "PERFSUITE_RECORDS": str(tmp_path / "records"),
-                "XDG_DATA_HOME": str(tmp_path / "data")})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PERFSUITE_PLUGINS", "TRITON_INTERPRET") and not k.startswith("VIRTUAL_ENV")
+    }
+    env.update(
+        {
+            "PERFSUITE_DB": f"sqlite:///{tmp_path / 'registry.db'}",
+            "PERFSUITE_RECORDS": str(tmp_path / "records"),
+            "XDG_DATA_HOME": str(tmp_path / "data"),
+        }
+    )
     perfsuite = str(venv / "bin" / "perfsuite")
 
     def perfsuite_json(*args: str, **extra: str):
-        proc = subprocess.run([perfsuite, *args, "--json"], env={**env, **extra}, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [perfsuite, *args, "--json"],
+            env={**env, **extra},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, f"perfsuite {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
         return json.loads(proc.stdout)
 
@@ -487,9 +530,16 @@ def test_plugin_installs_into_a_fresh_venv_and_registers(tmp_path):
     assert not set(WORKLOADS) & set(gone)
 
     plugins = {p["name"]: p for p in perfsuite_json("plugins")}
-    assert plugins["triton"] == {"name": "triton", "distribution": "perfsuite-triton", "version": "0.1.0",
-                                 "builtin": False, "hooks": HOOKS, "workloads": list(WORKLOADS), "error": None,
-                                 "disabled": []}
+    assert plugins["triton"] == {
+        "name": "triton",
+        "distribution": "perfsuite-triton",
+        "version": "0.1.0",
+        "builtin": False,
+        "hooks": HOOKS,
+        "workloads": list(WORKLOADS),
+        "error": None,
+        "disabled": [],
+    }
     assert "triton" not in {p["name"] for p in perfsuite_json("plugins", PERFSUITE_PLUGINS="")}
 
 
@@ -503,7 +553,7 @@ def test_both_erf_implementations_match_the_float64_chain():
     code = (
         "import torch\n"
         "from perfsuite_triton.kernels.fused_chain import fused_chain\n"
-        "from suite.fused_chain import reference\n"
+        "from perfsuite.fused_chain import reference\n"
         "torch.manual_seed(0)\n"
         "x = 3 * torch.randn(11, 96); r = torch.randn(11, 96)\n"
         "b, w, be = torch.randn(96), torch.randn(96), torch.randn(96)\n"
@@ -515,7 +565,6 @@ def test_both_erf_implementations_match_the_float64_chain():
         "        assert err < 1e-6, (fast, evict, err)\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([str(PLUGIN), str(REPO)]))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(PLUGIN), str(REPO)]))
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

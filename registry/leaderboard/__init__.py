@@ -8,6 +8,7 @@ submission (system names, submitters, parameters, case labels) is escaped. Table
 and filter with plain JavaScript (``static/leaderboard.js``); each result links to the
 JSON of its records, copied into ``records/``.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ HERE = Path(__file__).resolve().parent
 def _environment():
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = lambda v: "" if v is None else f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
     env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:.1f}%"
     env.filters["params"] = lambda p: ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(p.items())) or "defaults"
@@ -54,8 +60,9 @@ def build_site(registry, out: Path) -> dict[str, int]:
         run_ids = sorted({rid for b in boards for row in b.rows for rid in row.run_ids})
         (out / "records").mkdir(parents=True, exist_ok=True)
         for start in range(0, len(run_ids), 500):
-            for run_id, record in session.execute(select(Run.run_id, Run.record)
-                                                  .where(Run.run_id.in_(run_ids[start:start + 500]))):
+            for run_id, record in session.execute(
+                select(Run.run_id, Run.record).where(Run.run_id.in_(run_ids[start : start + 500]))
+            ):
                 # as the runner writes a record file (its sha256 covers the content, not the layout)
                 (out / "records" / f"{run_id}.json").write_text(json.dumps(record, indent=1, sort_keys=True))
     env = _environment()
@@ -65,14 +72,21 @@ def build_site(registry, out: Path) -> dict[str, int]:
     workloads: dict[str, list] = {}
     for board in boards:
         workloads.setdefault(board.workload, []).append(board)
-    (out / "index.html").write_text(env.get_template("index.html").render(
-        workloads=workloads, systems=sorted(systems.values(), key=lambda s: (s.submitter, s.name)), root=""))
+    (out / "index.html").write_text(
+        env.get_template("index.html").render(
+            workloads=workloads, systems=sorted(systems.values(), key=lambda s: (s.submitter, s.name)), root=""
+        )
+    )
     for name, its_boards in workloads.items():
-        (out / "workloads" / f"{name}.html").write_text(env.get_template("workload.html").render(
-            workload=name, boards=its_boards, root="../"))
+        (out / "workloads" / f"{name}.html").write_text(
+            env.get_template("workload.html").render(workload=name, boards=its_boards, root="../")
+        )
     for key, info in systems.items():
         results = [(b, row) for b in boards for row in b.rows if row.system.key == key]
         svg = _roofline(points.get(key, []), ceilings.get(key, {}))
-        (out / "systems" / f"{key}.html").write_text(env.get_template("system.html").render(
-            system=info, results=results, roofline=svg, has_ceilings=key in ceilings, root="../"))
+        (out / "systems" / f"{key}.html").write_text(
+            env.get_template("system.html").render(
+                system=info, results=results, roofline=svg, has_ceilings=key in ceilings, root="../"
+            )
+        )
     return {"workloads": len(workloads), "boards": len(boards), "systems": len(systems), "records": len(run_ids)}

@@ -1,8 +1,8 @@
 """Alembic environment of the registry.
 
-``registry.db.migrate`` passes an open connection in ``config.attributes["connection"]``
+``perfsuite.registry.db.migrate`` passes an open connection in ``config.attributes["connection"]``
 (it holds the cross-process migration lock on it). Run by hand (``alembic -c ...``), this
-connects to ``sqlalchemy.url`` or, without one, to ``registry.db.default_url()``.
+connects to ``sqlalchemy.url`` or, without one, to ``perfsuite.registry.db.default_url()``.
 
 A new revision, after changing ``registry/models.py`` (from a checkout; the throwaway
 database is first brought to the current head)::
@@ -11,14 +11,15 @@ database is first brought to the current head)::
         from alembic import command; from registry.db import alembic_config; \
         command.revision(alembic_config(), 'what changed', autogenerate=True, rev_id='0002')"
 
-then edit the generated file so that it no longer imports ``registry.models``.
+then edit the generated file so that it no longer imports ``perfsuite.registry.models``.
 """
+
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
 
-from registry.models import Base
+from perfsuite.registry.models import Base
 
 
 def _run(connection) -> None:
@@ -37,7 +38,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    from registry.db import default_url
+    from perfsuite.registry.db import default_url
 
     engine = create_engine(context.config.get_main_option("sqlalchemy.url") or default_url())
     try:

@@ -1,1 +1,1 @@
-"""The host's commands that are more than a few lines, one module each; suite.cli attaches them."""
+"""The host's commands that are more than a few lines, one module each; perfsuite.cli attaches them."""

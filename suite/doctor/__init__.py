@@ -1,20 +1,21 @@
 """``perfsuite doctor``: is this machine quiet and set up for measuring?
 
 Each check reads facts (NVML, ``/sys``, ``/proc``, psutil), judges them with a rule from
-:mod:`suite.doctor.rules` and reports ok / warn / fail with the value seen and why it
+:mod:`perfsuite.doctor.rules` and reports ok / warn / fail with the value seen and why it
 matters; a fact that cannot be read here is ``unknown`` with the reason, never a guess.
 The same checks run before every ``perfsuite run`` and are stored in its record; nothing
 on the machine is ever changed.
 """
+
 from __future__ import annotations
 
-from suite.doctor.findings import VERDICTS, Finding, overall, to_dicts
+from perfsuite.doctor.findings import VERDICTS, Finding, overall, to_dicts
 
 
 def run_checks(gpu_indices: list[int] | None = None, quick: bool = False) -> list[Finding]:
     """Every check, host first, then each GPU (all visible GPUs unless ``gpu_indices``).
     ``quick`` shortens the busy-process sample, for the pre-flight of a run."""
-    from suite.doctor import gpu_facts, host_facts, rules
+    from perfsuite.doctor import gpu_facts, host_facts, rules
 
     findings = rules.judge_host(host_facts.read(busy_sample_s=0.1 if quick else 0.5))
     gpus, reason = gpu_facts.read(gpu_indices)
@@ -25,4 +26,4 @@ def run_checks(gpu_indices: list[int] | None = None, quick: bool = False) -> lis
     return findings
 
 
-__all__ = ["Finding", "VERDICTS", "overall", "run_checks", "to_dicts"]
+__all__ = ["VERDICTS", "Finding", "overall", "run_checks", "to_dicts"]

@@ -1,4 +1,5 @@
 """The shape of one doctor finding, and how findings add up to a verdict."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -3,14 +3,16 @@
 Each field is a :class:`Fact`; a query the GPU or driver does not support reads as
 unknown with NVML's own error text. Nothing is ever set.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from suite.doctor.host_facts import Fact
+from perfsuite.doctor.host_facts import Fact
 
 SYS_PCI = Path("/sys/bus/pci/devices")
 
@@ -81,7 +83,7 @@ def _foreign(nv: Any, h: Any, own: set[int]) -> list[tuple[int, int]]:
 
 
 def _clock_events(nv: Any, h: Any) -> list[str]:
-    from suite.nvml import throttle_reasons
+    from perfsuite.measure.nvml import throttle_reasons
 
     getter = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
     return throttle_reasons(getter(h))
@@ -89,13 +91,12 @@ def _clock_events(nv: Any, h: Any) -> list[str]:
 
 def _remapped(nv: Any, h: Any) -> dict:
     corr, uncorr, pending, failure = nv.nvmlDeviceGetRemappedRows(h)[:4]
-    return {"correctable": int(corr), "uncorrectable": int(uncorr), "pending": bool(pending),
-            "failure": bool(failure)}
+    return {"correctable": int(corr), "uncorrectable": int(uncorr), "pending": bool(pending), "failure": bool(failure)}
 
 
 def read(indices: list[int] | None = None) -> tuple[list[GpuReading], str | None]:
     """(one reading per GPU, None) or ([], the reason there is no GPU to read)."""
-    from suite import nvml
+    from perfsuite.measure import nvml
 
     nv, reason = nvml.init()
     if nv is None:
@@ -105,32 +106,43 @@ def read(indices: list[int] | None = None) -> tuple[list[GpuReading], str | None
         return [], "NVML sees no GPU"
     own = {os.getpid(), os.getppid()}
     out = []
-    for i in (range(count) if indices is None else indices):
+    for i in range(count) if indices is None else indices:
         h = nv.nvmlDeviceGetHandleByIndex(i)
-        q = lambda fn: _query(nv, fn)  # noqa: E731 - one line per fact below reads best
+        q = lambda fn: _query(nv, fn)
         bus = q(lambda: nvml._str(nv.nvmlDeviceGetPciInfo(h).busId))
-        out.append(GpuReading(
-            index=i,
-            name=nvml._str(nv.nvmlDeviceGetName(h)),
-            persistence=q(lambda: nv.nvmlDeviceGetPersistenceMode(h) == 1),
-            sm_clock_mhz=q(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-            max_sm_clock_mhz=q(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
-            clock_events=q(lambda: _clock_events(nv, h)),
-            temperature_c=q(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-            slowdown_temperature_c=q(lambda: nv.nvmlDeviceGetTemperatureThreshold(
-                h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
-            ecc_enabled=q(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
-            ecc_volatile_uncorrected=q(lambda: int(nv.nvmlDeviceGetTotalEccErrors(
-                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC))),
-            ecc_aggregate_uncorrected=q(lambda: int(nv.nvmlDeviceGetTotalEccErrors(
-                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_AGGREGATE_ECC))),
-            retired_pages_pending=q(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h) == 1),
-            remapped_rows=q(lambda: _remapped(nv, h)),
-            mig_enabled=q(lambda: bool(nv.nvmlDeviceGetMigMode(h)[0])),
-            pcie_gen=q(lambda: (nv.nvmlDeviceGetCurrPcieLinkGeneration(h), nv.nvmlDeviceGetMaxPcieLinkGeneration(h))),
-            pcie_width=q(lambda: (nv.nvmlDeviceGetCurrPcieLinkWidth(h), nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
-            nvlinks=q(lambda: _nvlinks(nv, h)),
-            numa_node=_numa_node(bus.value) if bus.value else bus,
-            foreign_processes=q(lambda: _foreign(nv, h, own)),
-        ))
+        out.append(
+            GpuReading(
+                index=i,
+                name=nvml._str(nv.nvmlDeviceGetName(h)),
+                persistence=q(lambda: nv.nvmlDeviceGetPersistenceMode(h) == 1),
+                sm_clock_mhz=q(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                max_sm_clock_mhz=q(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+                clock_events=q(lambda: _clock_events(nv, h)),
+                temperature_c=q(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                slowdown_temperature_c=q(
+                    lambda: nv.nvmlDeviceGetTemperatureThreshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+                ),
+                ecc_enabled=q(lambda: bool(nv.nvmlDeviceGetEccMode(h)[0])),
+                ecc_volatile_uncorrected=q(
+                    lambda: int(
+                        nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
+                    )
+                ),
+                ecc_aggregate_uncorrected=q(
+                    lambda: int(
+                        nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_AGGREGATE_ECC)
+                    )
+                ),
+                retired_pages_pending=q(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h) == 1),
+                remapped_rows=q(lambda: _remapped(nv, h)),
+                mig_enabled=q(lambda: bool(nv.nvmlDeviceGetMigMode(h)[0])),
+                pcie_gen=q(
+                    lambda: (nv.nvmlDeviceGetCurrPcieLinkGeneration(h), nv.nvmlDeviceGetMaxPcieLinkGeneration(h))
+                ),
+                pcie_width=q(lambda: (nv.nvmlDeviceGetCurrPcieLinkWidth(h), nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
+                nvlinks=q(lambda: _nvlinks(nv, h)),
+                numa_node=_numa_node(bus.value) if bus.value else bus,
+                foreign_processes=q(lambda: _foreign(nv, h, own)),
+            )
+        )
     return out, None

@@ -3,8 +3,10 @@
 Every reader returns a :class:`Fact`: the value, or None with the reason it could not be
 read here (no cpufreq in a VM, no NUMA in a container, ...). Nothing is written.
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -100,10 +102,9 @@ def busy_processes(sample_s: float, threshold_pct: float = 25.0) -> Fact:
     import psutil
 
     mine = {os.getpid()}
-    try:
+    # ancestors unreadable: they may then appear as busy, which is honest
+    with contextlib.suppress(psutil.Error):
         mine.update(p.pid for p in psutil.Process().parents())
-    except psutil.Error:
-        pass  # ancestors unreadable: they may then appear as busy, which is honest
     procs = []
     for p in psutil.process_iter(["pid", "name"]):
         if p.info["pid"] in mine:
@@ -149,6 +150,12 @@ def node_cpus(node: int) -> Fact:
 
 
 def read(busy_sample_s: float = 0.5) -> HostReading:
-    return HostReading(governors=governors(), turbo=turbo(), thp=thp(), swap_used_bytes=swap_used(),
-                       load_1m=load_1m(), cpu_count=os.cpu_count() or 1,
-                       busy_processes=busy_processes(busy_sample_s))
+    return HostReading(
+        governors=governors(),
+        turbo=turbo(),
+        thp=thp(),
+        swap_used_bytes=swap_used(),
+        load_1m=load_1m(),
+        cpu_count=os.cpu_count() or 1,
+        busy_processes=busy_processes(busy_sample_s),
+    )

@@ -1,18 +1,22 @@
 """The verdict rules of the doctor: pure functions from readings to findings, so each
 rule is tested on synthetic readings. Thresholds are named here, once, with why."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from suite.doctor.findings import Finding
-from suite.doctor.gpu_facts import GpuReading
-from suite.doctor.host_facts import Fact, HostReading, node_cpus
+from perfsuite.doctor.findings import Finding
+from perfsuite.doctor.gpu_facts import GpuReading
+from perfsuite.doctor.host_facts import Fact, HostReading, node_cpus
 
 # Clock-event reasons that mean the GPU is being held back right now.
-FAILING_CLOCK_EVENTS = ("hardware slowdown", "hardware thermal slowdown", "software thermal slowdown",
-                        "hardware power brake slowdown")
-WARNING_CLOCK_EVENTS = ("software power cap", "applications clocks setting", "sync boost",
-                        "display clock setting")
+FAILING_CLOCK_EVENTS = (
+    "hardware slowdown",
+    "hardware thermal slowdown",
+    "software thermal slowdown",
+    "hardware power brake slowdown",
+)
+WARNING_CLOCK_EVENTS = ("software power cap", "applications clocks setting", "sync boost", "display clock setting")
 TEMPERATURE_MARGIN_C = 5  # within this of the slowdown threshold fails
 IDLE_WARM_C = 60  # an idle GPU this warm is still cooling from other work
 LOAD_WARN_PER_CORE = 0.5
@@ -40,24 +44,41 @@ def governor(names: list[str]) -> tuple[str, str, str]:
     text = ",".join(names)
     if names == ["performance"]:
         return "ok", text, "cores stay at full frequency, so host-side timings do not wait for ramp-up"
-    return "warn", text, "a governor other than 'performance' ramps cores up on demand: launch-bound and data-pipeline figures vary"
+    return (
+        "warn",
+        text,
+        "a governor other than 'performance' ramps cores up on demand: launch-bound and data-pipeline figures vary",
+    )
 
 
 def turbo(enabled: bool) -> tuple[str, str, str]:
     if enabled:
-        return "warn", "enabled", "turbo frequency depends on temperature and active cores: host-side figures drift between runs (pyperf advises off)"
+        return (
+            "warn",
+            "enabled",
+            "turbo frequency depends on temperature and active cores: host-side figures drift between runs "
+            "(pyperf advises off)",
+        )
     return "ok", "disabled", "host frequency does not depend on temperature or load"
 
 
 def thp(mode: str) -> tuple[str, str, str]:
     if mode == "always":
-        return "warn", mode, "khugepaged compaction can stall a process at random: 'madvise' keeps huge pages where asked for"
+        return (
+            "warn",
+            mode,
+            "khugepaged compaction can stall a process at random: 'madvise' keeps huge pages where asked for",
+        )
     return "ok", mode, "no background compaction stalls outside regions that ask for huge pages"
 
 
 def swap(used: int) -> tuple[str, str, str]:
     if used > 0:
-        return "warn", f"{used / 2**20:.0f} MiB in use", "swapped-out pages of the benchmark or its data stall it when touched"
+        return (
+            "warn",
+            f"{used / 2**20:.0f} MiB in use",
+            "swapped-out pages of the benchmark or its data stall it when touched",
+        )
     return "ok", "0 MiB in use", "nothing is swapped out"
 
 
@@ -90,8 +111,18 @@ def judge_host(h: HostReading) -> list[Finding]:
 
 # -- GPU -------------------------------------------------------------------------------
 def no_gpu(reason: str) -> list[Finding]:
-    checks = ("foreign processes", "persistence mode", "clocks", "temperature", "ecc", "memory rows", "mig",
-              "pcie link", "nvlink", "numa affinity")
+    checks = (
+        "foreign processes",
+        "persistence mode",
+        "clocks",
+        "temperature",
+        "ecc",
+        "memory rows",
+        "mig",
+        "pcie link",
+        "nvlink",
+        "numa affinity",
+    )
     return [_f(c, "gpu", "unknown", "unknown", f"no GPU: {reason}") for c in checks]
 
 
@@ -105,7 +136,11 @@ def foreign(procs: list[tuple[int, int]]) -> tuple[str, str, str]:
 def persistence(on: bool) -> tuple[str, str, str]:
     if on:
         return "ok", "on", "the driver stays loaded: no initialisation in the first call"
-    return "warn", "off", "without persistence mode the driver re-initialises when no process holds the GPU: first calls are slower"
+    return (
+        "warn",
+        "off",
+        "without persistence mode the driver re-initialises when no process holds the GPU: first calls are slower",
+    )
 
 
 def clocks(sm: int, max_sm: int, events: list[str]) -> tuple[str, str, str]:
@@ -114,7 +149,11 @@ def clocks(sm: int, max_sm: int, events: list[str]) -> tuple[str, str, str]:
     if any(e in FAILING_CLOCK_EVENTS for e in named):
         return "fail", text, "the GPU is slowed by heat or a hardware signal before the run starts"
     if named:
-        return "warn", text, "clocks are held below their maximum by a setting or power cap: burst figures will be lower"
+        return (
+            "warn",
+            text,
+            "clocks are held below their maximum by a setting or power cap: burst figures will be lower",
+        )
     return "ok", text, "idle clocks are low by design; nothing holds them back"
 
 
@@ -123,18 +162,30 @@ def temperature(temp: int, slowdown: int | None, idle: bool) -> tuple[str, str, 
     if slowdown and temp >= slowdown - TEMPERATURE_MARGIN_C:
         return "fail", text, "the GPU is at its slowdown temperature: clocks will drop during the run"
     if idle and temp >= IDLE_WARM_C:
-        return "warn", text, "an idle GPU this warm is still cooling from other work: the first seconds run hotter than a cool start"
+        return (
+            "warn",
+            text,
+            "an idle GPU this warm is still cooling from other work: the first seconds run hotter than a cool start",
+        )
     return "ok", text, "cool enough that the first seconds of a run are not thermally limited"
 
 
 def ecc(enabled: bool, volatile_uncorrected: int | None, aggregate_uncorrected: int | None) -> tuple[str, str, str]:
-    text = f"{'on' if enabled else 'off'}, uncorrected errors: volatile {volatile_uncorrected}, aggregate {aggregate_uncorrected}"
+    text = (
+        f"{'on' if enabled else 'off'}, uncorrected errors: volatile {volatile_uncorrected}, "
+        f"aggregate {aggregate_uncorrected}"
+    )
     if volatile_uncorrected:
         return "fail", text, "uncorrected memory errors since the driver loaded: results and the GPU are suspect"
     if aggregate_uncorrected:
         return "warn", text, "uncorrected memory errors in the GPU's lifetime: watch for retired or remapped memory"
     if not enabled:
-        return "warn", text, "ECC off: memory errors go undetected (and bandwidth is higher than with ECC on, so figures do not compare)"
+        return (
+            "warn",
+            text,
+            "ECC off: memory errors go undetected (and bandwidth is higher than with ECC on, so figures do not "
+            "compare)",
+        )
     return "ok", text, "ECC on and no uncorrected errors"
 
 
@@ -143,9 +194,11 @@ def memory_rows(pending_retire: bool | None, remapped: dict | None) -> tuple[str
     if pending_retire is not None:
         parts.append(f"retirement pending: {'yes' if pending_retire else 'no'}")
     if remapped is not None:
-        parts.append(f"remapped rows: {remapped['correctable']} correctable, {remapped['uncorrectable']} "
-                     f"uncorrectable, pending {'yes' if remapped['pending'] else 'no'}, "
-                     f"failure {'yes' if remapped['failure'] else 'no'}")
+        parts.append(
+            f"remapped rows: {remapped['correctable']} correctable, {remapped['uncorrectable']} "
+            f"uncorrectable, pending {'yes' if remapped['pending'] else 'no'}, "
+            f"failure {'yes' if remapped['failure'] else 'no'}"
+        )
     text = "; ".join(parts)
     if (remapped or {}).get("failure"):
         return "fail", text, "a row remapping failed: the GPU needs service"
@@ -163,10 +216,18 @@ def mig(enabled: bool) -> tuple[str, str, str]:
 def pcie(gen: tuple[int, int], width: tuple[int, int], idle: bool) -> tuple[str, str, str]:
     text = f"gen {gen[0]} of {gen[1]}, x{width[0]} of x{width[1]}"
     if width[0] < width[1]:
-        return "warn", text, "the link trained narrower than it can: host-device copies are capped below the slot's bandwidth"
+        return (
+            "warn",
+            text,
+            "the link trained narrower than it can: host-device copies are capped below the slot's bandwidth",
+        )
     if gen[0] < gen[1]:
         if idle:
-            return "ok", text, "the link drops its generation at idle to save power and returns to full speed under load"
+            return (
+                "ok",
+                text,
+                "the link drops its generation at idle to save power and returns to full speed under load",
+            )
         return "warn", text, "the link runs below its generation under load: host-device copies are capped"
     return "ok", text, "the link runs at its full generation and width"
 
@@ -183,11 +244,18 @@ def numa(node: int, affinity: set[int] | None, node_cpu_set: set[int] | None) ->
         return "ok", "no NUMA node reported", "one memory node: host-device copies take the same path from every core"
     if affinity is None or node_cpu_set is None:
         return "ok", f"node {node}", "affinity not compared"
-    text = f"GPU on node {node}; process may run on {len(affinity)} CPUs, {len(affinity & node_cpu_set)} of them on that node"
+    text = (
+        f"GPU on node {node}; process may run on {len(affinity)} CPUs, "
+        f"{len(affinity & node_cpu_set)} of them on that node"
+    )
     if not affinity & node_cpu_set:
         return "warn", text, "every allowed CPU is on another node: copies cross the socket link"
     if affinity - node_cpu_set:
-        return "warn", text, "some allowed CPUs are on another node: bind the process to the GPU's node for stable copy figures"
+        return (
+            "warn",
+            text,
+            "some allowed CPUs are on another node: bind the process to the GPU's node for stable copy figures",
+        )
     return "ok", text, "the process runs on the GPU's own NUMA node"
 
 
@@ -203,10 +271,17 @@ def judge_gpu(g: GpuReading, affinity: set[int] | None) -> list[Finding]:
         out.append(_unknown("clocks", scope, bad))
     else:
         out.append(_f("clocks", scope, *clocks(g.sm_clock_mhz.value, g.max_sm_clock_mhz.value, g.clock_events.value)))
-    out.append(_judge("temperature", scope, g.temperature_c,
-                      lambda t: temperature(t, g.slowdown_temperature_c.value, idle)))
-    out.append(_judge("ecc", scope, g.ecc_enabled,
-                      lambda on: ecc(on, g.ecc_volatile_uncorrected.value, g.ecc_aggregate_uncorrected.value)))
+    out.append(
+        _judge("temperature", scope, g.temperature_c, lambda t: temperature(t, g.slowdown_temperature_c.value, idle))
+    )
+    out.append(
+        _judge(
+            "ecc",
+            scope,
+            g.ecc_enabled,
+            lambda on: ecc(on, g.ecc_volatile_uncorrected.value, g.ecc_aggregate_uncorrected.value),
+        )
+    )
     if g.retired_pages_pending.value is None and g.remapped_rows.value is None:
         out.append(_unknown("memory rows", scope, g.remapped_rows))
     else:

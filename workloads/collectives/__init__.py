@@ -1,11 +1,12 @@
 """Built-in collective-communication workloads (a plugin like any other): the seven
 nccl-tests collectives over torch.distributed (NCCL on GPUs, gloo on CPUs) and the copy
 bandwidths their bus bandwidth is compared with. Importing this is cheap: no torch."""
+
 from __future__ import annotations
 
-from suite import hookimpl
-from workloads.collectives.collective import COLLECTIVES
-from workloads.collectives.copy_bandwidth import CopyBandwidth
+from perfsuite import hookimpl
+from perfsuite.workloads.collectives.collective import COLLECTIVES
+from perfsuite.workloads.collectives.copy_bandwidth import CopyBandwidth
 
 
 @hookimpl

@@ -18,10 +18,12 @@ Modes torch.distributed cannot express are not faked: all_reduce, broadcast and 
 exist in place only (``dist.all_reduce(t)`` writes ``t``); all_to_all and send_recv have
 no defined in-place form (nccl-tests does not check those either).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # Multipliers of the element hash that picks each input value (any odd constants do).
 _HASH_K = 2654435761
@@ -117,21 +119,21 @@ def _a2a_counts(c: int, n: int) -> Counts:
 
 
 def _oop(send: Any, recv: Any, c: Counts, rank: int) -> Views:
-    return Views(send[:c.send], recv[:c.recv])
+    return Views(send[: c.send], recv[: c.recv])
 
 
 def _ip_whole(buf: Any, c: Counts, rank: int) -> Views:
-    return Views(buf[:c.recv], buf[:c.recv])
+    return Views(buf[: c.recv], buf[: c.recv])
 
 
 def _ip_gather(buf: Any, c: Counts, rank: int) -> Views:
     # nccl-tests' in-place all_gather: each rank's input is its own slot of the output.
-    return Views(buf[rank * c.param:(rank + 1) * c.param], buf[:c.recv])
+    return Views(buf[rank * c.param : (rank + 1) * c.param], buf[: c.recv])
 
 
 def _ip_scatter(buf: Any, c: Counts, rank: int) -> Views:
     # in-place reduce_scatter: the output is this rank's slot of the input.
-    return Views(buf[:c.send], buf[rank * c.param:(rank + 1) * c.param])
+    return Views(buf[: c.send], buf[rank * c.param : (rank + 1) * c.param])
 
 
 def _all_reduce(v: Views, a: CallArgs) -> None:
@@ -174,8 +176,7 @@ def _send_recv(v: Views, a: CallArgs) -> None:
     """nccl-tests' sendrecv: a ring, each rank sends to the next and receives from the previous."""
     import torch.distributed as dist
 
-    ops = [dist.P2POp(dist.isend, v.inp, (a.rank + 1) % a.world),
-           dist.P2POp(dist.irecv, v.out, (a.rank - 1) % a.world)]
+    ops = [dist.P2POp(dist.isend, v.inp, (a.rank + 1) % a.world), dist.P2POp(dist.irecv, v.out, (a.rank - 1) % a.world)]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
 
@@ -185,31 +186,95 @@ _RACE = "sending from and receiving into one buffer at once is a race; nccl-test
 
 OPS: dict[str, OpSpec] = {
     "all_reduce": OpSpec(
-        "all_reduce", reduces=True, rooted=False, bus_factor=lambda n: 2 * (n - 1) / n, counts=_same,
-        oop_views=None, ip_views=_ip_whole, no_oop=_NO_OOP_TORCH.format("all_reduce"), no_ip="",
-        call=_all_reduce, source=lambda k, r, n, c, root: (None, k)),
+        "all_reduce",
+        reduces=True,
+        rooted=False,
+        bus_factor=lambda n: 2 * (n - 1) / n,
+        counts=_same,
+        oop_views=None,
+        ip_views=_ip_whole,
+        no_oop=_NO_OOP_TORCH.format("all_reduce"),
+        no_ip="",
+        call=_all_reduce,
+        source=lambda k, r, n, c, root: (None, k),
+    ),
     "all_gather": OpSpec(
-        "all_gather", reduces=False, rooted=False, bus_factor=lambda n: (n - 1) / n, counts=_gather_counts,
-        oop_views=_oop, ip_views=_ip_gather, no_oop="", no_ip="",
-        call=_all_gather, source=lambda k, r, n, c, root: (k // c.param, k % c.param)),
+        "all_gather",
+        reduces=False,
+        rooted=False,
+        bus_factor=lambda n: (n - 1) / n,
+        counts=_gather_counts,
+        oop_views=_oop,
+        ip_views=_ip_gather,
+        no_oop="",
+        no_ip="",
+        call=_all_gather,
+        source=lambda k, r, n, c, root: (k // c.param, k % c.param),
+    ),
     "reduce_scatter": OpSpec(
-        "reduce_scatter", reduces=True, rooted=False, bus_factor=lambda n: (n - 1) / n, counts=_scatter_counts,
-        oop_views=_oop, ip_views=_ip_scatter, no_oop="", no_ip="",
-        call=_reduce_scatter, source=lambda k, r, n, c, root: (None, r * c.param + k)),
+        "reduce_scatter",
+        reduces=True,
+        rooted=False,
+        bus_factor=lambda n: (n - 1) / n,
+        counts=_scatter_counts,
+        oop_views=_oop,
+        ip_views=_ip_scatter,
+        no_oop="",
+        no_ip="",
+        call=_reduce_scatter,
+        source=lambda k, r, n, c, root: (None, r * c.param + k),
+    ),
     "all_to_all": OpSpec(
-        "all_to_all", reduces=False, rooted=False, bus_factor=lambda n: (n - 1) / n, counts=_a2a_counts,
-        oop_views=_oop, ip_views=None, no_oop="", no_ip="all-to-all in place: " + _RACE,
-        call=_all_to_all, source=lambda k, r, n, c, root: (k // c.param, r * c.param + k % c.param)),
+        "all_to_all",
+        reduces=False,
+        rooted=False,
+        bus_factor=lambda n: (n - 1) / n,
+        counts=_a2a_counts,
+        oop_views=_oop,
+        ip_views=None,
+        no_oop="",
+        no_ip="all-to-all in place: " + _RACE,
+        call=_all_to_all,
+        source=lambda k, r, n, c, root: (k // c.param, r * c.param + k % c.param),
+    ),
     "broadcast": OpSpec(
-        "broadcast", reduces=False, rooted=True, bus_factor=lambda n: 1.0, counts=_same,
-        oop_views=None, ip_views=_ip_whole, no_oop=_NO_OOP_TORCH.format("broadcast"), no_ip="",
-        call=_broadcast, source=lambda k, r, n, c, root: (root, k)),
+        "broadcast",
+        reduces=False,
+        rooted=True,
+        bus_factor=lambda n: 1.0,
+        counts=_same,
+        oop_views=None,
+        ip_views=_ip_whole,
+        no_oop=_NO_OOP_TORCH.format("broadcast"),
+        no_ip="",
+        call=_broadcast,
+        source=lambda k, r, n, c, root: (root, k),
+    ),
     "reduce": OpSpec(
-        "reduce", reduces=True, rooted=True, bus_factor=lambda n: 1.0, counts=_same,
-        oop_views=None, ip_views=_ip_whole, no_oop=_NO_OOP_TORCH.format("reduce"), no_ip="",
-        call=_reduce, source=lambda k, r, n, c, root: (None, k), checked=lambda rank, root: rank == root),
+        "reduce",
+        reduces=True,
+        rooted=True,
+        bus_factor=lambda n: 1.0,
+        counts=_same,
+        oop_views=None,
+        ip_views=_ip_whole,
+        no_oop=_NO_OOP_TORCH.format("reduce"),
+        no_ip="",
+        call=_reduce,
+        source=lambda k, r, n, c, root: (None, k),
+        checked=lambda rank, root: rank == root,
+    ),
     "send_recv": OpSpec(
-        "send_recv", reduces=False, rooted=False, bus_factor=lambda n: 1.0, counts=_same,
-        oop_views=_oop, ip_views=None, no_oop="", no_ip="send/recv in place: " + _RACE,
-        call=_send_recv, source=lambda k, r, n, c, root: ((r - 1) % n, k)),
+        "send_recv",
+        reduces=False,
+        rooted=False,
+        bus_factor=lambda n: 1.0,
+        counts=_same,
+        oop_views=_oop,
+        ip_views=None,
+        no_oop="",
+        no_ip="send/recv in place: " + _RACE,
+        call=_send_recv,
+        source=lambda k, r, n, c, root: ((r - 1) % n, k),
+    ),
 }

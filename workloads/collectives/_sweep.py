@@ -18,7 +18,7 @@ Timing, as nccl-tests times it (``timing=loop``, the default): one interval arou
 ``iters`` back-to-back calls (a pair of CUDA events on the GPU, the host clock on the CPU,
 where a gloo call returns when it is done), time per call = interval / iters; the loop is
 run ``repeats`` times (each after a barrier) to give several samples for the statistics.
-On the GPU the loop's calls are queued behind a stream hold (``suite.timing.StreamHold``),
+On the GPU the loop's calls are queued behind a stream hold (``perfsuite.measure.timing.StreamHold``),
 so they run back to back as nccl-tests' C loop runs them; the host's time to issue each call
 is recorded beside (``launch_us``), and the table's caption names the sizes where a Python
 loop could not keep up. ``timing=host_loop`` is the same loop without the hold: what a
@@ -29,20 +29,30 @@ an 8-byte all_reduce on 2xH200), which is why it is an option, named as such in 
 and the table. With the run's ``--cuda-graph`` the loop of calls is captured once and each
 replay timed the same way.
 """
+
 from __future__ import annotations
 
 import itertools
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Check, distributed, dtypes
-from workloads.collectives._ops import (DEFAULT_INJECTED_VALUE, INJECTED_VALUE, STEADY_VALUE, CallArgs,
-                                        Counts, OpSpec, Views, values)
+from perfsuite import Check, distributed, dtypes
+from perfsuite.workloads.collectives._ops import (
+    DEFAULT_INJECTED_VALUE,
+    INJECTED_VALUE,
+    STEADY_VALUE,
+    CallArgs,
+    Counts,
+    OpSpec,
+    Views,
+    values,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 MODES = ("oop", "ip")
 MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}
@@ -52,8 +62,16 @@ HANG_SLEEP_S = 3600.0
 # The element types the collectives sweep (the exact-value check needs each one's EXACT_LIMIT).
 DTYPES = ("fp32", "fp64", "bf16", "fp16", "int8", "uint8", "int32", "int64")
 # Largest integer each dtype holds exactly (floats: 2^(significand bits)).
-EXACT_LIMIT = {"fp32": 2**24, "fp64": 2**53, "bf16": 2**8, "fp16": 2**11, "int8": 127, "uint8": 255,
-               "int32": 2**31 - 1, "int64": 2**63 - 1}
+EXACT_LIMIT = {
+    "fp32": 2**24,
+    "fp64": 2**53,
+    "bf16": 2**8,
+    "fp16": 2**11,
+    "int8": 127,
+    "uint8": 255,
+    "int32": 2**31 - 1,
+    "int64": 2**63 - 1,
+}
 # Largest finite value: products of powers of two (and the injected 7) stay exact up to it.
 FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
 # rank_time parameter -> how the per-rank busbw metric is aggregated (mean time <-> mean,
@@ -61,12 +79,14 @@ FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
 RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
 INJECTIONS = ("none", "wrong_element", "raise", "hang")
 # timing parameter -> what the record and the table say about it
-TIMINGS = {"loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests); on the GPU "
-                   "the calls are queued behind a stream hold so that they run back to back, as nccl-tests' C "
-                   "loop runs them, and the host's time to issue each call is recorded beside (launch_us)",
-           "host_loop": "one interval around the iters calls as a Python loop issues them, divided by iters, no "
-                        "hold: host-bound wherever issuing a call takes longer than running it",
-           "per_call": "each call timed with its own pair of events (includes launch skew between ranks)"}
+TIMINGS = {
+    "loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests); on the GPU "
+    "the calls are queued behind a stream hold so that they run back to back, as nccl-tests' C "
+    "loop runs them, and the host's time to issue each call is recorded beside (launch_us)",
+    "host_loop": "one interval around the iters calls as a Python loop issues them, divided by iters, no "
+    "hold: host-bound wherever issuing a call takes longer than running it",
+    "per_call": "each call timed with its own pair of events (includes launch skew between ranks)",
+}
 HOLD_TRIES = 5  # a hold that ran out before the host issued every call doubles, at most this often
 
 
@@ -112,8 +132,10 @@ def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> 
     else:
         limit = EXACT_LIMIT[dtype]
     if bound > limit:
-        return (f"{op.name} {redop or ''} over {world} ranks reaches {bound}, beyond what {dtype} holds "
-                f"exactly ({limit:g}); the correctness count needs exact values (use a wider dtype or check=false)")
+        return (
+            f"{op.name} {redop or ''} over {world} ranks reaches {bound}, beyond what {dtype} holds "
+            f"exactly ({limit:g}); the correctness count needs exact values (use a wider dtype or check=false)"
+        )
     return None
 
 
@@ -127,9 +149,10 @@ class Timed:
     unheld: int = 0  # loops whose hold ran out before every call was issued, after HOLD_TRIES
 
 
-def time_calls(ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, how: str,
-               repeats: int, hold: Any = None) -> Timed:
-    """Seconds per call, through the run's timers (suite.timing). ``loop`` and ``host_loop``:
+def time_calls(
+    ctx: "RunContext", calls: list[Callable[[], None]], graph: bool, how: str, repeats: int, hold: Any = None
+) -> Timed:
+    """Seconds per call, through the run's timers (perfsuite.measure.timing). ``loop`` and ``host_loop``:
     one sample per repeat, the interval around all calls (or one replay of a CUDA graph of
     them) divided by their number, each repeat after a barrier, queued behind ``hold`` where
     there is one (the sweep makes one for ``loop`` on the GPU). ``per_call``: one sample per
@@ -229,8 +252,16 @@ def plan(op: OpSpec, p: Any, world: int) -> Plan:
             skipped.append(s)
         else:
             measured.append((c.span * elem, c))
-    return Plan(op, p.dtype, p.redop if op.reduces else None, p.root if op.rooted else -1, tuple(modes),
-                unavailable, measured, skipped)
+    return Plan(
+        op,
+        p.dtype,
+        p.redop if op.reduces else None,
+        p.root if op.rooted else -1,
+        tuple(modes),
+        unavailable,
+        measured,
+        skipped,
+    )
 
 
 class Sweep:
@@ -245,9 +276,17 @@ class Sweep:
         self.torch = torch
         self.rank, self.world = ctx.rank, ctx.world_size
         self.dt = dtypes.torch_dtype(pl.dtype)
-        redop = None if pl.redop is None else {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
-                                               "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
-                                               "avg": dist.ReduceOp.AVG}[pl.redop]
+        redop = (
+            None
+            if pl.redop is None
+            else {
+                "sum": dist.ReduceOp.SUM,
+                "prod": dist.ReduceOp.PRODUCT,
+                "min": dist.ReduceOp.MIN,
+                "max": dist.ReduceOp.MAX,
+                "avg": dist.ReduceOp.AVG,
+            }[pl.redop]
+        )
         self.args = CallArgs(self.rank, self.world, redop, pl.root)
         self.steady = STEADY_VALUE[pl.redop or "sum"]
         span = max(c.span for _, c in pl.sizes)
@@ -306,8 +345,12 @@ class Sweep:
                 _barrier()
                 timed = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats, self.hold)
                 wrong = self.check(mode, c) if p.check and first_round else None
-                row["modes"][mode] = {"samples_s": timed.samples_s, "launch_s": timed.launch_s,
-                                      "unheld": timed.unheld, "wrong": wrong}
+                row["modes"][mode] = {
+                    "samples_s": timed.samples_s,
+                    "launch_s": timed.launch_s,
+                    "unheld": timed.unheld,
+                    "wrong": wrong,
+                }
             rows.append(row)
         return rows
 
@@ -328,7 +371,7 @@ class Sweep:
         """Fresh inputs, one call, #wrong output elements on this rank; buffers back to the
         steady value afterwards."""
         v = self.views(mode, c, 0)
-        self.recv[:c.span].fill_(self.steady)
+        self.recv[: c.span].fill_(self.steady)
         self._fill(v.inp)
         if self.p.inject == "wrong_element" and self.rank == self.p.inject_rank:
             v.inp[0] = INJECTED_VALUE.get(self.plan.redop or "", DEFAULT_INJECTED_VALUE)
@@ -336,9 +379,9 @@ class Sweep:
         self.plan.op.call(v, self.args)
         self.sync()
         wrong = self._count_wrong(v.out, c) if self.plan.op.checked(self.rank, self.plan.root) else 0
-        self.recv[:c.span].fill_(self.steady)
+        self.recv[: c.span].fill_(self.steady)
         if self.send is not None:
-            self.send[:c.span].fill_(self.steady)
+            self.send[: c.span].fill_(self.steady)
         return wrong
 
     def _fill(self, t: Any) -> None:
@@ -387,7 +430,7 @@ def rank_time_per_call(samples_s: list[float], timing: str) -> float:
     """One rank's time per call at one size and mode. Timed loops (``loop``, ``host_loop``)
     give one sample each, already the loop's interval / iters: their median (the lower middle
     one for an even count), as the cross-check folds nccl-tests' ``-N`` cycles
-    (``suite.nccl_tests.fold_cycles``), so that one slow loop moves neither side (on 2xH200 one
+    (``perfsuite.crosscheck.nccl_tests.fold_cycles``), so that one slow loop moves neither side (on 2xH200 one
     of seven loops put a 16 MiB all_reduce's mean 3% above the other six). ``per_call``
     samples are single calls: their mean, the interval / iters of their one loop."""
     if timing == "per_call":
@@ -400,8 +443,13 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int, timi
     factor = pl.op.bus_factor(world)
     rows = []
     for i, (size, c) in enumerate(pl.sizes):
-        row: dict[str, Any] = {"size_bytes": size, "count": c.param, "dtype": dtypes.nccl_name(pl.dtype),
-                               "redop": pl.redop or "none", "root": pl.root}
+        row: dict[str, Any] = {
+            "size_bytes": size,
+            "count": c.param,
+            "dtype": dtypes.nccl_name(pl.dtype),
+            "redop": pl.redop or "none",
+            "root": pl.root,
+        }
         for mode in MODES:
             if mode not in pl.modes:
                 row[mode] = None
@@ -413,11 +461,15 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int, timi
             # the slowest rank's host time to issue a call: what bounds a loop of them
             launches = [r[i]["modes"][mode].get("launch_s") or [] for r in per_rank]
             launch = max((sum(x) / len(x) for x in launches if x), default=None)
-            row[mode] = {"time_us": t * 1e6, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
-                         "wrong": None if any(w is None for w in wrongs) else int(sum(wrongs)),
-                         "time_us_per_rank": [m * 1e6 for m in means],
-                         "launch_us": None if launch is None else launch * 1e6,
-                         "unheld_loops": sum(r[i]["modes"][mode].get("unheld", 0) for r in per_rank)}
+            row[mode] = {
+                "time_us": t * 1e6,
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * factor,
+                "wrong": None if any(w is None for w in wrongs) else int(sum(wrongs)),
+                "time_us_per_rank": [m * 1e6 for m in means],
+                "launch_us": None if launch is None else launch * 1e6,
+                "unheld_loops": sum(r[i]["modes"][mode].get("unheld", 0) for r in per_rank),
+            }
         rows.append(row)
     return rows
 
@@ -431,9 +483,12 @@ def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
         row = {"size_bytes": rows[0]["size_bytes"], "modes": {}}
         for mode, first in rows[0]["modes"].items():
             each = [r["modes"][mode] for r in rows]
-            row["modes"][mode] = {"samples_s": [s for e in each for s in e["samples_s"]],
-                                  "launch_s": [s for e in each for s in e["launch_s"]],
-                                  "unheld": sum(e["unheld"] for e in each), "wrong": first["wrong"]}
+            row["modes"][mode] = {
+                "samples_s": [s for e in each for s in e["samples_s"]],
+                "launch_s": [s for e in each for s in e["launch_s"]],
+                "unheld": sum(e["unheld"] for e in each),
+                "wrong": first["wrong"],
+            }
         out.append(row)
     return out
 
@@ -441,26 +496,34 @@ def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
 def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     """The driver behind every ``collectives.<op>`` workload's ``execute``. Cross-checked,
     the sweep and nccl-tests take turns for the cross-check's rounds (nccl-tests first in
-    even rounds, ``suite.crosscheck.take_turns``' order), each ``repeats`` loops or cycles
+    even rounds, ``perfsuite.crosscheck.take_turns``' order), each ``repeats`` loops or cycles
     per size, and both sides' figures are the medians over every round."""
     import torch.distributed as dist
 
     pl = plan(op, p, ctx.world_size)
     sweep = Sweep(ctx, pl, p)
-    checking = ctx.crosscheck_requested
-    n_rounds = ctx.crosscheck_rounds() if checking else 1
-    nccl_sweep = dict(min_bytes=p.min_bytes, max_bytes=p.max_bytes, step_factor=p.step_factor, iters=p.iters,
-                      dtype=dtypes.nccl_name(pl.dtype), redop=pl.redop, root=pl.root if pl.op.rooted else None,
-                      check=p.check, cycles=1 if p.timing == "per_call" else p.repeats)
+    checking = ctx.crosscheck.requested
+    n_rounds = ctx.crosscheck.rounds() if checking else 1
+    nccl_sweep = dict(
+        min_bytes=p.min_bytes,
+        max_bytes=p.max_bytes,
+        step_factor=p.step_factor,
+        iters=p.iters,
+        dtype=dtypes.nccl_name(pl.dtype),
+        redop=pl.redop,
+        root=pl.root if pl.op.rooted else None,
+        check=p.check,
+        cycles=1 if p.timing == "per_call" else p.repeats,
+    )
     rounds, references = [], []
     with ctx.gpu_sampler() as sampler:  # every round, nccl-tests' turns included
         for r in range(1, n_rounds + 1):
             if checking and r % 2 == 0:
-                references.append(ctx.run_nccl_tests(pl.op.name, **nccl_sweep))
+                references.append(ctx.crosscheck.nccl_tests(pl.op.name, **nccl_sweep))
             rounds.append(sweep.run(first_round=r == 1))
             if checking and r % 2 == 1:
-                references.append(ctx.run_nccl_tests(pl.op.name, **nccl_sweep))
-            if checking and not ctx.nccl_tests_measured(references[-1]):
+                references.append(ctx.crosscheck.nccl_tests(pl.op.name, **nccl_sweep))
+            if checking and not ctx.crosscheck.nccl_tests_measured(references[-1]):
                 break  # nccl-tests cannot run here (skipped or failed): nothing to take turns with
     throttle = sampler.summary()
     mine = pool_rounds(rounds)
@@ -473,8 +536,8 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
     details = describe(ctx, pl, p, factor)
     details["rows"] = rows
-    if checking:  # nccl-tests' binary, same sweep, same call (suite.crosscheck)
-        details["crosscheck"] = ctx.compare_nccl_tests(references, rows)
+    if checking:  # nccl-tests' binary, same sweep, same call (perfsuite.crosscheck)
+        details["crosscheck"] = ctx.crosscheck.compare_nccl_tests(references, rows)
         details["rounds"] = n_rounds
     if sweep.hold is not None:
         details["hold_s"] = sweep.hold.seconds  # the stream hold's final length (it doubles when it ran out)
@@ -486,26 +549,48 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
         peak = max(range(len(rows)), key=lambda i: rows[i][mode]["busbw_gbps"])
         size = rows[peak]["size_bytes"]
         own = mine[peak]["modes"][mode]["samples_s"]
-        ctx.add_metric(label, "busbw_gbps", "GB/s", [size / s / 1e9 * factor for s in own], higher_is_better=True,
-                       roofline=roofline, aggregate=aggregate)
+        ctx.add_metric(
+            label,
+            "busbw_gbps",
+            "GB/s",
+            [size / s / 1e9 * factor for s in own],
+            higher_is_better=True,
+            roofline=roofline,
+            aggregate=aggregate,
+        )
         bus = [r[mode]["busbw_gbps"] for r in rows]
         bus_all += bus
-        ctx.add_metric(label, "avg_busbw_gbps", "GB/s", [sum(bus) / len(bus)], higher_is_better=True,
-                       aggregate="rank0")
-        ctx.add_metric(label, "latency_us", "us", [s * 1e6 for s in mine[0]["modes"][mode]["samples_s"]],
-                       higher_is_better=False, aggregate=p.rank_time)
-        details["peak"][mode] = {"size_bytes": size, "busbw_gbps": rows[peak][mode]["busbw_gbps"],
-                                 "algbw_gbps": rows[peak][mode]["algbw_gbps"]}
+        ctx.add_metric(label, "avg_busbw_gbps", "GB/s", [sum(bus) / len(bus)], higher_is_better=True, aggregate="rank0")
+        ctx.add_metric(
+            label,
+            "latency_us",
+            "us",
+            [s * 1e6 for s in mine[0]["modes"][mode]["samples_s"]],
+            higher_is_better=False,
+            aggregate=p.rank_time,
+        )
+        details["peak"][mode] = {
+            "size_bytes": size,
+            "busbw_gbps": rows[peak][mode]["busbw_gbps"],
+            "algbw_gbps": rows[peak][mode]["algbw_gbps"],
+        }
     details["avg_busbw_gbps"] = sum(bus_all) / len(bus_all)
     if p.check:
         bad = [(r["size_bytes"], MODE_LABELS[m], r[m]["wrong"]) for r in rows for m in pl.modes if r[m]["wrong"]]
         total = sum(w for _, _, w in bad)
         details["wrong_total"] = total
         detail = "; ".join(f"{s} B {m}: {w}" for s, m, w in bad[:8]) + (" ..." if len(bad) > 8 else "")
-        ctx.add_check(Check(label="correctness", passed=total == 0, error=float(total), tolerance=0.0,
-                            method="nccl-tests data check: rank-dependent exact inputs, one call per size and "
-                                   "mode after the timed loop, every output element against its expected value",
-                            detail=f"wrong elements (summed over ranks): {detail}" if bad else ""))
+        ctx.add_check(
+            Check(
+                label="correctness",
+                passed=total == 0,
+                error=float(total),
+                tolerance=0.0,
+                method="nccl-tests data check: rank-dependent exact inputs, one call per size and "
+                "mode after the timed loop, every output element against its expected value",
+                detail=f"wrong elements (summed over ranks): {detail}" if bad else "",
+            )
+        )
     ctx.details.update(details)
 
 
@@ -522,8 +607,9 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
         "redop": pl.redop,
         "root": pl.root,
         "busbw_factor": factor,
-        "modes": {MODE_LABELS[m]: "measured" if m in pl.modes else f"n/a: {pl.unavailable.get(m, 'not asked')}"
-                  for m in MODES},
+        "modes": {
+            MODE_LABELS[m]: "measured" if m in pl.modes else f"n/a: {pl.unavailable.get(m, 'not asked')}" for m in MODES
+        },
         "warmup_iters": ctx.controls.warmup,
         "iters": p.iters,
         "timing": p.timing,
@@ -535,10 +621,12 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
         "check": p.check,
         "inject": p.inject if p.inject == "none" else f"{p.inject} on rank {p.inject_rank}",
         "peak": {},
-        "metrics_note": ("busbw_gbps: samples (one per timed loop with timing=loop or host_loop, one per call with "
-                         "timing=per_call) at the size of peak table busbw, per rank, aggregated across ranks as "
-                         "declared; the table's time is each rank's time per call (the median of its timed loops; "
-                         "per_call: the mean of its calls) aggregated by rank_time (mean: nccl-tests' -a 1)"),
+        "metrics_note": (
+            "busbw_gbps: samples (one per timed loop with timing=loop or host_loop, one per call with "
+            "timing=per_call) at the size of peak table busbw, per rank, aggregated across ranks as "
+            "declared; the table's time is each rank's time per call (the median of its timed loops; "
+            "per_call: the mean of its calls) aggregated by rank_time (mean: nccl-tests' -a 1)"
+        ),
     }
 
 
@@ -560,9 +648,11 @@ def render_table(record: dict) -> Any:
         return None
     from rich.table import Table
 
-    title = (f"{d.get('collective')}  world {d.get('world_size')}  backend {d.get('backend')}"
-             + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else "")
-             + f"  timing: {timing_label(d)}")
+    title = (
+        f"{d.get('collective')}  world {d.get('world_size')}  backend {d.get('backend')}"
+        + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else "")
+        + f"  timing: {timing_label(d)}"
+    )
     t = Table(title=title, caption=_caption(d))
     for name in ("size (B)", "count (elements)", "type", "redop", "root"):
         t.add_column(name, justify="right")
@@ -576,8 +666,12 @@ def render_table(record: dict) -> Any:
             if m is None:
                 cells += ["n/a"] * 4
             else:
-                cells += [_fmt_time(m["time_us"]), f"{m['algbw_gbps']:.2f}", f"{m['busbw_gbps']:.2f}",
-                          "N/A" if m["wrong"] is None else str(m["wrong"])]
+                cells += [
+                    _fmt_time(m["time_us"]),
+                    f"{m['algbw_gbps']:.2f}",
+                    f"{m['busbw_gbps']:.2f}",
+                    "N/A" if m["wrong"] is None else str(m["wrong"]),
+                ]
         t.add_row(*cells)
     return t
 
@@ -625,4 +719,3 @@ def _caption(d: dict) -> str:
         if why != "measured":
             lines.append(f"{label} {why}")
     return "\n".join(lines)
-

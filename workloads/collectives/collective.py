@@ -12,20 +12,22 @@ CUDA-graph capture (-G) the run's ``--cuda-graph``. ``inject`` is a self-test of
 harness, off by default: a wrong input element (the correctness count must catch it), a
 rank that raises, or one that hangs.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from suite import Requirements, Workload, dtypes, param
-from workloads.collectives import _sweep
-from workloads.collectives._ops import OPS, REDOPS, OpSpec
+from perfsuite import Requirements, Workload, dtypes, param
+from perfsuite.workloads.collectives import _sweep
+from perfsuite.workloads.collectives._ops import OPS, REDOPS, OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -35,16 +37,24 @@ class SweepParams:
     step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
     dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_sweep.DTYPES)
     iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
-    timing: str = param("loop", "loop: one interval around the iters calls / iters (nccl-tests), queued behind a "
-                        "stream hold on the GPU; host_loop: the same as a Python loop issues them; per_call: "
-                        "events around each call", choices=tuple(_sweep.TIMINGS))
+    timing: str = param(
+        "loop",
+        "loop: one interval around the iters calls / iters (nccl-tests), queued behind a "
+        "stream hold on the GPU; host_loop: the same as a Python loop issues them; per_call: "
+        "events around each call",
+        choices=tuple(_sweep.TIMINGS),
+    )
     repeats: int = param(5, "timed loops per size and mode (loop, host_loop): the samples of the statistics")
     in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
     check: bool = param(True, "count wrong elements after each size's timed loop (nccl-tests -c)")
-    rank_time: str = param("mean", "time reported across ranks, as nccl-tests -a (mean is its default)",
-                           choices=tuple(_sweep.RANK_TIME_AGGREGATE))
-    inject: str = param("none", "self-test of the harness: wrong_element, raise or hang on inject_rank",
-                        choices=_sweep.INJECTIONS)
+    rank_time: str = param(
+        "mean",
+        "time reported across ranks, as nccl-tests -a (mean is its default)",
+        choices=tuple(_sweep.RANK_TIME_AGGREGATE),
+    )
+    inject: str = param(
+        "none", "self-test of the harness: wrong_element, raise or hang on inject_rank", choices=_sweep.INJECTIONS
+    )
     inject_rank: int = param(0, "the rank a self-test acts on")
 
     def __post_init__(self) -> None:
@@ -110,7 +120,7 @@ class Collective(Workload):
         if not pl.modes:
             return "; ".join(f"{_sweep.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())
         if not pl.sizes:
-            return (f"no size in {p.min_bytes}..{p.max_bytes} B gives each of {n} ranks one {p.dtype} element")
+            return f"no size in {p.min_bytes}..{p.max_bytes} B gives each of {n} ranks one {p.dtype} element"
         redop = getattr(p, "redop", None) if op.reduces else None
         if redop == "avg" and not _sweep.is_float(p.dtype):
             return f"avg needs a floating-point dtype, not {p.dtype}"

@@ -10,17 +10,18 @@ send/recv), not read + written. The ``p2p`` label is the ceiling resource the
 collectives' ``busbw_gbps`` metrics name; busbw of an all_reduce over NVLink can exceed one
 direction's copy bandwidth, since a ring sends and receives at once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from suite import Case, Requirements, Workload, copy_case, param
+from perfsuite import Case, Requirements, Workload, copy_case, param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
-MIB = 1024 ** 2
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class CopyBandwidth(Workload):
         n = torch.cuda.device_count()
         p = self.params
         if max(p.src_device, p.dst_device) >= n:
-            return f"the peer copy GPU{p.src_device} -> GPU{p.dst_device} needs {max(p.src_device, p.dst_device) + 1} GPUs; {n} visible"
+            needed = max(p.src_device, p.dst_device) + 1
+            return f"the peer copy GPU{p.src_device} -> GPU{p.dst_device} needs {needed} GPUs; {n} visible"
         return None
 
     def setup(self, ctx: "RunContext") -> None:
@@ -71,17 +73,27 @@ class CopyBandwidth(Workload):
         dev_dst = torch.empty(n, device=src_dev)
         self._cases = [
             copy_case(dst, src, label="p2p", work_bytes=n * 4.0, roofline=None),
-            copy_case(dev_dst, host, label="h2d.pinned", work_bytes=n * 4.0, roofline=None,
-                      fn=lambda: dev_dst.copy_(host, non_blocking=True)),
+            copy_case(
+                dev_dst,
+                host,
+                label="h2d.pinned",
+                work_bytes=n * 4.0,
+                roofline=None,
+                fn=lambda: dev_dst.copy_(host, non_blocking=True),
+            ),
         ]
-        ctx.details.update({
-            "size_bytes": n * 4,
-            "p2p_pair": [p.src_device, p.dst_device],
-            "p2p_access": {f"{p.src_device}->{p.dst_device}": torch.cuda.can_device_access_peer(p.src_device, p.dst_device),
-                           f"{p.dst_device}->{p.src_device}": torch.cuda.can_device_access_peer(p.dst_device, p.src_device)},
-            "devices": [torch.cuda.get_device_name(i) for i in (p.src_device, p.dst_device)],
-            "bytes_counted": "bytes transferred once (not read + written)",
-        })
+        ctx.details.update(
+            {
+                "size_bytes": n * 4,
+                "p2p_pair": [p.src_device, p.dst_device],
+                "p2p_access": {
+                    f"{p.src_device}->{p.dst_device}": torch.cuda.can_device_access_peer(p.src_device, p.dst_device),
+                    f"{p.dst_device}->{p.src_device}": torch.cuda.can_device_access_peer(p.dst_device, p.src_device),
+                },
+                "devices": [torch.cuda.get_device_name(i) for i in (p.src_device, p.dst_device)],
+                "bytes_counted": "bytes transferred once (not read + written)",
+            }
+        )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         return self._cases

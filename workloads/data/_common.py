@@ -6,6 +6,7 @@ costs. So these workloads time whole passes with the host clock, the device sync
 the end of each, after untimed warm-up passes, and record one sample per pass. No torch at
 import time.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -13,12 +14,13 @@ import ctypes.util
 import mmap
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Workload
+from perfsuite import Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 MB = 1e6
 
@@ -42,8 +44,13 @@ def cufile_reason(exc: BaseException) -> str:
     return first_line(exc)
 
 
-def time_passes(ctx: "RunContext", run_pass: Callable[[], Any], passes: int, warmup: int,
-                before_pass: Callable[[], None] | None = None) -> list[float]:
+def time_passes(
+    ctx: "RunContext",
+    run_pass: Callable[[], Any],
+    passes: int,
+    warmup: int,
+    before_pass: Callable[[], None] | None = None,
+) -> list[float]:
     """Seconds of each of ``passes`` timed calls of ``run_pass`` after ``warmup`` untimed ones;
     ``before_pass`` (e.g. dropping the page cache) runs untimed before every call."""
     samples = []
@@ -59,18 +66,28 @@ def time_passes(ctx: "RunContext", run_pass: Callable[[], Any], passes: int, war
     return samples
 
 
-def record_passes(ctx: "RunContext", label: str, seconds: list[float], *, items: float = 0.0,
-                  item_unit: str = "items", data_bytes: float = 0.0, bytes_metric: str = "gbps") -> None:
+def record_passes(
+    ctx: "RunContext",
+    label: str,
+    seconds: list[float],
+    *,
+    items: float = 0.0,
+    item_unit: str = "items",
+    data_bytes: float = 0.0,
+    bytes_metric: str = "gbps",
+) -> None:
     """One sample per pass: time per pass, items/s, and bytes/s (``gbps``: GB/s;
     ``encoded_mbps``: MB/s of encoded input)."""
     ctx.add_metric(label, "time_ms", "ms", [s * 1e3 for s in seconds], higher_is_better=False, aggregate="max")
     if items:
-        ctx.add_metric(label, "items_per_s", f"{item_unit}/s", [items / s for s in seconds],
-                       higher_is_better=True, aggregate="min")
+        ctx.add_metric(
+            label, "items_per_s", f"{item_unit}/s", [items / s for s in seconds], higher_is_better=True, aggregate="min"
+        )
     if data_bytes:
         scale, unit = {"gbps": (1e-9, "GB/s"), "encoded_mbps": (1 / MB, "MB/s")}[bytes_metric]
-        ctx.add_metric(label, bytes_metric, unit, [data_bytes / s * scale for s in seconds],
-                       higher_is_better=True, aggregate="min")
+        ctx.add_metric(
+            label, bytes_metric, unit, [data_bytes / s * scale for s in seconds], higher_is_better=True, aggregate="min"
+        )
 
 
 class DataWorkload(Workload):

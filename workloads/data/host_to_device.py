@@ -11,18 +11,20 @@ stream waits for every one after, so the CUDA events around the call span all th
 Verified per case bit-exact: the device buffer is poisoned with NaN, copied into, and
 compared with the host source.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Case, Check, Requirements, Work, param
-from workloads.data._common import DataWorkload
+from perfsuite import Case, Check, Requirements, Work, param
+from perfsuite.workloads.data._common import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
-KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
+KIB, MIB, GIB = 1024, 1024**2, 1024**3
 MEMORY = ("pinned", "pageable")
 CEILING = "h2d.pinned"
 
@@ -80,11 +82,19 @@ class HostToDevice(DataWorkload):
             for streams in dict.fromkeys(p.streams):
                 side = [torch.cuda.Stream() for _ in range(streams)] if streams > 1 else []
                 for size in sorted(set(p.sizes)):
-                    dst, src = self.device_buf[:size // 4], self.host[kind][:size // 4]
+                    dst, src = self.device_buf[: size // 4], self.host[kind][: size // 4]
                     label = f"{kind}.{streams}stream.{size_label(size)}"
                     fn = _copy(dst, src, kind == "pinned", side)
-                    out.append(Case(label, fn, Work(bytes=float(size)), roofline=CEILING,
-                                    verify=_verify(label, dst, src, fn), graph_safe=False))
+                    out.append(
+                        Case(
+                            label,
+                            fn,
+                            Work(bytes=float(size)),
+                            roofline=CEILING,
+                            verify=_verify(label, dst, src, fn),
+                            graph_safe=False,
+                        )
+                    )
         ctx.details["work"] = {c.label: {"bytes": c.work.bytes} for c in out}
         return out
 
@@ -96,6 +106,7 @@ class HostToDevice(DataWorkload):
 def _copy(dst: Any, src: Any, non_blocking: bool, streams: list) -> Callable[[], None]:
     """dst <- src on the current stream, or in equal chunks over ``streams``."""
     if not streams:
+
         def one() -> None:
             dst.copy_(src, non_blocking=non_blocking)
 
@@ -126,7 +137,12 @@ def _verify(label: str, dst: Any, src: Any, fn: Callable[[], None]) -> Callable[
         torch.cuda.synchronize()
         got = dst.cpu()
         wrong = int((got != src).sum())  # NaN != anything: an element never written counts
-        return Check(label=label, passed=wrong == 0, method="bit equality with the host source after NaN poisoning",
-                     error=float(wrong), tolerance=0.0)
+        return Check(
+            label=label,
+            passed=wrong == 0,
+            method="bit equality with the host source after NaN poisoning",
+            error=float(wrong),
+            tolerance=0.0,
+        )
 
     return check

@@ -1,9 +1,9 @@
 """``data.image_pipeline``: JPEG decode, random-resized-crop, flip and normalise into batches
-on the device, through every input pipeline of :mod:`suite.input_pipelines` side by side:
+on the device, through every input pipeline of :mod:`perfsuite.inputs.pipelines` side by side:
 torch ``DataLoader`` (PIL in worker processes, pinned memory), ``torchvision.io.decode_jpeg``
 on the GPU, DALI on the CPU, DALI ``mixed`` (nvJPEG).
 
-Work: one sample is one epoch over the suite's JPEG data set (``suite.datasets``; full
+Work: one sample is one epoch over the suite's JPEG data set (``perfsuite.inputs.datasets``; full
 batches only, in a new random order each epoch unless ``shuffle=false``), timed with the
 host clock and the device synchronised at its end, after ``warmup_epochs`` untimed epochs
 (DataLoader workers start, DALI allocates). Metrics per path: images/s and MB/s of encoded
@@ -11,19 +11,27 @@ input (images/s x the data set's mean file size).
 
 Verified per path on a separate pass: the fixed centre square (no flip) resized to
 ``out_size``, against PIL's decode and bilinear resize of the same box, mean absolute error
-in 0-255 units within ``suite.input_pipelines.PIXEL_TOLERANCE``. A path that cannot run
+in 0-255 units within ``perfsuite.inputs.pipelines.PIXEL_TOLERANCE``. A path that cannot run
 here (no GPU, DALI not installed) is a skipped case with its reason.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from suite import Check, Requirements, datasets, input_pipelines, param
-from workloads.data._common import MB, DataWorkload, record_passes, time_passes
+from perfsuite import Check, Requirements, param
+from perfsuite.inputs import datasets
+from perfsuite.inputs import pipelines as input_pipelines
+from perfsuite.workloads.data._common import (
+    MB,
+    DataWorkload,
+    record_passes,
+    time_passes,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 PATHS = input_pipelines.PATHS
 
@@ -37,8 +45,11 @@ class ImagePipelineParams:
     out_size: int = param(224, "side of the square crop each image is resized to")
     batch_size: int = param(64, "images per batch")
     workers: int = param(8, "DataLoader worker processes; DALI CPU threads")
-    shuffle: bool = param(True, "read the images in a new random order each epoch, as training does "
-                                "(and data.loader_stall, and the bare DALI loop it is checked against)")
+    shuffle: bool = param(
+        True,
+        "read the images in a new random order each epoch, as training does "
+        "(and data.loader_stall, and the bare DALI loop it is checked against)",
+    )
     paths: tuple[str, ...] = param(PATHS, "input pipelines to run, one case each", choices=PATHS)
     epochs: int = param(5, "timed epochs per path (one sample each)")
     warmup_epochs: int = param(1, "untimed epochs before the timed ones")
@@ -60,19 +71,32 @@ class ImagePipeline(DataWorkload):
     # torchvision path pins them); 2: shuffled reads by default (1 read the files in order)
     description = "JPEG decode + random-resized-crop + flip + normalise: DataLoader, GPU decode, DALI cpu/mixed"
     Params = ImagePipelineParams
-    quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
-             "epochs": 3, "verify_images": 16}
+    quick = {
+        "count": 32,
+        "width": 160,
+        "height": 120,
+        "out_size": 64,
+        "batch_size": 8,
+        "workers": 2,
+        "epochs": 3,
+        "verify_images": 16,
+    }
     # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
     requirements = Requirements(packages=("torch", "PIL", "skimage"))
     primary_metric = "items_per_s"
 
     def setup(self, ctx: "RunContext") -> None:
         p = self.params
-        self.dataset = datasets.jpeg_images(datasets.JpegSpec(count=p.count, width=p.width, height=p.height,
-                                                              quality=p.quality, seed=0))
+        self.dataset = datasets.jpeg_images(
+            datasets.JpegSpec(count=p.count, width=p.width, height=p.height, quality=p.quality, seed=0)
+        )
         ctx.details["dataset"] = {
-            "root": str(self.dataset.root), "images": len(self.dataset), "width": p.width, "height": p.height,
-            "quality": p.quality, "encoded_bytes": self.dataset.encoded_bytes,
+            "root": str(self.dataset.root),
+            "images": len(self.dataset),
+            "width": p.width,
+            "height": p.height,
+            "quality": p.quality,
+            "encoded_bytes": self.dataset.encoded_bytes,
             "mean_file_kb": round(self.dataset.encoded_bytes / len(self.dataset) / 1e3, 2),
         }
         ctx.details["pixel_tolerance"] = input_pipelines.PIXEL_TOLERANCE
@@ -84,23 +108,44 @@ class ImagePipeline(DataWorkload):
             if why:
                 ctx.skip_case(path, why)
                 continue
-            spec = input_pipelines.LoaderSpec(path, batch_size=p.batch_size, out_size=p.out_size,
-                                              workers=p.workers, shuffle=p.shuffle, seed=ctx.controls.seed,
-                                              device=ctx.device)
+            spec = input_pipelines.LoaderSpec(
+                path,
+                batch_size=p.batch_size,
+                out_size=p.out_size,
+                workers=p.workers,
+                shuffle=p.shuffle,
+                seed=ctx.controls.seed,
+                device=ctx.device,
+            )
             with input_pipelines.build_loader(self.dataset, spec) as loader:
+
                 def epoch() -> None:
                     for _batch in loader:
                         pass
 
                 seconds = time_passes(ctx, epoch, p.epochs, p.warmup_epochs)
-                record_passes(ctx, path, seconds, items=loader.images_per_epoch, item_unit="images",
-                              data_bytes=loader.encoded_bytes_per_epoch, bytes_metric="encoded_mbps")
-            ctx.log(f"{path}: {loader.images_per_epoch / min(seconds):,.0f} images/s at best, "
-                    f"{loader.encoded_bytes_per_epoch / min(seconds) / MB:,.1f} MB/s")
+                record_passes(
+                    ctx,
+                    path,
+                    seconds,
+                    items=loader.images_per_epoch,
+                    item_unit="images",
+                    data_bytes=loader.encoded_bytes_per_epoch,
+                    bytes_metric="encoded_mbps",
+                )
+            ctx.log(
+                f"{path}: {loader.images_per_epoch / min(seconds):,.0f} images/s at best, "
+                f"{loader.encoded_bytes_per_epoch / min(seconds) / MB:,.1f} MB/s"
+            )
             error, compared = input_pipelines.centre_crop_error(self.dataset, spec, p.verify_images)
-            ctx.add_check(Check(
-                label=path, passed=error <= input_pipelines.PIXEL_TOLERANCE, error=error,
-                tolerance=input_pipelines.PIXEL_TOLERANCE,
-                method="mean absolute error, 0-255 units, of the centre square (no flip) resized to out_size, "
-                       "against PIL decode + bilinear resize of the same box",
-                detail=f"{compared} images"))
+            ctx.add_check(
+                Check(
+                    label=path,
+                    passed=error <= input_pipelines.PIXEL_TOLERANCE,
+                    error=error,
+                    tolerance=input_pipelines.PIXEL_TOLERANCE,
+                    method="mean absolute error, 0-255 units, of the centre square (no flip) resized to out_size, "
+                    "against PIL decode + bilinear resize of the same box",
+                    detail=f"{compared} images",
+                )
+            )

@@ -1,6 +1,6 @@
 """``data.loader_stall``: the data side of goodput. A training-shaped consumer (a fixed
 amount of matmul work per batch) is fed by each input pipeline of
-:mod:`suite.input_pipelines`; the share of step time spent waiting for data is the time a
+:mod:`perfsuite.inputs.pipelines`; the share of step time spent waiting for data is the time a
 real training step would lose to its input pipeline.
 
 One step: take the next batch and wait until it is on the device (data wait), then run
@@ -16,17 +16,21 @@ total step time over the timed steps), ``step_ms`` and ``data_wait_ms`` per step
 Checked per path: every batch full, of the right shape, finite, labels of the data set's
 classes; the consumer's result finite.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
-from suite import Check, Requirements, datasets, input_pipelines, param
-from workloads.data._common import DataWorkload
+from perfsuite import Check, Requirements, param
+from perfsuite.inputs import datasets
+from perfsuite.inputs import pipelines as input_pipelines
+from perfsuite.workloads.data._common import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 PATHS = input_pipelines.PATHS
 
@@ -60,8 +64,18 @@ class LoaderStall(DataWorkload):
     version = 2  # 2: the loaders hand labels to the GPU without a stream sync per batch
     description = "Share of a training-shaped step spent waiting for data, per input pipeline"
     Params = LoaderStallParams
-    quick = {"count": 32, "width": 160, "height": 120, "out_size": 64, "batch_size": 8, "workers": 2,
-             "steps": 6, "warmup_steps": 2, "matmul_size": 128, "matmuls_per_step": 2}
+    quick = {
+        "count": 32,
+        "width": 160,
+        "height": 120,
+        "out_size": 64,
+        "batch_size": 8,
+        "workers": 2,
+        "steps": 6,
+        "warmup_steps": 2,
+        "matmul_size": 128,
+        "matmuls_per_step": 2,
+    }
     # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
     requirements = Requirements(packages=("torch", "PIL", "skimage"))
     primary_metric = "stall_share"
@@ -74,12 +88,16 @@ class LoaderStall(DataWorkload):
         dtype = torch.bfloat16 if ctx.device == "cuda" else torch.float32
         gen = torch.Generator(device="cpu").manual_seed(ctx.controls.seed)
         # scaled so that repeated products stay finite
-        self.a = (torch.randn(p.matmul_size, p.matmul_size, generator=gen) / p.matmul_size ** 0.5).to(
-            ctx.torch_device, dtype)
+        self.a = (torch.randn(p.matmul_size, p.matmul_size, generator=gen) / p.matmul_size**0.5).to(
+            ctx.torch_device, dtype
+        )
         self.b = torch.randn(p.matmul_size, p.matmul_size, generator=gen).to(ctx.torch_device, dtype)
-        ctx.details["consumer"] = {"matmul_size": p.matmul_size, "matmuls_per_step": p.matmuls_per_step,
-                                   "dtype": str(dtype).replace("torch.", ""),
-                                   "flops_per_step": 2.0 * p.matmul_size ** 3 * p.matmuls_per_step}
+        ctx.details["consumer"] = {
+            "matmul_size": p.matmul_size,
+            "matmuls_per_step": p.matmuls_per_step,
+            "dtype": str(dtype).replace("torch.", ""),
+            "flops_per_step": 2.0 * p.matmul_size**3 * p.matmuls_per_step,
+        }
 
     def consume(self, images: Any) -> Any:
         """The fixed work of one step; returns a scalar that depends on the batch."""
@@ -99,8 +117,15 @@ class LoaderStall(DataWorkload):
             if why:
                 ctx.skip_case(path, why)
                 continue
-            spec = input_pipelines.LoaderSpec(path, batch_size=p.batch_size, out_size=p.out_size, workers=p.workers,
-                                              shuffle=True, seed=ctx.controls.seed, device=ctx.device)
+            spec = input_pipelines.LoaderSpec(
+                path,
+                batch_size=p.batch_size,
+                out_size=p.out_size,
+                workers=p.workers,
+                shuffle=True,
+                seed=ctx.controls.seed,
+                device=ctx.device,
+            )
             with input_pipelines.build_loader(self.dataset, spec) as loader:
                 self.run_steps(ctx, path, _epochs(loader))
 
@@ -124,15 +149,23 @@ class LoaderStall(DataWorkload):
         ctx.add_metric(label, "stall_share", "fraction", [share], higher_is_better=False, aggregate="max")
         ctx.add_metric(label, "step_ms", "ms", [s * 1e3 for s in steps], higher_is_better=False, aggregate="max")
         ctx.add_metric(label, "data_wait_ms", "ms", [w * 1e3 for w in waits], higher_is_better=False, aggregate="max")
-        ctx.add_metric(label, "items_per_s", "images/s", [p.batch_size / s for s in steps], higher_is_better=True,
-                       aggregate="min")
+        ctx.add_metric(
+            label, "items_per_s", "images/s", [p.batch_size / s for s in steps], higher_is_better=True, aggregate="min"
+        )
         ctx.log(f"{label}: {share:.1%} of step time waiting for data, {sum(steps) / len(steps) * 1e3:.2f} ms per step")
         finite = result is not None and bool(result.isfinite())
         if not finite:
             bad.append("the consumer's result is not finite")
-        ctx.add_check(Check(label=label, passed=not bad, error=float(len(bad)), tolerance=0.0,
-                            method="every batch full, right shape, finite, labels in range; consumer result finite",
-                            detail="; ".join(dict.fromkeys(bad))[:500]))
+        ctx.add_check(
+            Check(
+                label=label,
+                passed=not bad,
+                error=float(len(bad)),
+                tolerance=0.0,
+                method="every batch full, right shape, finite, labels in range; consumer result finite",
+                detail="; ".join(dict.fromkeys(bad))[:500],
+            )
+        )
 
 
 def _epochs(loader: Any) -> Iterator[Any]:

@@ -21,21 +21,32 @@ fresh pipeline for every pass (untimed), so no pass reads ahead into the next on
 Verified per path on a separate pass: every shard bit-equal to its values regenerated from
 the data set's seed, after the destination was poisoned with NaN.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Check, Requirements, datasets, param
-from workloads.data._common import (PAGE_CACHE_METHOD, DataWorkload, cufile_reason, drop_page_cache, first_line,
-                                    record_passes, resident_fraction, time_passes)
+from perfsuite import Check, Requirements, param
+from perfsuite.inputs import datasets
+from perfsuite.workloads.data._common import (
+    PAGE_CACHE_METHOD,
+    DataWorkload,
+    cufile_reason,
+    drop_page_cache,
+    first_line,
+    record_passes,
+    resident_fraction,
+    time_passes,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 PATHS = ("numpy", "dali_cpu", "dali_gpu", "kvikio")
-MIB = 1024 ** 2
+MIB = 1024**2
 DALI_ERROR_CHARS = 2000  # of DALI's error text kept in the record beside the one-line reason
 Deliver = Callable[[int, Any], None]  # (shard index, its data as a torch tensor)
 
@@ -45,8 +56,9 @@ class StorageReadParams:
     count: int = param(16, "shards in the data set")
     shard_bytes: int = param(64 * MIB, "bytes of float32 data per shard (K/M/G suffixes)")
     paths: tuple[str, ...] = param(PATHS, "read paths to run, one case each", choices=PATHS)
-    page_cache: str = param("drop", "drop each shard's page cache before every pass, or keep it warm",
-                            choices=("drop", "keep"))
+    page_cache: str = param(
+        "drop", "drop each shard's page cache before every pass, or keep it warm", choices=("drop", "keep")
+    )
     passes: int = param(5, "timed passes over every shard per path (one sample each)")
     warmup_passes: int = param(1, "untimed passes before the timed ones")
     dali_batch: int = param(1, "shards per DALI batch; must divide count")
@@ -76,7 +88,7 @@ def kvikio_unavailable() -> str | None:
         import kvikio  # noqa: F401
     except ImportError as exc:
         return f"needs KvikIO (pip install 'perfsuite[kvikio]': kvikio-cu13): {first_line(exc)}"
-    except Exception as exc:  # e.g. its loader finds no libcufile: recorded as the reason
+    except Exception as exc:  # noqa: BLE001 - e.g. its loader finds no libcufile: recorded as the reason
         return f"KvikIO does not import: {first_line(exc)}"
     return None
 
@@ -103,13 +115,16 @@ class StorageRead(DataWorkload):
         if p.page_cache == "drop":
             drop_page_cache(files)
             resident = [resident_fraction(f) for f in files]
-            page.update(method=PAGE_CACHE_METHOD,
-                        resident_after_drop=None if None in resident else max(resident))
+            page.update(method=PAGE_CACHE_METHOD, resident_after_drop=None if None in resident else max(resident))
         else:
             page["method"] = "none: the shards are read warm from the page cache"
         ctx.details["page_cache"] = page
-        ctx.details["dataset"] = {"root": str(self.shards.root), "shards": p.count, "shard_bytes": p.shard_bytes,
-                                  "data_bytes": self.shards.data_bytes}
+        ctx.details["dataset"] = {
+            "root": str(self.shards.root),
+            "shards": p.count,
+            "shard_bytes": p.shard_bytes,
+            "data_bytes": self.shards.data_bytes,
+        }
         ctx.details["gds"] = {}
 
     def before_pass(self) -> None:
@@ -120,6 +135,7 @@ class StorageRead(DataWorkload):
     def timed_delivery(self) -> Deliver:
         """On a GPU: into the shard's slot of the device buffer (the copy, for host reads).
         On the CPU: the shard stays where the path put it (no copy)."""
+
         def to_device(i: int, data: Any) -> None:
             if data.data_ptr() != self.dst[i].data_ptr():
                 self.dst[i].copy_(data)
@@ -153,16 +169,16 @@ class StorageRead(DataWorkload):
 
         @pipeline_def
         def pipeline():  # type: ignore[no-untyped-def]
-            return fn.readers.numpy(device=device, file_root=str(self.shards.root),
-                                    files=[f.name for f in self.shards.files], name="reader")
+            return fn.readers.numpy(
+                device=device, file_root=str(self.shards.root), files=[f.name for f in self.shards.files], name="reader"
+            )
 
         device_id = None
         if self.on_gpu:
             import torch
 
             device_id = torch.cuda.current_device()
-        pipe = pipeline(batch_size=self.params.dali_batch, num_threads=2, device_id=device_id,
-                        prefetch_queue_depth=1)
+        pipe = pipeline(batch_size=self.params.dali_batch, num_threads=2, device_id=device_id, prefetch_queue_depth=1)
         pipe.build()
         return pipe
 
@@ -206,8 +222,9 @@ class StorageRead(DataWorkload):
                 reader.before_pass()
                 self.before_pass()
 
-            seconds = time_passes(ctx, lambda: reader.read(self.timed_delivery()), self.params.passes,
-                                  self.params.warmup_passes, before)
+            seconds = time_passes(
+                ctx, lambda: reader.read(self.timed_delivery()), self.params.passes, self.params.warmup_passes, before
+            )
             record_passes(ctx, path, seconds, data_bytes=float(self.shards.data_bytes))
             ctx.log(f"{path}: {self.shards.data_bytes / min(seconds) / 1e9:.2f} GB/s at best")
             before()
@@ -216,10 +233,17 @@ class StorageRead(DataWorkload):
             wrong: list[int] = []
             reader.read(self.checking_delivery(wrong))
             ctx.synchronize()
-            ctx.add_check(Check(label=path, passed=not wrong, error=float(len(wrong)), tolerance=0.0,
-                                method="bit equality of every shard with its values regenerated from the seed, "
-                                       "destination poisoned with NaN first",
-                                detail=f"wrong shards: {wrong}" if wrong else ""))
+            ctx.add_check(
+                Check(
+                    label=path,
+                    passed=not wrong,
+                    error=float(len(wrong)),
+                    tolerance=0.0,
+                    method="bit equality of every shard with its values regenerated from the seed, "
+                    "destination poisoned with NaN first",
+                    detail=f"wrong shards: {wrong}" if wrong else "",
+                )
+            )
 
     def prepare(self, ctx: "RunContext", path: str) -> "ReadPath | None":
         """How ``path`` reads one pass, or None after recording why it cannot run here."""
@@ -254,7 +278,7 @@ class StorageRead(DataWorkload):
         try:
             pipe = self.dali_pipeline("gpu")
             pipe.run()
-        except Exception as exc:  # DALI raises RuntimeError with cuFile's message: recorded by the caller
+        except Exception as exc:  # noqa: BLE001 - DALI raises RuntimeError with cuFile's message: recorded by the caller
             return exc
         return None
 
@@ -266,8 +290,7 @@ class StorageRead(DataWorkload):
         import numpy as np
 
         self.header_bytes = [_npy_header_bytes(f) for f in self.shards.files]
-        host = [] if self.on_gpu else [np.empty(self.shards.elements, dtype=np.float32)
-                                       for _ in self.shards.files]
+        host = [] if self.on_gpu else [np.empty(self.shards.elements, dtype=np.float32) for _ in self.shards.files]
         report: dict = {"compat_mode_setting": _mode_name(kvikio.defaults.get("compat_mode"))}
 
         def run(deliver: Deliver) -> None:
@@ -275,18 +298,20 @@ class StorageRead(DataWorkload):
 
         try:
             run(lambda i, data: None)
-        except Exception as exc:  # KvikIO raises RuntimeError with cuFile's message: recorded
+        except Exception as exc:  # noqa: BLE001 - KvikIO raises RuntimeError with cuFile's message: recorded
             report["default_mode_error"] = first_line(exc)
             kvikio.defaults.set({"compat_mode": kvikio.CompatMode.ON})
             report["compat_mode_setting"] = _mode_name(kvikio.defaults.get("compat_mode"))
             try:
                 run(lambda i, data: None)
-            except Exception as exc2:  # no mode works: the case is skipped with both reasons
+            except Exception as exc2:  # noqa: BLE001 - no mode works: the case is skipped with both reasons
                 ctx.details["gds"]["kvikio"] = report
                 again = first_line(exc2)
                 first = report["default_mode_error"]
-                ctx.skip_case("kvikio", f"KvikIO cannot read here: {again}"
-                                        + ("" if again == first else f" (default mode: {first})"))
+                ctx.skip_case(
+                    "kvikio",
+                    f"KvikIO cannot read here: {again}" + ("" if again == first else f" (default mode: {first})"),
+                )
                 return None
         posix = bool(kvikio.defaults.is_compat_mode_preferred())
         report["mode"] = "POSIX compatibility mode (no GDS)" if posix else "GPUDirect Storage (cuFile)"
@@ -334,8 +359,9 @@ def _npy_header_bytes(path: Any) -> int:
 
     with open(path, "rb") as fh:
         version = np.lib.format.read_magic(fh)
-        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                       (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(
+            version
+        )
         if read_header is None:
             raise ValueError(f"{path}: .npy format version {version} is not one KvikIO's path reads")
         read_header(fh)

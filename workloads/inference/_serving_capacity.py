@@ -8,8 +8,9 @@ requests sent one at a time (what the client and the loopback add to a TTFT: the
 answers in microseconds). ``open_loop`` measures a stated rate as a sweep step sends it: the
 achieved rate, the TTFT median and how late requests left their schedule.
 
-    python -m workloads.inference._serving_capacity [--processes 2] [--rate 2000] [--seconds 3]
+    python -m perfsuite.workloads.inference._serving_capacity [--processes 2] [--rate 2000] [--seconds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,12 +18,12 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
-from workloads.inference._serving_client import Endpoint, Timeouts
-from workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s
-from workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference._serving_client import Endpoint, Timeouts
+from perfsuite.workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s
+from perfsuite.workloads.inference._serving_metrics import SLO, summarize
 
 CHUNKS = 16
 CONCURRENCY_PER_PROCESS = 32
@@ -33,9 +34,23 @@ START_TIMEOUT_S = 30.0
 @contextmanager
 def null_server(processes: int = 1, extra: tuple[str, ...] = ()) -> Iterator[str]:
     """A null server on a free port for the duration of the block; yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "workloads.inference._serving_null", "--port", "0",
-                             "--processes", str(processes), "--chunks", str(CHUNKS), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite.workloads.inference._serving_null",
+            "--port",
+            "0",
+            "--processes",
+            str(processes),
+            "--chunks",
+            str(CHUNKS),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()
@@ -55,8 +70,14 @@ def null_server(processes: int = 1, extra: tuple[str, ...] = ()) -> Iterator[str
 def _job(url: str, n: int, concurrency: int = 1, offsets: list[float] | None = None) -> Job:
     endpoint = Endpoint(url, "null")
     body = endpoint.body("bada bebe kiki", CHUNKS)
-    return Job(endpoint, Timeouts(stall_s=10.0, request_s=30.0), {i: body for i in range(n)}, list(range(n)),
-               offsets, concurrency)
+    return Job(
+        endpoint,
+        Timeouts(stall_s=10.0, request_s=30.0),
+        dict.fromkeys(range(n), body),
+        list(range(n)),
+        offsets,
+        concurrency,
+    )
 
 
 def measure(pool: ClientPool, url: str, seconds: float = 1.5) -> dict:
@@ -68,21 +89,35 @@ def measure(pool: ClientPool, url: str, seconds: float = 1.5) -> dict:
     burst = summarize(pool.run(_job(url, n, CONCURRENCY_PER_PROCESS * pool.processes)), SLO())
     wall = time.perf_counter() - t0
     idle = summarize(pool.run(_job(url, IDLE_REQUESTS, 1)), SLO())
-    return {"requests_per_s": burst["completed_rps"], "requests": n, "wall_s": wall,
-            "chunks_per_request": CHUNKS, "concurrency": CONCURRENCY_PER_PROCESS * pool.processes,
-            "processes": pool.processes, "failed": burst["errors"]["count"] + idle["errors"]["count"],
-            "idle_ttft_p50_ms": idle["ttft_ms"].get("p50"), "idle_ttft_p99_ms": idle["ttft_ms"].get("p99"),
-            "method": "closed loop against the null streaming server on this machine (workloads.inference."
-                      "_serving_null); idle TTFT: one request at a time"}
+    return {
+        "requests_per_s": burst["completed_rps"],
+        "requests": n,
+        "wall_s": wall,
+        "chunks_per_request": CHUNKS,
+        "concurrency": CONCURRENCY_PER_PROCESS * pool.processes,
+        "processes": pool.processes,
+        "failed": burst["errors"]["count"] + idle["errors"]["count"],
+        "idle_ttft_p50_ms": idle["ttft_ms"].get("p50"),
+        "idle_ttft_p99_ms": idle["ttft_ms"].get("p99"),
+        "method": "closed loop against the null streaming server on this machine (perfsuite.workloads.inference."
+        "_serving_null); idle TTFT: one request at a time",
+    }
 
 
 def open_loop(pool: ClientPool, url: str, rate: float, seconds: float) -> dict:
     """One open-loop step at ``rate`` (Poisson arrivals) against the null server."""
     n = max(1, int(rate * seconds))
     s = summarize(pool.run(_job(url, n, offsets=arrival_offsets_s(n, rate, 1.0, seed=0))), SLO())
-    return {"offered_rps": rate, "achieved_rps": s["completed_rps"], "requests": n, "failed": s["errors"]["count"],
-            "ttft_p50_ms": s["ttft_ms"].get("p50"), "ttft_p99_ms": s["ttft_ms"].get("p99"),
-            "send_lag_p50_ms": s["send_lag_ms"].get("p50"), "send_lag_p99_ms": s["send_lag_ms"].get("p99")}
+    return {
+        "offered_rps": rate,
+        "achieved_rps": s["completed_rps"],
+        "requests": n,
+        "failed": s["errors"]["count"],
+        "ttft_p50_ms": s["ttft_ms"].get("p50"),
+        "ttft_p99_ms": s["ttft_ms"].get("p99"),
+        "send_lag_p50_ms": s["send_lag_ms"].get("p50"),
+        "send_lag_p99_ms": s["send_lag_ms"].get("p99"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,18 +13,18 @@ Output tokens come from the server's ``usage`` (asked for with ``stream_options`
 a tokenizer over the text where one is given, else one per content chunk; each result says
 which (``token_source``).
 """
+
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from time import perf_counter_ns
-from typing import Any, Callable
+from typing import Any
 
 # Why a request failed; the error budget counts these.
-REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event",
-           "empty")
+REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event", "empty")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
 ERROR_BODY_BYTES = 300  # of an error response kept as detail
 
@@ -46,8 +46,13 @@ class Endpoint:
         return self.base_url.rstrip("/") + ("/v1/chat/completions" if self.api == "chat" else "/v1/completions")
 
     def body(self, prompt: str, max_tokens: int) -> bytes:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
-                                "stream_options": {"include_usage": True}, "temperature": 0.0}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.0,
+        }
         if self.api == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -108,10 +113,19 @@ class RequestResult:
 
     def to_row(self) -> dict:
         """A compact JSON-ready row (the record keeps these per request)."""
-        return {"i": self.index, "sched_ns": self.scheduled_ns, "sent_ns": self.sent_ns, "first_ns": self.first_ns,
-                "done_ns": self.done_ns, "tokens": self.output_tokens, "prompt_tokens": self.prompt_tokens,
-                "source": self.token_source, "itl_ms": [round(x * 1e3, 4) for x in self.itl_s],
-                "reason": self.reason, "detail": self.detail or None}
+        return {
+            "i": self.index,
+            "sched_ns": self.scheduled_ns,
+            "sent_ns": self.sent_ns,
+            "first_ns": self.first_ns,
+            "done_ns": self.done_ns,
+            "tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "source": self.token_source,
+            "itl_ms": [round(x * 1e3, 4) for x in self.itl_s],
+            "reason": self.reason,
+            "detail": self.detail or None,
+        }
 
 
 class StreamParser:
@@ -130,15 +144,16 @@ class StreamParser:
             end = self.buffer.find(b"\n\n")
             if end < 0:
                 return
-            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
+            event, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
             self._event(event, now_ns)
             if self.result.reason is not None:
                 return
 
     def _event(self, event: bytes, now_ns: int) -> None:
         r = self.result
-        payload = b"\n".join(line[5:].lstrip() for line in event.replace(b"\r", b"").split(b"\n")
-                             if line.startswith(b"data:"))
+        payload = b"\n".join(
+            line[5:].lstrip() for line in event.replace(b"\r", b"").split(b"\n") if line.startswith(b"data:")
+        )
         if not payload:
             return  # a comment or a keep-alive
         if payload == b"[DONE]":
@@ -192,8 +207,9 @@ class StreamParser:
         if r.reason is None and self.buffer.strip():
             self.fail("truncated", f"the stream ended inside an event ({len(self.buffer)} bytes unparsed)")
         if r.reason is None and not self.done and r.finish_reason is None:
-            self.fail("truncated", f"the stream ended after {len(r.chunk_ns)} chunk(s) without a finish reason "
-                                   "or [DONE]")
+            self.fail(
+                "truncated", f"the stream ended after {len(r.chunk_ns)} chunk(s) without a finish reason or [DONE]"
+            )
         if r.reason is None and not r.chunk_ns:
             self.fail("empty", "the stream carried no content")
         if r.token_source != "usage":
@@ -204,16 +220,23 @@ class StreamParser:
         return r
 
 
-async def stream_request(session: Any, endpoint: Endpoint, body: bytes, result: RequestResult, timeouts: Timeouts,
-                         on_first: Callable[[RequestResult], None] | None = None,
-                         count_tokens: Callable[[str], int] | None = None) -> RequestResult:
+async def stream_request(
+    session: Any,
+    endpoint: Endpoint,
+    body: bytes,
+    result: RequestResult,
+    timeouts: Timeouts,
+    on_first: Callable[[RequestResult], None] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+) -> RequestResult:
     """Send one streamed request on an aiohttp ``session`` and fill ``result``; never raises
     for what the server or the network does (the reason is in ``result.reason``)."""
     import aiohttp
 
     parser = StreamParser(result, on_first)
-    timeout = aiohttp.ClientTimeout(total=timeouts.request_s, sock_read=timeouts.stall_s,
-                                    sock_connect=timeouts.connect_s)
+    timeout = aiohttp.ClientTimeout(
+        total=timeouts.request_s, sock_read=timeouts.stall_s, sock_connect=timeouts.connect_s
+    )
     headers = {"Content-Type": "application/json", **dict(endpoint.headers)}
     result.sent_ns = perf_counter_ns()
     try:
@@ -229,9 +252,13 @@ async def stream_request(session: Any, endpoint: Endpoint, body: bytes, result: 
                     break
     except aiohttp.ServerTimeoutError as exc:  # a read or connect that waited past its timeout
         kind = "connect" if "connect" in str(exc).lower() else "stall"
-        parser.fail(kind, f"no data for {timeouts.stall_s:g} s mid-stream ({type(exc).__name__})"
-                    if kind == "stall" else f"connecting timed out after {timeouts.connect_s:g} s")
-    except asyncio.TimeoutError:
+        parser.fail(
+            kind,
+            f"no data for {timeouts.stall_s:g} s mid-stream ({type(exc).__name__})"
+            if kind == "stall"
+            else f"connecting timed out after {timeouts.connect_s:g} s",
+        )
+    except TimeoutError:
         parser.fail("timeout", f"the request took longer than {timeouts.request_s:g} s")
     except aiohttp.ClientPayloadError as exc:
         parser.fail("truncated", f"the connection closed mid-stream ({type(exc).__name__}: {exc})")
@@ -247,6 +274,7 @@ def new_session(max_connections: int = 0) -> Any:
     default: the load shape decides how many are in flight, not the pool)."""
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, force_close=False,
-                                     keepalive_timeout=60)
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, limit_per_host=max_connections, force_close=False, keepalive_timeout=60
+    )
     return aiohttp.ClientSession(connector=connector, auto_decompress=False)

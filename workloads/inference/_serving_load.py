@@ -15,18 +15,21 @@ monotonic clock; closed loop: the concurrency is split between the processes. Ev
 scheduled and actual send time are kept, so a client that fell behind its schedule shows it
 (``send lag``).
 """
+
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Callable
+from typing import Any
 
-from workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
 
 START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
 READY_TIMEOUT_S = 60.0  # a spawned client process imports aiohttp before it says it is ready
@@ -86,8 +89,17 @@ class Job:
         positions = list(range(worker, len(self.order), workers))
         concurrency = self.concurrency // workers + (1 if worker < self.concurrency % workers else 0)
         bodies = {self.order[k]: self.bodies[self.order[k]] for k in positions}
-        return Job(self.endpoint, self.timeouts, bodies, self.order, self.offsets_s, concurrency, self.tokenizer,
-                   self.start_ns, positions)
+        return Job(
+            self.endpoint,
+            self.timeouts,
+            bodies,
+            self.order,
+            self.offsets_s,
+            concurrency,
+            self.tokenizer,
+            self.start_ns,
+            positions,
+        )
 
 
 async def _run(job: Job) -> list[RequestResult]:
@@ -102,9 +114,18 @@ async def _run(job: Job) -> list[RequestResult]:
                 if wait > 0:
                     await asyncio.sleep(wait)
                 index = job.order[k]
-                tasks.append(asyncio.create_task(stream_request(
-                    session, job.endpoint, job.bodies[index], RequestResult(index, due), job.timeouts,
-                    count_tokens=count)))
+                tasks.append(
+                    asyncio.create_task(
+                        stream_request(
+                            session,
+                            job.endpoint,
+                            job.bodies[index],
+                            RequestResult(index, due),
+                            job.timeouts,
+                            count_tokens=count,
+                        )
+                    )
+                )
             return list(await asyncio.gather(*tasks))
         results: list[RequestResult] = []
         todo = iter(positions)
@@ -114,9 +135,16 @@ async def _run(job: Job) -> list[RequestResult]:
         async def slot() -> None:
             for k in todo:  # one iterator shared by every slot: each request is sent once
                 index = job.order[k]
-                results.append(await stream_request(session, job.endpoint, job.bodies[index],
-                                                    RequestResult(index, perf_counter_ns()), job.timeouts,
-                                                    count_tokens=count))
+                results.append(
+                    await stream_request(
+                        session,
+                        job.endpoint,
+                        job.bodies[index],
+                        RequestResult(index, perf_counter_ns()),
+                        job.timeouts,
+                        count_tokens=count,
+                    )
+                )
 
         await asyncio.gather(*(slot() for _ in range(max(1, job.concurrency))))
         return results
@@ -156,7 +184,7 @@ def _worker_main(conn: Any) -> None:
             return
         try:
             conn.send(("ok", run_here(job)))
-        except BaseException as exc:  # reported to the pool, which raises it in the measuring process
+        except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
@@ -203,10 +231,8 @@ class ClientPool:
 
     def close(self) -> None:
         for _proc, conn in self._workers:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):  # gone already: joined or killed below
                 conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass  # the process is gone already; joined or killed below
         deadline = time.monotonic() + 5.0
         for proc, _ in self._workers:
             proc.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -11,6 +11,7 @@ error budget allows or when the Server scenario's target rate exceeds the client
 capacity; each reason is stated. Its headline is LoadGen's metric: completed tokens per second
 (Server), tokens per second (Offline), the target-percentile latency (SingleStream).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,15 +20,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from suite import Check
-from workloads.inference._serving_metrics import SLO, summarize
-from workloads.inference._serving_sut import HTTPSUT
-from workloads.inference.driver import HINT_MARGIN, PERCENTILES_REPORTED, STREAM_HINT_MARGIN, LoadGenRunner
-from workloads.inference.harness import LoadGenResult
-from workloads.inference.settings import Hints, LoadGenParams
+from perfsuite import Check
+from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference._serving_sut import HTTPSUT
+from perfsuite.workloads.inference.driver import HINT_MARGIN, PERCENTILES_REPORTED, STREAM_HINT_MARGIN, LoadGenRunner
+from perfsuite.workloads.inference.harness import LoadGenResult
+from perfsuite.workloads.inference.settings import Hints, LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 CALIBRATION_BURST = 16  # concurrent requests timed for Offline's expected QPS
 CALIBRATION_TRIES = 6  # single requests tried for two that succeed
@@ -43,8 +44,16 @@ def write_requests(path: Path, results: list) -> None:
 
 
 class ServingLoadGen(LoadGenRunner):
-    def __init__(self, ctx: "RunContext", p: LoadGenParams, sut: HTTPSUT, slo: SLO, error_budget: float,
-                 capacity_rps: float | None, energy_local: bool) -> None:
+    def __init__(
+        self,
+        ctx: "RunContext",
+        p: LoadGenParams,
+        sut: HTTPSUT,
+        slo: SLO,
+        error_budget: float,
+        capacity_rps: float | None,
+        energy_local: bool,
+    ) -> None:
         tokens = {"ttft_ms": slo.ttft_ms or 1e9, "tpot_ms": slo.tpot_ms or 1e9}
         super().__init__(ctx, p, sut, tokens)
         self.sut: HTTPSUT = sut
@@ -69,16 +78,22 @@ class ServingLoadGen(LoadGenRunner):
             if len(singles) == 2:
                 break
         if not singles:
-            raise RuntimeError(f"calibration: none of {CALIBRATION_TRIES} requests succeeded (last: {r.reason}: "
-                               f"{r.detail})")
+            raise RuntimeError(
+                f"calibration: none of {CALIBRATION_TRIES} requests succeeded (last: {r.reason}: {r.detail})"
+            )
         single = min(r.e2e_s for r in singles)
         qps = self.sut.call(burst(min(CALIBRATION_BURST, self.p.num_samples)))
         if not qps > 0:
             raise RuntimeError("calibration: no request of the concurrent burst completed")
         self.measured = Hints(single, single, qps)
         self.hints = Hints(single / STREAM_HINT_MARGIN, single / STREAM_HINT_MARGIN, qps * HINT_MARGIN)
-        return {"single_request_s": single, "burst_requests": min(CALIBRATION_BURST, self.p.num_samples),
-                "burst_requests_per_s": qps, "hint_margin": HINT_MARGIN, "stream_hint_margin": STREAM_HINT_MARGIN}
+        return {
+            "single_request_s": single,
+            "burst_requests": min(CALIBRATION_BURST, self.p.num_samples),
+            "burst_requests_per_s": qps,
+            "hint_margin": HINT_MARGIN,
+            "stream_hint_margin": STREAM_HINT_MARGIN,
+        }
 
     def run(self, details: dict) -> None:
         self.sut.start()
@@ -102,18 +117,27 @@ class ServingLoadGen(LoadGenRunner):
         failed, sent = client["errors"]["count"], client["requests"]
         if sent and failed / sent > self.error_budget:
             by = ", ".join(f"{k} {v}" for k, v in client["errors"]["by_reason"].items())
-            reasons.append(f"{failed} of {sent} requests failed ({by}): over the error budget of "
-                           f"{self.error_budget:.1%}")
-        client_limited = (scenario == "Server" and self.capacity_rps is not None
-                          and self.p.target_qps > self.capacity_rps)
+            reasons.append(
+                f"{failed} of {sent} requests failed ({by}): over the error budget of {self.error_budget:.1%}"
+            )
+        client_limited = (
+            scenario == "Server" and self.capacity_rps is not None and self.p.target_qps > self.capacity_rps
+        )
         if client_limited:
-            reasons.append(f"the target rate {self.p.target_qps:g}/s exceeds the client's measured capacity "
-                           f"{self.capacity_rps:.0f}/s")
+            reasons.append(
+                f"the target rate {self.p.target_qps:g}/s exceeds the client's measured capacity "
+                f"{self.capacity_rps:.0f}/s"
+            )
         valid = s.valid and len(reasons) == len(s.invalid_reasons)
-        ctx.add_check(Check(label=f"{scenario} VALID", passed=valid,
-                            method="LoadGen's verdict (constraints, minimum duration and queries, early stopping), "
-                                   f"failed requests within the error budget ({self.error_budget:.1%})",
-                            detail=("VALID" if valid else "INVALID: " + "; ".join(reasons))))
+        ctx.add_check(
+            Check(
+                label=f"{scenario} VALID",
+                passed=valid,
+                method="LoadGen's verdict (constraints, minimum duration and queries, early stopping), "
+                f"failed requests within the error budget ({self.error_budget:.1%})",
+                detail=("VALID" if valid else "INVALID: " + "; ".join(reasons)),
+            )
+        )
         # the headline first: it is the case's first candidate metric
         name, unit = HEADLINE.get(scenario, ("", ""))
         if name and name in s.rates:
@@ -122,8 +146,9 @@ class ServingLoadGen(LoadGenRunner):
             latency_key = next((k for k in s.headline_ns if k.startswith("latency ")), None)
             if latency_key is not None:
                 pct = latency_key.split(" ")[1]
-                ctx.add_metric(scenario, f"latency_{pct}_ms", "ms", [s.headline_ns[latency_key] / 1e6],
-                               higher_is_better=False)
+                ctx.add_metric(
+                    scenario, f"latency_{pct}_ms", "ms", [s.headline_ns[latency_key] / 1e6], higher_is_better=False
+                )
         for rate, value in s.rates.items():
             if rate != name:
                 unit = "tokens/s" if "tokens" in rate else ("queries/s" if rate.startswith("qps") else "samples/s")
@@ -134,16 +159,28 @@ class ServingLoadGen(LoadGenRunner):
                 if ns is not None:
                     ctx.add_metric(scenario, f"{kind}_{pct}_ms", "ms", [ns / 1e6], higher_is_better=False)
         self._client_metrics(scenario, client, result)
-        return {"valid": valid, "invalid_reasons": reasons, "client_limited": client_limited,
-                "settings": result.settings, "summary": s.to_dict(), "files": self._files(result),
-                "client": client, "wall_s": result.wall_s, "gpu": result.gpu,
-                "energy": _energy(result.energy_j, result.wall_s, client)}
+        return {
+            "valid": valid,
+            "invalid_reasons": reasons,
+            "client_limited": client_limited,
+            "settings": result.settings,
+            "summary": s.to_dict(),
+            "files": self._files(result),
+            "client": client,
+            "wall_s": result.wall_s,
+            "gpu": result.gpu,
+            "energy": _energy(result.energy_j, result.wall_s, client),
+        }
 
     def _client_metrics(self, case: str, client: dict, result: LoadGenResult) -> None:
         """What the client saw of the same requests: its own TTFT/TPOT/ITL, goodput, failures, energy."""
         add = self.ctx.add_metric
-        for key, label in (("ttft_ms", "client_ttft"), ("tpot_ms", "client_tpot"), ("itl_ms", "itl"),
-                           ("e2e_ms", "e2e")):
+        for key, label in (
+            ("ttft_ms", "client_ttft"),
+            ("tpot_ms", "client_tpot"),
+            ("itl_ms", "itl"),
+            ("e2e_ms", "e2e"),
+        ):
             for pct in ("p50", "p99"):
                 if pct in client[key]:
                     add(case, f"{label}_{pct}_ms", "ms", [client[key][pct]], higher_is_better=False)
@@ -155,12 +192,17 @@ class ServingLoadGen(LoadGenRunner):
             add(case, "power_w", "W", [energy["power_w"]], higher_is_better=False)
             add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
             if energy["per_output_token_j"]:
-                add(case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]],
-                    higher_is_better=False)
+                add(
+                    case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]], higher_is_better=False
+                )
 
 
 def _energy(energy_j: float | None, wall_s: float, client: dict) -> dict | None:
     if not energy_j or not client["completed"]:
         return None
-    return {"energy_j": energy_j, "power_w": energy_j / wall_s, "per_request_j": energy_j / client["completed"],
-            "per_output_token_j": energy_j / client["output_tokens"] if client["output_tokens"] else None}
+    return {
+        "energy_j": energy_j,
+        "power_w": energy_j / wall_s,
+        "per_request_j": energy_j / client["completed"],
+        "per_output_token_j": energy_j / client["output_tokens"] if client["output_tokens"] else None,
+    }

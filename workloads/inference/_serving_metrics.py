@@ -13,13 +13,14 @@ Definitions (those of vLLM's ``bench serve`` and AIPerf, which agree on them):
   (TTFT, TPOT, E2E), per second of the duration, and their output tokens per second; SLO
   attainment: that count over every request sent (failed ones count against it).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable
 
-from workloads.inference._serving_client import REASONS, RequestResult
+from perfsuite.workloads.inference._serving_client import REASONS, RequestResult
 
 PERCENTILES = (50, 90, 99)
 EXAMPLES_PER_REASON = 3
@@ -74,8 +75,11 @@ def errors(results: Iterable[RequestResult]) -> dict:
         counts[r.reason] += 1
         if len(examples.setdefault(r.reason, [])) < EXAMPLES_PER_REASON:
             examples[r.reason].append(r.detail)
-    return {"count": sum(counts.values()), "by_reason": {k: counts[k] for k in REASONS if counts[k]},
-            "examples": examples}
+    return {
+        "count": sum(counts.values()),
+        "by_reason": {k: counts[k] for k in REASONS if counts[k]},
+        "examples": examples,
+    }
 
 
 def summarize(results: list[RequestResult], slo: SLO) -> dict:
@@ -94,15 +98,20 @@ def summarize(results: list[RequestResult], slo: SLO) -> dict:
     sources = Counter(r.token_source for r in ok)
     rate = (lambda n: n / duration_s) if duration_s else (lambda n: 0.0)
     return {
-        "requests": len(results), "completed": len(ok), "duration_s": duration_s,
-        "completed_rps": rate(len(ok)), "output_tokens": tokens, "output_tokens_per_s": rate(tokens),
+        "requests": len(results),
+        "completed": len(ok),
+        "duration_s": duration_s,
+        "completed_rps": rate(len(ok)),
+        "output_tokens": tokens,
+        "output_tokens_per_s": rate(tokens),
         "prompt_tokens": sum(r.prompt_tokens or 0 for r in ok) or None,
         "ttft_ms": percentiles([r.ttft_s * 1e3 for r in ok]),
         "tpot_ms": percentiles([t * 1e3 for r in ok if (t := r.tpot_s) is not None]),
         "itl_ms": percentiles(itl),
         "e2e_ms": percentiles([r.e2e_s * 1e3 for r in ok]),
         "send_lag_ms": percentiles(lag),
-        "good": len(good), "goodput_rps": rate(len(good)),
+        "good": len(good),
+        "goodput_rps": rate(len(good)),
         "goodput_tokens_per_s": rate(sum(r.output_tokens for r in good)),
         "slo_attainment": len(good) / len(results) if results else 0.0,
         "token_sources": dict(sources),

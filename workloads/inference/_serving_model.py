@@ -13,8 +13,9 @@ The tokenizer's vocabulary is the synthetic prompts' words (``_serving_prompts.W
 prompt of N words is N tokens; the model has no end-of-sequence token, so every answer runs
 to ``max_tokens`` (the fixed output lengths that ``ignore_eos`` gives on engines that have it).
 
-    python -m workloads.inference._serving_model DIR [--layers 12 --hidden 768 ...]
+    python -m perfsuite.workloads.inference._serving_model DIR [--layers 12 --hidden 768 ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from workloads.inference._serving_prompts import WORDS
+from perfsuite.workloads.inference._serving_prompts import WORDS
 
 SPECIAL = ("[PAD]", "[UNK]")
 INIT_STD = 0.02  # transformers' LlamaConfig.initializer_range
@@ -51,15 +52,26 @@ class ModelShape:
     def tensors(self) -> dict[str, tuple[int, ...]]:
         """Every weight of a LlamaForCausalLM of this shape (untied head), name -> shape."""
         h, f, v = self.hidden, self.intermediate, self.vocab
-        out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
-                                           "lm_head.weight": (v, h)}
+        out: dict[str, tuple[int, ...]] = {
+            "model.embed_tokens.weight": (v, h),
+            "model.norm.weight": (h,),
+            "lm_head.weight": (v, h),
+        }
         for i in range(self.layers):
             p = f"model.layers.{i}."
-            out.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                        p + "self_attn.q_proj.weight": (h, h), p + "self_attn.k_proj.weight": (h, h),
-                        p + "self_attn.v_proj.weight": (h, h), p + "self_attn.o_proj.weight": (h, h),
-                        p + "mlp.gate_proj.weight": (f, h), p + "mlp.up_proj.weight": (f, h),
-                        p + "mlp.down_proj.weight": (h, f)})
+            out.update(
+                {
+                    p + "input_layernorm.weight": (h,),
+                    p + "post_attention_layernorm.weight": (h,),
+                    p + "self_attn.q_proj.weight": (h, h),
+                    p + "self_attn.k_proj.weight": (h, h),
+                    p + "self_attn.v_proj.weight": (h, h),
+                    p + "self_attn.o_proj.weight": (h, h),
+                    p + "mlp.gate_proj.weight": (f, h),
+                    p + "mlp.up_proj.weight": (f, h),
+                    p + "mlp.down_proj.weight": (h, f),
+                }
+            )
         return out
 
     @property
@@ -79,13 +91,27 @@ def vocabulary() -> dict[str, int]:
 
 def config(shape: ModelShape) -> dict:
     pad = vocabulary()["[PAD]"]
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": shape.vocab,
-            "hidden_size": shape.hidden, "intermediate_size": shape.intermediate,
-            "num_hidden_layers": shape.layers, "num_attention_heads": shape.heads,
-            "num_key_value_heads": shape.heads, "hidden_act": "silu", "max_position_embeddings": 4096,
-            "initializer_range": INIT_STD, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-            "attention_bias": False, "mlp_bias": False, "bos_token_id": None, "eos_token_id": None,
-            "pad_token_id": pad, "dtype": "float32"}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": shape.vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.heads,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "initializer_range": INIT_STD,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": pad,
+        "dtype": "float32",
+    }
 
 
 def build_and_save(directory: Path, shape: ModelShape) -> dict:
@@ -96,29 +122,45 @@ def build_and_save(directory: Path, shape: ModelShape) -> dict:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     directory = Path(directory)
-    built = {"shape": asdict(shape), "vocab": shape.vocab, "parameters": shape.parameters,
-             "architecture": "LlamaForCausalLM", "weights": "float32",
-             "tokenizer": "word-level (tokenizers WordLevel over the synthetic prompts' words)"}
+    built = {
+        "shape": asdict(shape),
+        "vocab": shape.vocab,
+        "parameters": shape.parameters,
+        "architecture": "LlamaForCausalLM",
+        "weights": "float32",
+        "tokenizer": "word-level (tokenizers WordLevel over the synthetic prompts' words)",
+    }
     stamp = directory / STAMP
     if stamp.exists() and json.loads(stamp.read_text()) == built:
         return built
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(shape.seed)
-    weights = {name: (np.ones(dims, np.float32) if len(dims) == 1
-                      else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
-               for name, dims in shape.tensors().items()}
+    weights = {
+        name: (np.ones(dims, np.float32) if len(dims) == 1 else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
+        for name, dims in shape.tensors().items()
+    }
     save_file(weights, str(directory / "model.safetensors"), metadata={"format": "pt"})
     (directory / "config.json").write_text(json.dumps(config(shape), indent=1))
     pad = vocabulary()["[PAD]"]
-    (directory / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": None, "eos_token_id": None, "pad_token_id": pad, "do_sample": False}, indent=1))
+    (directory / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": None, "eos_token_id": None, "pad_token_id": pad, "do_sample": False}, indent=1)
+    )
     core = Tokenizer(models.WordLevel(vocab=vocabulary(), unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     core.decoder = decoders.WordPiece(prefix="##")  # decodes words joined by spaces
     core.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "pad_token": "[PAD]",
-         "model_max_length": 4096, "clean_up_tokenization_spaces": False}, indent=1))
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "unk_token": "[UNK]",
+                "pad_token": "[PAD]",
+                "model_max_length": 4096,
+                "clean_up_tokenization_spaces": False,
+            },
+            indent=1,
+        )
+    )
     (directory / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]", "pad_token": "[PAD]"}))
     stamp.write_text(json.dumps(built, indent=1))
     return built

@@ -16,6 +16,7 @@ machine it shares with the client: HTTP/1.1 with keep-alive, a response as one w
 ``max_tokens`` in a request sets its chunk count (one token each); without it ``--chunks``.
 The first line on stdout is ``listening on http://HOST:PORT``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,12 @@ class Faults:
     truncate_every: int = 0
 
     def pick(self, n: int) -> str | None:
-        for name, every in (("fail", self.fail_every), ("stall", self.stall_every),
-                            ("malformed", self.malformed_every), ("truncate", self.truncate_every)):
+        for name, every in (
+            ("fail", self.fail_every),
+            ("stall", self.stall_every),
+            ("malformed", self.malformed_every),
+            ("truncate", self.truncate_every),
+        ):
             if every and n % every == 0:
                 return name
         return None
@@ -70,24 +75,38 @@ def stream_events(n: int, chat: bool) -> tuple[bytes, ...]:
             return {"index": 0, "delta": {} if text is None else {"content": text}, "finish_reason": finish}
         return {"index": 0, "text": text or "", "finish_reason": finish}
 
-    events = [_event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" t{i}", None)]})
-              for i in range(n)]
-    events.append(_event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(None, "length")],
-                          "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}}))
+    events = [
+        _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" t{i}", None)]}) for i in range(n)
+    ]
+    events.append(
+        _event(
+            {
+                "id": "null",
+                "object": kind,
+                "model": MODEL,
+                "choices": [choice(None, "length")],
+                "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
+            }
+        )
+    )
     events.append(_chunk(b"data: [DONE]\n\n"))
     return tuple(events)
 
 
-STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-               b"Transfer-Encoding: chunked\r\nServer: perfsuite-null/1\r\n\r\n")
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\nServer: perfsuite-null/1\r\n\r\n"
+)
 END = b"0\r\n\r\n"
 
 
 def json_response(status: int, obj: object) -> bytes:
     body = json.dumps(obj).encode()
     reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error"}[status]
-    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-            b"Server: perfsuite-null/1\r\n\r\n%s" % (status, reason.encode(), len(body), body))
+    return (
+        b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+        b"Server: perfsuite-null/1\r\n\r\n%s" % (status, reason.encode(), len(body), body)
+    )
 
 
 class NullHTTP(asyncio.Protocol):
@@ -125,9 +144,9 @@ class NullHTTP(asyncio.Protocol):
                     length = int(value.strip())
             if len(self.buffer) < end + 4 + length:
                 return
-            body = self.buffer[end + 4:end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length:]
-            method, path, _ = (head[0].split(" ") + ["", "", ""])[:3]
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            method, path, _ = [*head[0].split(" "), "", "", ""][:3]
             if self._answer(method, path, body):  # a stalled answer: the rest waits for it
                 return
 
@@ -138,8 +157,11 @@ class NullHTTP(asyncio.Protocol):
             t.write(json_response(200, {"status": "ok"}))
             return False
         if method == "GET" and path == "/v1/models":
-            t.write(json_response(200, {"object": "list", "data": [{"id": MODEL, "object": "model",
-                                                                     "owned_by": "perfsuite-null"}]}))
+            t.write(
+                json_response(
+                    200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "perfsuite-null"}]}
+                )
+            )
             return False
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             t.write(json_response(404, {"error": f"no route {method} {path}"}))
@@ -158,9 +180,18 @@ class NullHTTP(asyncio.Protocol):
             return False
         if not req.get("stream"):
             text = "".join(f" t{i}" for i in range(n))
-            t.write(json_response(200, {"id": "null", "object": "text_completion", "model": MODEL,
-                                        "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
-                                        "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}}))
+            t.write(
+                json_response(
+                    200,
+                    {
+                        "id": "null",
+                        "object": "text_completion",
+                        "model": MODEL,
+                        "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                        "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
+                    },
+                )
+            )
             return False
         half = max(1, n // 2)
         if fault == "truncate":
@@ -168,8 +199,13 @@ class NullHTTP(asyncio.Protocol):
             t.close()  # mid-stream, without the terminating chunk
             return True
         if fault == "malformed":
-            t.write(STREAM_HEAD + b"".join(events[:half]) + _chunk(b"data: {\"choices\": [\n\n")
-                    + b"".join(events[half:]) + END)
+            t.write(
+                STREAM_HEAD
+                + b"".join(events[:half])
+                + _chunk(b'data: {"choices": [\n\n')
+                + b"".join(events[half:])
+                + END
+            )
             return False
         if fault == "stall":
             t.write(STREAM_HEAD + b"".join(events[:half]))

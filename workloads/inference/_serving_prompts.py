@@ -9,6 +9,7 @@ word count). Lengths follow ``normal`` (mean and standard deviation, as AIPerf's
 prompts) or ``uniform`` (the same mean and standard deviation: half-width sqrt(3) sigma), rounded
 and clamped to at least one token; a standard deviation of 0 gives fixed lengths.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ class Lengths:
         else:
             half = math.sqrt(3.0) * self.stddev
             values = rng.uniform(self.mean - half, self.mean + half, n)
-        return [max(1, int(round(v))) for v in values]
+        return [max(1, round(float(v))) for v in values]
 
     def describe(self) -> dict:
         return {"mean": self.mean, "stddev": self.stddev, "distribution": self.distribution}
@@ -81,8 +82,20 @@ def describe(prompts: list[Prompt], inputs: Lengths, outputs: Lengths, seed: int
     """What the record says of the prompts: the distributions asked for and what was drawn."""
     ins = [p.input_words for p in prompts]
     outs = [p.output_tokens for p in prompts]
-    return {"count": len(prompts), "seed": seed, "vocabulary_words": len(WORDS),
-            "input_words": {**inputs.describe(), "drawn_min": min(ins), "drawn_max": max(ins),
-                            "drawn_mean": sum(ins) / len(ins)},
-            "output_tokens": {**outputs.describe(), "drawn_min": min(outs), "drawn_max": max(outs),
-                              "drawn_mean": sum(outs) / len(outs)}}
+    return {
+        "count": len(prompts),
+        "seed": seed,
+        "vocabulary_words": len(WORDS),
+        "input_words": {
+            **inputs.describe(),
+            "drawn_min": min(ins),
+            "drawn_max": max(ins),
+            "drawn_mean": sum(ins) / len(ins),
+        },
+        "output_tokens": {
+            **outputs.describe(),
+            "drawn_min": min(outs),
+            "drawn_max": max(outs),
+            "drawn_mean": sum(outs) / len(outs),
+        },
+    }

@@ -23,12 +23,23 @@ that the leaderboard reads to draw latency against throughput.
 
 :func:`curve` flattens the steps into the points a latency-throughput chart draws.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-CURVE_FIELDS = ("mode", "load", "offered_rps", "completed_rps", "output_tokens_per_s", "goodput_rps",
-                "slo_attainment", "valid", "within_slo")
+CURVE_FIELDS = (
+    "mode",
+    "load",
+    "offered_rps",
+    "completed_rps",
+    "output_tokens_per_s",
+    "goodput_rps",
+    "slo_attainment",
+    "valid",
+    "within_slo",
+)
 
 
 def curve(record: Mapping[str, Any]) -> dict:
@@ -65,20 +76,39 @@ def render(record: Mapping[str, Any]) -> Any:
     engine = ep.get("engine") or {}
     cap = (serving.get("client") or {}).get("capacity") or {}
     slo = serving.get("slo") or {}
-    lines = [Text(f"endpoint {ep.get('base_url')} model {ep.get('model')} ({ep.get('api')}); "
-                  f"{'started by the suite' if ep.get('started_by_suite') else 'already running'}; engine "
-                  f"{engine.get('name')} {engine.get('version') or ''}".rstrip()),
-             Text(f"SLOs: TTFT {slo.get('ttft_ms')} ms, TPOT {slo.get('tpot_ms')} ms"
-                  + (f", E2E {slo['e2e_ms']} ms" if slo.get("e2e_ms") else "")
-                  + f"; goodput target {slo.get('goodput_target')}, error budget {slo.get('error_budget')}"),
-             Text(f"client: {_f(cap.get('requests_per_s'), '.0f')} streamed requests/s against the null server, "
-                  f"idle TTFT p50 {_f(cap.get('idle_ttft_p50_ms'))} ms" if cap else "client capacity: not measured")]
+    lines = [
+        Text(
+            f"endpoint {ep.get('base_url')} model {ep.get('model')} ({ep.get('api')}); "
+            f"{'started by the suite' if ep.get('started_by_suite') else 'already running'}; engine "
+            f"{engine.get('name')} {engine.get('version') or ''}".rstrip()
+        ),
+        Text(
+            f"SLOs: TTFT {slo.get('ttft_ms')} ms, TPOT {slo.get('tpot_ms')} ms"
+            + (f", E2E {slo['e2e_ms']} ms" if slo.get("e2e_ms") else "")
+            + f"; goodput target {slo.get('goodput_target')}, error budget {slo.get('error_budget')}"
+        ),
+        Text(
+            f"client: {_f(cap.get('requests_per_s'), '.0f')} streamed requests/s against the null server, "
+            f"idle TTFT p50 {_f(cap.get('idle_ttft_p50_ms'))} ms"
+            if cap
+            else "client capacity: not measured"
+        ),
+    ]
     parts: list[Any] = list(lines)
     scenarios = (serving.get("loadgen") or {}).get("scenarios") or {}
     if scenarios:
         t = Table(title=Text(f"LoadGen {serving['loadgen'].get('loadgen_version')} against the endpoint"))
-        for col in ("scenario", "result", "tokens/s", "samples/s", "TTFT p99", "TPOT p99", "latency p90",
-                    "client TTFT p50", "failed"):
+        for col in (
+            "scenario",
+            "result",
+            "tokens/s",
+            "samples/s",
+            "TTFT p99",
+            "TPOT p99",
+            "latency p90",
+            "client TTFT p50",
+            "failed",
+        ):
             t.add_column(col, justify="left" if col in ("scenario", "result") else "right")
         for name, out in scenarios.items():
             perf = out.get("performance") or {}
@@ -86,29 +116,67 @@ def render(record: Mapping[str, Any]) -> Any:
             rates, lat = s.get("rates", {}), s.get("latency_ns", {})
             client = perf.get("client") or {}
             verdict = "VALID" if perf.get("valid") else "INVALID: " + "; ".join(perf.get("invalid_reasons", []))
-            samples = rates.get("completed_samples_per_s") or rates.get("samples_per_s") or \
-                rates.get("qps_with_overhead")
-            t.add_row(*(Text(c) for c in (
-                name, verdict, _f(rates.get("tokens_per_s"), ".1f"), _f(samples),
-                _f((lat.get("ttft") or {}).get("p99", None) and lat["ttft"]["p99"] / 1e6),
-                _f((lat.get("tpot") or {}).get("p99", None) and lat["tpot"]["p99"] / 1e6),
-                _f((lat.get("latency") or {}).get("p90", None) and lat["latency"]["p90"] / 1e6),
-                _f((client.get("ttft_ms") or {}).get("p50")),
-                str((client.get("errors") or {}).get("count", "-")))))
+            samples = (
+                rates.get("completed_samples_per_s") or rates.get("samples_per_s") or rates.get("qps_with_overhead")
+            )
+            t.add_row(
+                *(
+                    Text(c)
+                    for c in (
+                        name,
+                        verdict,
+                        _f(rates.get("tokens_per_s"), ".1f"),
+                        _f(samples),
+                        _f((lat.get("ttft") or {}).get("p99", None) and lat["ttft"]["p99"] / 1e6),
+                        _f((lat.get("tpot") or {}).get("p99", None) and lat["tpot"]["p99"] / 1e6),
+                        _f((lat.get("latency") or {}).get("p90", None) and lat["latency"]["p90"] / 1e6),
+                        _f((client.get("ttft_ms") or {}).get("p50")),
+                        str((client.get("errors") or {}).get("count", "-")),
+                    )
+                )
+            )
         parts.append(t)
     points = curve(record)["points"]
     if points:
         t = Table(title=Text("latency against throughput (ms; rates per second)"))
-        for col in ("load", "offered", "achieved", "tokens/s", "goodput", "in SLO", "TTFT p50", "TTFT p99",
-                    "TPOT p50", "TPOT p99", "ITL p50", "E2E p99", "verdict"):
+        for col in (
+            "load",
+            "offered",
+            "achieved",
+            "tokens/s",
+            "goodput",
+            "in SLO",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p50",
+            "TPOT p99",
+            "ITL p50",
+            "E2E p99",
+            "verdict",
+        ):
             t.add_column(col, justify="left" if col in ("load", "verdict") else "right")
         for p in points:
             verdict = ("VALID" if p["valid"] else "INVALID") + (", within SLO" if p["within_slo"] else "")
-            t.add_row(*(Text(c) for c in (
-                f"{p['mode']} {p['load']:g}", _f(p["offered_rps"]), _f(p["completed_rps"]),
-                _f(p["output_tokens_per_s"], ".1f"), _f(p["goodput_rps"]), _f(p["slo_attainment"], ".0%"),
-                _f(p["ttft_p50_ms"]), _f(p["ttft_p99_ms"]), _f(p["tpot_p50_ms"]), _f(p["tpot_p99_ms"]),
-                _f(p["itl_p50_ms"]), _f(p["e2e_p99_ms"]), verdict)))
+            t.add_row(
+                *(
+                    Text(c)
+                    for c in (
+                        f"{p['mode']} {p['load']:g}",
+                        _f(p["offered_rps"]),
+                        _f(p["completed_rps"]),
+                        _f(p["output_tokens_per_s"], ".1f"),
+                        _f(p["goodput_rps"]),
+                        _f(p["slo_attainment"], ".0%"),
+                        _f(p["ttft_p50_ms"]),
+                        _f(p["ttft_p99_ms"]),
+                        _f(p["tpot_p50_ms"]),
+                        _f(p["tpot_p99_ms"]),
+                        _f(p["itl_p50_ms"]),
+                        _f(p["e2e_p99_ms"]),
+                        verdict,
+                    )
+                )
+            )
         parts.append(t)
         peak = (serving.get("rate_sweep") or {}).get("peak_rps")
         if peak is not None:

@@ -14,6 +14,7 @@ Hub downloads are off in the server's environment (``HF_HUB_OFFLINE=1``,
 ``HF_HUB_DISABLE_UPDATE_CHECK=1``) unless the user set those variables: the values used are
 recorded.
 """
+
 from __future__ import annotations
 
 import json
@@ -96,14 +97,17 @@ class ServerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, **self.env_defaults})
-        except OSError as exc:
-            raise ServerUnavailable(f"cannot start the server ({shlex.join(self.argv)}): {exc}") from None
-        finally:
-            log.close()  # the child holds its own copy
+        with open(self.log_path, "ab") as log:  # the child holds its own copy of the descriptor
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.env_defaults},
+                )
+            except OSError as exc:
+                raise ServerUnavailable(f"cannot start the server ({shlex.join(self.argv)}): {exc}") from None
         self.started_at = time.monotonic()
 
     def wait_ready(self, timeout_s: float) -> float:
@@ -116,8 +120,10 @@ class ServerProcess:
             code = self.proc.poll()
             if code is not None:
                 self.exit_code = code
-                raise ServerUnavailable(f"the server exited with code {code} before {url} answered; "
-                                        f"last log line: {self.last_log_line()!r} (log: {self.log_path})")
+                raise ServerUnavailable(
+                    f"the server exited with code {code} before {url} answered; "
+                    f"last log line: {self.last_log_line()!r} (log: {self.log_path})"
+                )
             try:
                 status, _, _ = http_get(url, PROBE_TIMEOUT_S)
                 if status == 200:
@@ -127,8 +133,10 @@ class ServerProcess:
             except (OSError, ValueError) as exc:
                 last = str(getattr(exc, "reason", exc))
             time.sleep(POLL_S)
-        raise ServerUnavailable(f"the server was not ready within {timeout_s:g} s ({url}: {last}); last log line: "
-                                f"{self.last_log_line()!r} (log: {self.log_path})")
+        raise ServerUnavailable(
+            f"the server was not ready within {timeout_s:g} s ({url}: {last}); last log line: "
+            f"{self.last_log_line()!r} (log: {self.log_path})"
+        )
 
     def last_log_line(self) -> str:
         try:
@@ -150,7 +158,8 @@ class ServerProcess:
             self.exit_code = self.proc.returncode
             return {"stopped": False, "exited_before_stop": True, "exit_code": self.exit_code}
         try:
-            family = [psutil.Process(self.proc.pid)] + psutil.Process(self.proc.pid).children(recursive=True)
+            root = psutil.Process(self.proc.pid)
+            family = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             family = []
         for p in family:
@@ -169,8 +178,14 @@ class ServerProcess:
         return {"stopped": True, "killed_after_grace": len(alive), "exit_code": self.exit_code}
 
     def describe(self) -> dict:
-        return {"argv": self.argv, "pid": self.proc.pid if self.proc else None, "log": self.log_path.name,
-                "ready_after_s": self.ready_s, "health_path": self.health_path, "env_set": self.env_defaults}
+        return {
+            "argv": self.argv,
+            "pid": self.proc.pid if self.proc else None,
+            "log": self.log_path.name,
+            "ready_after_s": self.ready_s,
+            "health_path": self.health_path,
+            "env_set": self.env_defaults,
+        }
 
 
 def self_report(base_url: str, headers: dict[str, str] | None = None) -> dict:
@@ -214,7 +229,7 @@ def engine_from_report(report: dict) -> dict:
     """The engine's name and version as far as the report tells them."""
     engine: dict[str, Any] = {"name": None, "version": None}
     header = report.get("server_header") or ""
-    version = ((report.get("/version") or {}).get("body") or {})
+    version = (report.get("/version") or {}).get("body") or {}
     if isinstance(version, dict) and version.get("version"):
         engine.update(name="vllm", version=version["version"])
     info = (report.get("/get_server_info") or report.get("/server_info") or {}).get("body")

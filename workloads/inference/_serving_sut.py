@@ -11,25 +11,33 @@ A request that fails (HTTP error, stall, malformed chunk, truncation, timeout) i
 answered to LoadGen, at once, with no data and one token, and counted with its reason: LoadGen
 always finishes. ``fail`` (the harness's bound passed) answers everything outstanding.
 
-It offers what ``workloads.inference.harness.run_test`` uses of a SUT (``handle``, ``reset``,
+It offers what ``perfsuite.workloads.inference.harness.run_test`` uses of a SUT (``handle``, ``reset``,
 ``fail``, ``failure``, ``raise_if_failed``, ``stats``).
 """
+
 from __future__ import annotations
 
 import array
 import asyncio
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
-from workloads.inference._serving_load import event_loop
-from workloads.inference.sut import SUTFailure, SUTStats
+from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+from perfsuite.workloads.inference._serving_load import event_loop
+from perfsuite.workloads.inference.sut import SUTFailure, SUTStats
 
 
 class HTTPSUT:
-    def __init__(self, lg: Any, endpoint: Endpoint, bodies: dict[int, bytes], timeouts: Timeouts,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self,
+        lg: Any,
+        endpoint: Endpoint,
+        bodies: dict[int, bytes],
+        timeouts: Timeouts,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
         self.lg = lg
         self.endpoint = endpoint
         self.bodies = bodies
@@ -44,6 +52,7 @@ class HTTPSUT:
         self._session: Any = None
         self._outstanding: dict[int, RequestResult] = {}  # LoadGen response id -> its request
         self._first_sent: set[int] = set()
+        self._tasks: set[asyncio.Future] = set()
         self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -89,9 +98,14 @@ class HTTPSUT:
 
     async def send(self, index: int) -> RequestResult:
         """One request outside LoadGen (warm-up, calibration)."""
-        return await stream_request(self._session, self.endpoint, self.bodies[index],
-                                    RequestResult(index, time.perf_counter_ns()), self.timeouts,
-                                    count_tokens=self.count_tokens)
+        return await stream_request(
+            self._session,
+            self.endpoint,
+            self.bodies[index],
+            RequestResult(index, time.perf_counter_ns()),
+            self.timeouts,
+            count_tokens=self.count_tokens,
+        )
 
     @property
     def failure(self) -> str | None:
@@ -127,7 +141,9 @@ class HTTPSUT:
             r = RequestResult(index, issued_ns)
             with self._lock:
                 self._outstanding[rid] = r
-            asyncio.ensure_future(self._one(rid, r))
+            task = asyncio.ensure_future(self._one(rid, r))
+            self._tasks.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(self._tasks.discard)
 
     async def _one(self, rid: int, r: RequestResult) -> None:
         def first(res: RequestResult) -> None:
@@ -138,8 +154,15 @@ class HTTPSUT:
             data = array.array("B", res.text.encode() or b"\0")
             self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(rid, data.buffer_info()[0], len(data))])
 
-        await stream_request(self._session, self.endpoint, self.bodies[r.index], r, self.timeouts, on_first=first,
-                             count_tokens=self.count_tokens)
+        await stream_request(
+            self._session,
+            self.endpoint,
+            self.bodies[r.index],
+            r,
+            self.timeouts,
+            on_first=first,
+            count_tokens=self.count_tokens,
+        )
         with self._lock:
             if self._outstanding.pop(rid, None) is None:
                 return

@@ -14,12 +14,14 @@ and is judged as LoadGen judges a run, by rules stated in advance:
 while not), then bisects between the highest good rate and the lowest bad one, in at most
 ``steps`` steps; every step is recorded, and the peak is the highest good rate.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference._serving_metrics import SLO, summarize
 
 MAX_SEND_LAG_MS = 50.0  # a client this late at p99 no longer offers the rate it was asked for
 
@@ -39,23 +41,35 @@ def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: flo
     failed = s["errors"]["count"]
     if s["requests"] and failed / s["requests"] > rules.error_budget:
         by = ", ".join(f"{k} {v}" for k, v in s["errors"]["by_reason"].items())
-        reasons.append(f"{failed} of {s['requests']} requests failed ({by}): over the error budget of "
-                       f"{rules.error_budget:.1%}")
+        reasons.append(
+            f"{failed} of {s['requests']} requests failed ({by}): over the error budget of {rules.error_budget:.1%}"
+        )
     lag = s["send_lag_ms"].get("p99")
     if mode == "rate" and lag is not None and lag > MAX_SEND_LAG_MS:
-        reasons.append(f"the client fell behind its schedule: send lag p99 {lag:.1f} ms "
-                       f"(more than {MAX_SEND_LAG_MS:g} ms)")
+        reasons.append(
+            f"the client fell behind its schedule: send lag p99 {lag:.1f} ms (more than {MAX_SEND_LAG_MS:g} ms)"
+        )
     offered = load if mode == "rate" else None
     if offered is not None and rules.client_capacity_rps is not None and offered > rules.client_capacity_rps:
-        reasons.append(f"the offered rate {offered:g}/s exceeds the client's measured capacity "
-                       f"{rules.client_capacity_rps:.0f}/s")
-    row: dict[str, Any] = {"mode": mode, "load": load, "offered_rps": offered, "valid": not reasons,
-                           "invalid_reasons": reasons,
-                           "within_slo": not reasons and s["slo_attainment"] >= rules.goodput_target, **s}
+        reasons.append(
+            f"the offered rate {offered:g}/s exceeds the client's measured capacity {rules.client_capacity_rps:.0f}/s"
+        )
+    row: dict[str, Any] = {
+        "mode": mode,
+        "load": load,
+        "offered_rps": offered,
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "within_slo": not reasons and s["slo_attainment"] >= rules.goodput_target,
+        **s,
+    }
     if energy_j is not None and s["completed"]:
-        row["energy"] = {"energy_j": energy_j, "power_w": energy_j / s["duration_s"] if s["duration_s"] else None,
-                         "per_request_j": energy_j / s["completed"],
-                         "per_output_token_j": energy_j / s["output_tokens"] if s["output_tokens"] else None}
+        row["energy"] = {
+            "energy_j": energy_j,
+            "power_w": energy_j / s["duration_s"] if s["duration_s"] else None,
+            "per_request_j": energy_j / s["completed"],
+            "per_output_token_j": energy_j / s["output_tokens"] if s["output_tokens"] else None,
+        }
     return row
 
 

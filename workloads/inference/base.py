@@ -7,15 +7,17 @@ A workload of this family says only what differs: its transformers config and mo
 length range of its sequences, its two backends (measured and reference) and how LoadGen's
 outputs are decoded and scored. No torch, transformers or LoadGen at import time.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from suite import Requirements, Workload
+from perfsuite import Requirements, Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
-    from workloads.inference.driver import Model
+    from perfsuite import RunContext
+    from perfsuite.workloads.inference.driver import Model
 
 
 class LoadGenWorkload(Workload):
@@ -24,8 +26,9 @@ class LoadGenWorkload(Workload):
     category = "inference"
     version = 1
     controls_honoured = ()  # LoadGen decides how long and how often: none of the timing loop's controls apply
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1,
-                                packages=("torch", "transformers", "mlperf_loadgen"))
+    requirements = Requirements(
+        devices=("cpu", "cuda"), max_world_size=1, packages=("torch", "transformers", "mlperf_loadgen")
+    )
     backend: Any = None  # what LoadGen's SUT calls (the measured dtype)
     reference: Any = None  # the same weights in float32, for the accuracy check
 
@@ -53,7 +56,11 @@ class LoadGenWorkload(Workload):
 
     # -- the shared lifecycle -----------------------------------------------------------
     def setup(self, ctx: "RunContext") -> None:
-        from workloads.inference.models import float32_and_measured, offline_hub, synthetic_sequences
+        from perfsuite.workloads.inference.models import (
+            float32_and_measured,
+            offline_hub,
+            synthetic_sequences,
+        )
 
         offline_hub()
         p = self.params
@@ -62,12 +69,16 @@ class LoadGenWorkload(Workload):
         shortest, longest = self.sequence_lengths()
         samples = synthetic_sequences(p.num_samples, shortest, longest, p.vocab, p.model_seed)
         self.backend, self.reference = self.backends(ctx, measured, ref, samples)
-        ctx.details["model"] = {"config": type(config).__name__,
-                                "parameters": sum(t.numel() for t in ref.parameters()),
-                                "dtype": p.dtype, "reference_dtype": "fp32", **self.model_details(ctx)}
+        ctx.details["model"] = {
+            "config": type(config).__name__,
+            "parameters": sum(t.numel() for t in ref.parameters()),
+            "dtype": p.dtype,
+            "reference_dtype": "fp32",
+            **self.model_details(ctx),
+        }
 
     def execute(self, ctx: "RunContext") -> None:
-        from workloads.inference.driver import Driver
+        from perfsuite.workloads.inference.driver import Driver
 
         Driver(ctx, self.params, self.model()).run()
 
@@ -76,6 +87,6 @@ class LoadGenWorkload(Workload):
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from workloads.inference.report import render_table
+        from perfsuite.workloads.inference.report import render_table
 
         return render_table(record)

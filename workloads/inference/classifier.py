@@ -8,18 +8,20 @@ per-sample latencies and, on a GPU, energy per sample. Check: LoadGen's accuracy
 sends every sample once; the classes read back from its accuracy log must agree with a
 float32 run of the same weights on at least ``accuracy_threshold`` of the samples.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from suite import param
-from workloads.inference.base import LoadGenWorkload
-from workloads.inference.settings import LoadGenParams
+from perfsuite import param
+from perfsuite.workloads.inference.base import LoadGenWorkload
+from perfsuite.workloads.inference.settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
-    from workloads.inference.driver import Model
+    from perfsuite import RunContext
+    from perfsuite.workloads.inference.driver import Model
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,21 @@ class ClassifierParams(LoadGenParams):
 
 
 QUICK: Mapping[str, Any] = {
-    "layers": 2, "hidden": 64, "heads": 2, "intermediate": 128, "vocab": 1000, "min_len": 8, "max_len": 32,
-    "num_samples": 64, "min_duration_ms": 1000, "min_query_count": 64, "target_latency_percentile": 0.9,
-    "samples_per_query": 4, "target_qps": 100.0, "latency_ms": 1000.0, "max_batch": 16,
+    "layers": 2,
+    "hidden": 64,
+    "heads": 2,
+    "intermediate": 128,
+    "vocab": 1000,
+    "min_len": 8,
+    "max_len": 32,
+    "num_samples": 64,
+    "min_duration_ms": 1000,
+    "min_query_count": 64,
+    "target_latency_percentile": 0.9,
+    "samples_per_query": 4,
+    "target_qps": 100.0,
+    "latency_ms": 1000.0,
+    "max_batch": 16,
     "query_timeout_s": 10.0,
 }
 
@@ -66,25 +80,39 @@ class Classifier(LoadGenWorkload):
         from transformers import BertConfig, BertForSequenceClassification
 
         p = self.params
-        config = BertConfig(vocab_size=p.vocab, hidden_size=p.hidden, num_hidden_layers=p.layers,
-                            num_attention_heads=p.heads, intermediate_size=p.intermediate,
-                            max_position_embeddings=max(512, p.max_len), num_labels=p.labels,
-                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        config = BertConfig(
+            vocab_size=p.vocab,
+            hidden_size=p.hidden,
+            num_hidden_layers=p.layers,
+            num_attention_heads=p.heads,
+            intermediate_size=p.intermediate,
+            max_position_embeddings=max(512, p.max_len),
+            num_labels=p.labels,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
         return config, lambda: BertForSequenceClassification(config)
 
     def sequence_lengths(self) -> tuple[int, int]:
         return self.params.min_len, self.params.max_len
 
     def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
-        from workloads.inference.models import ClassifierBackend
+        from perfsuite.workloads.inference.models import ClassifierBackend
 
-        return (ClassifierBackend(measured, samples, ctx.torch_device, ctx.synchronize),
-                ClassifierBackend(reference, samples, ctx.torch_device, ctx.synchronize))
+        return (
+            ClassifierBackend(measured, samples, ctx.torch_device, ctx.synchronize),
+            ClassifierBackend(reference, samples, ctx.torch_device, ctx.synchronize),
+        )
 
     def model(self) -> "Model":
-        from workloads.inference.driver import Model
-        from workloads.inference.models import decode_class, score_agreement
+        from perfsuite.workloads.inference.driver import Model
+        from perfsuite.workloads.inference.models import decode_class, score_agreement
 
-        return Model(backend=self.backend, reference=self.reference, decode=decode_class, score=score_agreement,
-                     score_method="classification agreement with a float32 reference",
-                     threshold=self.params.accuracy_threshold)
+        return Model(
+            backend=self.backend,
+            reference=self.reference,
+            decode=decode_class,
+            score=score_agreement,
+            score_method="classification agreement with a float32 reference",
+            threshold=self.params.accuracy_threshold,
+        )

@@ -7,19 +7,25 @@ from LoadGen's own summary, with its log files kept in the run's artifact folder
 A workload supplies a :class:`Model`: the measured backend, the float32 reference, how to
 decode a response's bytes and how to score outputs against the reference.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Check
-from workloads.inference.harness import LoadGenResult, read_accuracy_log, run_test
-from workloads.inference.settings import Hints, LoadGenParams, test_settings
-from workloads.inference.sut import Backend, BatchingSUT
+from perfsuite import Check
+from perfsuite.workloads.inference.harness import (
+    LoadGenResult,
+    read_accuracy_log,
+    run_test,
+)
+from perfsuite.workloads.inference.settings import Hints, LoadGenParams, loadgen_settings
+from perfsuite.workloads.inference.sut import Backend, BatchingSUT
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 CALIBRATION_WARMUP = 1
 CALIBRATION_CALLS = 2
@@ -29,10 +35,16 @@ HINT_RETRIES = 2
 BOUND_FACTOR = 3.0  # a LoadGen run may take this many times its expected length before it is aborted
 PERCENTILES_REPORTED = ("p50", "p90", "p99")
 KIND_NAMES = {"latency": "latency", "ttft": "ttft", "tpot": "tpot", "TTFT": "ttft", "TPOT": "tpot"}
-RATE_UNITS = {"completed_samples_per_s": "samples/s", "samples_per_s": "samples/s",
-              "scheduled_samples_per_s": "samples/s", "qps_with_overhead": "queries/s",
-              "qps_without_overhead": "queries/s", "tokens_per_s": "tokens/s",
-              "tokens_per_s_with_overhead": "tokens/s", "tokens_per_s_without_overhead": "tokens/s"}
+RATE_UNITS = {
+    "completed_samples_per_s": "samples/s",
+    "samples_per_s": "samples/s",
+    "scheduled_samples_per_s": "samples/s",
+    "qps_with_overhead": "queries/s",
+    "qps_without_overhead": "queries/s",
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_with_overhead": "tokens/s",
+    "tokens_per_s_without_overhead": "tokens/s",
+}
 
 
 @dataclass
@@ -59,6 +71,7 @@ def calibrate(backend: Backend, p: LoadGenParams) -> tuple[Hints, dict]:
     ends once the duration and count are met), extra Offline samples are all run: so the
     hints lean towards more, by ``STREAM_HINT_MARGIN`` and ``HINT_MARGIN``, from the fastest
     call. The measured times and the margins are recorded."""
+
     def fastest(n: int) -> float:
         indices = [i % p.num_samples for i in range(n)]
         for _ in range(CALIBRATION_WARMUP):
@@ -76,11 +89,20 @@ def calibrate(backend: Backend, p: LoadGenParams) -> tuple[Hints, dict]:
     else:
         query = single  # unused: no MultiStream run
     full = fastest(p.max_batch)
-    hints = Hints(single_latency_s=single / STREAM_HINT_MARGIN, query_latency_s=query / STREAM_HINT_MARGIN,
-                  offline_qps=p.max_batch / full * HINT_MARGIN)
-    return hints, {"single_sample_s": single, "multistream_query_s": query, "full_batch_s": full,
-                   "measured_offline_samples_per_s": p.max_batch / full, "calls_each": CALIBRATION_CALLS,
-                   "hint_margin": HINT_MARGIN, "stream_hint_margin": STREAM_HINT_MARGIN}
+    hints = Hints(
+        single_latency_s=single / STREAM_HINT_MARGIN,
+        query_latency_s=query / STREAM_HINT_MARGIN,
+        offline_qps=p.max_batch / full * HINT_MARGIN,
+    )
+    return hints, {
+        "single_sample_s": single,
+        "multistream_query_s": query,
+        "full_batch_s": full,
+        "measured_offline_samples_per_s": p.max_batch / full,
+        "calls_each": CALIBRATION_CALLS,
+        "hint_margin": HINT_MARGIN,
+        "stream_hint_margin": STREAM_HINT_MARGIN,
+    }
 
 
 def expected_s(p: LoadGenParams, scenario: str, mode: str, measured: Hints, target_qps: float) -> float:
@@ -93,8 +115,11 @@ def expected_s(p: LoadGenParams, scenario: str, mode: str, measured: Hints, targ
     if scenario == "Server":
         work = n_queries / target_qps + measured.single_latency_s
     elif scenario == "MultiStream":
-        work = n_queries / p.samples_per_query * measured.query_latency_s if mode == "accuracy" \
+        work = (
+            n_queries / p.samples_per_query * measured.query_latency_s
+            if mode == "accuracy"
             else n_queries * measured.query_latency_s
+        )
     else:
         work = n_queries * measured.single_latency_s
     return work if mode == "accuracy" else max(p.min_duration_ms / 1e3, work)
@@ -120,15 +145,24 @@ class LoadGenRunner:
     # -- one LoadGen test ---------------------------------------------------------------
     def _test(self, scenario: str, mode: str, folder: str, target_qps: float | None = None) -> LoadGenResult:
         assert self.hints is not None and self.measured is not None
-        ts, settings = test_settings(self.lg, self.p, scenario, mode, self.ctx.controls.seed, self.hints,
-                                     target_qps=target_qps, tokens=self.tokens)
+        ts, settings = loadgen_settings(
+            self.lg,
+            self.p,
+            scenario,
+            mode,
+            self.ctx.controls.seed,
+            self.hints,
+            target_qps=target_qps,
+            tokens=self.tokens,
+        )
         qps = self.p.target_qps if target_qps is None else target_qps
         bound = BOUND_FACTOR * expected_s(self.p, scenario, mode, self.measured, qps) + self.p.query_timeout_s + 30.0
         settings["bound_s"] = bound
         self.ctx.log(f"LoadGen {scenario} {mode}" + (f" at {target_qps:g} QPS" if target_qps else ""))
         with self.ctx.gpu_sampler() as sampler:
-            result = run_test(self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound,
-                              self.energy)
+            result = run_test(
+                self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound, self.energy
+            )
         result.gpu = sampler.summary()
         return result
 
@@ -145,8 +179,14 @@ class LoadGenRunner:
             result = self._test(scenario, "performance", folder)
             s = result.summary
             assert s is not None
-            attempts.append({"folder": folder, "hints": vars(self.hints).copy(), "valid": s.valid,
-                             "invalid_reasons": s.invalid_reasons})
+            attempts.append(
+                {
+                    "folder": folder,
+                    "hints": vars(self.hints).copy(),
+                    "valid": s.valid,
+                    "invalid_reasons": s.invalid_reasons,
+                }
+            )
             if s.valid or s.satisfied.get("Min duration", True) or scenario == "Server":
                 return result
             mean_s = s.latency_ns.get("latency", {}).get("mean", 0.0) / 1e9
@@ -177,12 +217,19 @@ class LoadGenRunner:
             result = self._test("Server", "performance", f"Server-peak-{k:02d}", target_qps=qps)
             s = result.summary
             assert s is not None
-            steps.append({"step": k, "target_qps": qps, "valid": s.valid, "invalid_reasons": s.invalid_reasons,
-                          "completed_samples_per_s": s.rates.get("completed_samples_per_s"),
-                          "latency_p99_ms": s.latency_ns.get("latency", {}).get("p99", 0) / 1e6,
-                          "ttft_p99_ms": s.latency_ns.get("ttft", {}).get("p99", 0) / 1e6 or None,
-                          "tpot_p99_ms": s.latency_ns.get("tpot", {}).get("p99", 0) / 1e6 or None,
-                          "folder": result.log_dir.name})
+            steps.append(
+                {
+                    "step": k,
+                    "target_qps": qps,
+                    "valid": s.valid,
+                    "invalid_reasons": s.invalid_reasons,
+                    "completed_samples_per_s": s.rates.get("completed_samples_per_s"),
+                    "latency_p99_ms": s.latency_ns.get("latency", {}).get("p99", 0) / 1e6,
+                    "ttft_p99_ms": s.latency_ns.get("ttft", {}).get("p99", 0) / 1e6 or None,
+                    "tpot_p99_ms": s.latency_ns.get("tpot", {}).get("p99", 0) / 1e6 or None,
+                    "folder": result.log_dir.name,
+                }
+            )
             if s.valid:
                 lo, best = qps, result
             else:
@@ -193,11 +240,18 @@ class LoadGenRunner:
                 qps = qps / 2
             else:
                 qps = (lo + hi) / 2
-        out["find_peak"] = {"start_qps": p.target_qps, "max_steps": p.peak_steps, "steps": steps,
-                            "peak_valid_qps": lo, "lowest_invalid_qps": hi}
+        out["find_peak"] = {
+            "start_qps": p.target_qps,
+            "max_steps": p.peak_steps,
+            "steps": steps,
+            "peak_valid_qps": lo,
+            "lowest_invalid_qps": hi,
+        }
         if best is None:
-            raise RuntimeError(f"find_peak: no target QPS from {p.target_qps:g} down to "
-                               f"{steps[-1]['target_qps']:g} was VALID in {p.peak_steps} steps")
+            raise RuntimeError(
+                f"find_peak: no target QPS from {p.target_qps:g} down to "
+                f"{steps[-1]['target_qps']:g} was VALID in {p.peak_steps} steps"
+            )
         self.ctx.add_metric("Server", "peak_valid_qps", "queries/s", [lo], higher_is_better=True)
         return best
 
@@ -209,14 +263,23 @@ class Driver(LoadGenRunner):
     def __init__(self, ctx: "RunContext", p: LoadGenParams, model: Model) -> None:
         import mlperf_loadgen
 
-        sut = BatchingSUT(mlperf_loadgen, model.backend, max_batch=p.max_batch, max_wait_s=p.max_wait_ms / 1e3,
-                          query_timeout_s=p.query_timeout_s, streams_tokens=model.tokens is not None,
-                          inject=p.inject)
+        sut = BatchingSUT(
+            mlperf_loadgen,
+            model.backend,
+            max_batch=p.max_batch,
+            max_wait_s=p.max_wait_ms / 1e3,
+            query_timeout_s=p.query_timeout_s,
+            streams_tokens=model.tokens is not None,
+            inject=p.inject,
+        )
         super().__init__(ctx, p, sut, model.tokens)
         self.sut: BatchingSUT = sut
         self.model = model
-        self.details: dict[str, Any] = {"artifact_dir": str(self.root), "loadgen_version": loadgen_version(),
-                                        "scenarios": {}}
+        self.details: dict[str, Any] = {
+            "artifact_dir": str(self.root),
+            "loadgen_version": loadgen_version(),
+            "scenarios": {},
+        }
         self._reference: dict[int, Any] | None = None
 
     def run(self) -> None:
@@ -230,8 +293,9 @@ class Driver(LoadGenRunner):
                 self.details["warm_up_s"] = time.perf_counter() - t0
             self.hints, self.details["calibration"] = self.sut.call(lambda: calibrate(self.model.backend, p))
             cal = self.details["calibration"]
-            self.measured = Hints(cal["single_sample_s"], cal["multistream_query_s"],
-                                  cal["measured_offline_samples_per_s"])
+            self.measured = Hints(
+                cal["single_sample_s"], cal["multistream_query_s"], cal["measured_offline_samples_per_s"]
+            )
             for scenario in p.scenarios:
                 self.details["scenarios"][scenario] = out = {}
                 # Only Server's samples arrive one by one; the others issue a whole query at once.
@@ -255,7 +319,7 @@ class Driver(LoadGenRunner):
             ref: dict[int, Any] = {}
             idx = list(range(self.p.num_samples))
             for start in range(0, len(idx), self.p.max_batch):
-                chunk = idx[start:start + self.p.max_batch]
+                chunk = idx[start : start + self.p.max_batch]
                 outs = self.sut.call(lambda: self.model.reference.run_batch(chunk, None))
                 for i, out in zip(chunk, outs):
                     ref[i] = out.value
@@ -270,13 +334,27 @@ class Driver(LoadGenRunner):
         score, detail = self.model.score(outputs, self.reference())
         passed = not missing and score >= self.model.threshold
         why = f"{len(missing)} sample(s) missing from LoadGen's accuracy log; " if missing else ""
-        self.ctx.add_check(Check(label=f"{scenario} accuracy", passed=passed, method=self.model.score_method,
-                                 error=score, tolerance=self.model.threshold,
-                                 detail=f"{why}{detail} (threshold {self.model.threshold:g}: score must be >= it)"))
+        self.ctx.add_check(
+            Check(
+                label=f"{scenario} accuracy",
+                passed=passed,
+                method=self.model.score_method,
+                error=score,
+                tolerance=self.model.threshold,
+                detail=f"{why}{detail} (threshold {self.model.threshold:g}: score must be >= it)",
+            )
+        )
         self.ctx.add_metric(scenario, "accuracy_score", "fraction", [score], higher_is_better=True)
-        return {"settings": result.settings, "samples_logged": len(logged), "missing": missing[:20],
-                "score": score, "threshold": self.model.threshold, "method": self.model.score_method,
-                "detail": detail, "files": self._files(result)}
+        return {
+            "settings": result.settings,
+            "samples_logged": len(logged),
+            "missing": missing[:20],
+            "score": score,
+            "threshold": self.model.threshold,
+            "method": self.model.score_method,
+            "detail": detail,
+            "files": self._files(result),
+        }
 
     # -- performance -----------------------------------------------------------------------
     def _performance(self, scenario: str, result: LoadGenResult) -> dict:
@@ -284,9 +362,14 @@ class Driver(LoadGenRunner):
         s = result.summary
         assert s is not None
         reasons = "; ".join(s.invalid_reasons)
-        ctx.add_check(Check(label=f"{scenario} VALID", passed=s.valid, method="LoadGen's verdict (constraints, "
-                            "minimum duration and queries, early stopping)",
-                            detail=f"{'VALID' if s.valid else 'INVALID'}" + (f": {reasons}" if reasons else "")))
+        ctx.add_check(
+            Check(
+                label=f"{scenario} VALID",
+                passed=s.valid,
+                method="LoadGen's verdict (constraints, minimum duration and queries, early stopping)",
+                detail=f"{'VALID' if s.valid else 'INVALID'}" + (f": {reasons}" if reasons else ""),
+            )
+        )
         for name, value in s.rates.items():
             ctx.add_metric(scenario, name, RATE_UNITS[name], [value], higher_is_better=True)
         for kind, stats in s.latency_ns.items():
@@ -295,30 +378,44 @@ class Driver(LoadGenRunner):
                     ctx.add_metric(scenario, f"{kind}_{pct}_ms", "ms", [stats[pct] / 1e6], higher_is_better=False)
         for key, ns in s.early_stopping_estimates_ns.items():
             kind, pct = key.split(" ")
-            ctx.add_metric(scenario, f"early_stopping_{KIND_NAMES[kind]}_{pct}_ms", "ms", [ns / 1e6],
-                           higher_is_better=False)
+            ctx.add_metric(
+                scenario, f"early_stopping_{KIND_NAMES[kind]}_{pct}_ms", "ms", [ns / 1e6], higher_is_better=False
+            )
         st = result.stats
         if st.latencies_s:
-            ctx.add_metric(scenario, "sut_latency_ms", "ms", [x * 1e3 for x in st.latencies_s],
-                           higher_is_better=False)
+            ctx.add_metric(scenario, "sut_latency_ms", "ms", [x * 1e3 for x in st.latencies_s], higher_is_better=False)
         energy = {}
         if result.energy_j and st.samples:
             energy = {"energy_j": result.energy_j, "wall_s": result.wall_s}
             ctx.add_metric(scenario, "power_w", "W", [result.energy_j / result.wall_s], higher_is_better=False)
-            ctx.add_metric(scenario, "energy_per_sample_j", "J/sample", [result.energy_j / st.samples],
-                           higher_is_better=False)
-            ctx.add_metric(scenario, "samples_per_j", "samples/J", [st.samples / result.energy_j],
-                           higher_is_better=True)
+            ctx.add_metric(
+                scenario, "energy_per_sample_j", "J/sample", [result.energy_j / st.samples], higher_is_better=False
+            )
+            ctx.add_metric(
+                scenario, "samples_per_j", "samples/J", [st.samples / result.energy_j], higher_is_better=True
+            )
             if st.tokens:
-                ctx.add_metric(scenario, "energy_per_token_j", "J/token", [result.energy_j / st.tokens],
-                               higher_is_better=False)
-                ctx.add_metric(scenario, "tokens_per_j", "tokens/J", [st.tokens / result.energy_j],
-                               higher_is_better=True)
-        return {"settings": result.settings, "summary": s.to_dict(), "files": self._files(result),
-                "sut": {"batches": st.batches, "samples": st.samples, "tokens": st.tokens,
-                        "mean_batch": st.samples / st.batches if st.batches else 0.0,
-                        "max_batch_seen": max(st.batch_sizes, default=0)},
-                "wall_s": result.wall_s, "energy": energy or None, "gpu": result.gpu}
+                ctx.add_metric(
+                    scenario, "energy_per_token_j", "J/token", [result.energy_j / st.tokens], higher_is_better=False
+                )
+                ctx.add_metric(
+                    scenario, "tokens_per_j", "tokens/J", [st.tokens / result.energy_j], higher_is_better=True
+                )
+        return {
+            "settings": result.settings,
+            "summary": s.to_dict(),
+            "files": self._files(result),
+            "sut": {
+                "batches": st.batches,
+                "samples": st.samples,
+                "tokens": st.tokens,
+                "mean_batch": st.samples / st.batches if st.batches else 0.0,
+                "max_batch_seen": max(st.batch_sizes, default=0),
+            },
+            "wall_s": result.wall_s,
+            "energy": energy or None,
+            "gpu": result.gpu,
+        }
 
 
 def loadgen_version() -> str | None:

@@ -11,18 +11,20 @@ transformers compiles (torch.compile, reduce-overhead: CUDA-graph decoding). Wor
 generated. Check: LoadGen's accuracy mode sends every prompt once; the tokens read back from
 its accuracy log must equal a float32 run's (dynamic cache) on ``accuracy_threshold`` of positions.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from suite import param
-from workloads.inference.base import LoadGenWorkload
-from workloads.inference.settings import LoadGenParams
+from perfsuite import param
+from perfsuite.workloads.inference.base import LoadGenWorkload
+from perfsuite.workloads.inference.settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
-    from workloads.inference.driver import Model
+    from perfsuite import RunContext
+    from perfsuite.workloads.inference.driver import Model
 
 ARCHS = ("llama", "gpt2")
 CACHES = ("dynamic", "static")
@@ -39,8 +41,7 @@ class GenerateParams(LoadGenParams):
     min_prompt: int = param(32, "shortest prompt (tokens)")
     max_prompt: int = param(256, "longest prompt (tokens)")
     new_tokens: int = param(64, "tokens generated per prompt (greedy; end-of-sequence suppressed)")
-    cache: str = param("dynamic", "KV cache: dynamic (eager) or static (compiled, CUDA graphs on CUDA)",
-                       choices=CACHES)
+    cache: str = param("dynamic", "KV cache: dynamic (eager) or static (compiled, CUDA graphs on CUDA)", choices=CACHES)
     ttft_ms: float = param(2000.0, "Server bound on time to first token")
     tpot_ms: float = param(200.0, "Server bound on time per output token")
     # Random weights give near-tied logits: bf16 flips some greedy choices and the rest of that
@@ -67,10 +68,25 @@ class GenerateParams(LoadGenParams):
 
 
 QUICK: Mapping[str, Any] = {
-    "layers": 2, "hidden": 64, "heads": 2, "intermediate": 128, "vocab": 1000, "min_prompt": 4,
-    "max_prompt": 24, "new_tokens": 8, "num_samples": 32, "min_duration_ms": 1000, "min_query_count": 64,
-    "target_latency_percentile": 0.9, "samples_per_query": 4, "target_qps": 40.0, "max_batch": 8,
-    "ttft_ms": 2000.0, "tpot_ms": 500.0, "query_timeout_s": 10.0, "accuracy_threshold": 0.85,
+    "layers": 2,
+    "hidden": 64,
+    "heads": 2,
+    "intermediate": 128,
+    "vocab": 1000,
+    "min_prompt": 4,
+    "max_prompt": 24,
+    "new_tokens": 8,
+    "num_samples": 32,
+    "min_duration_ms": 1000,
+    "min_query_count": 64,
+    "target_latency_percentile": 0.9,
+    "samples_per_query": 4,
+    "target_qps": 40.0,
+    "max_batch": 8,
+    "ttft_ms": 2000.0,
+    "tpot_ms": 500.0,
+    "query_timeout_s": 10.0,
+    "accuracy_threshold": 0.85,
 }
 
 
@@ -79,13 +95,31 @@ def build_config(p: GenerateParams) -> Any:
 
     positions = p.max_prompt + p.new_tokens
     if p.arch == "gpt2":
-        return GPT2Config(vocab_size=p.vocab, n_embd=p.hidden, n_layer=p.layers, n_head=p.heads,
-                          n_positions=max(1024, positions), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                          bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    return LlamaConfig(vocab_size=p.vocab, hidden_size=p.hidden, num_hidden_layers=p.layers,
-                       num_attention_heads=p.heads, num_key_value_heads=p.heads, intermediate_size=p.intermediate,
-                       max_position_embeddings=max(2048, positions), bos_token_id=None, eos_token_id=None,
-                       pad_token_id=0)
+        return GPT2Config(
+            vocab_size=p.vocab,
+            n_embd=p.hidden,
+            n_layer=p.layers,
+            n_head=p.heads,
+            n_positions=max(1024, positions),
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    return LlamaConfig(
+        vocab_size=p.vocab,
+        hidden_size=p.hidden,
+        num_hidden_layers=p.layers,
+        num_attention_heads=p.heads,
+        num_key_value_heads=p.heads,
+        intermediate_size=p.intermediate,
+        max_position_embeddings=max(2048, positions),
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
 
 
 class Generate(LoadGenWorkload):
@@ -104,23 +138,32 @@ class Generate(LoadGenWorkload):
         return self.params.min_prompt, self.params.max_prompt
 
     def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
-        from workloads.inference.models import GeneratorBackend
+        from perfsuite.workloads.inference.models import GeneratorBackend
 
         p = self.params
-        return (GeneratorBackend(measured, samples, p.new_tokens, p.cache, p.max_prompt, p.max_batch,
-                                 ctx.torch_device),
-                GeneratorBackend(reference, samples, p.new_tokens, "dynamic", p.max_prompt, p.max_batch,
-                                 ctx.torch_device))
+        return (
+            GeneratorBackend(measured, samples, p.new_tokens, p.cache, p.max_prompt, p.max_batch, ctx.torch_device),
+            GeneratorBackend(reference, samples, p.new_tokens, "dynamic", p.max_prompt, p.max_batch, ctx.torch_device),
+        )
 
     def model_details(self, ctx: "RunContext") -> Mapping[str, Any]:
         return {"cache": self.params.cache, "compiled_decoding": self.params.cache == "static" and ctx.device == "cuda"}
 
     def model(self) -> "Model":
-        from workloads.inference.driver import Model
-        from workloads.inference.models import decode_tokens, score_token_match
+        from perfsuite.workloads.inference.driver import Model
+        from perfsuite.workloads.inference.models import (
+            decode_tokens,
+            score_token_match,
+        )
 
         p = self.params
-        return Model(backend=self.backend, reference=self.reference, decode=decode_tokens, score=score_token_match,
-                     score_method="exact token match rate against a float32 reference (dynamic cache)",
-                     threshold=p.accuracy_threshold, tokens={"ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms},
-                     warm_up=self.backend.warm_up)
+        return Model(
+            backend=self.backend,
+            reference=self.reference,
+            decode=decode_tokens,
+            score=score_token_match,
+            score_method="exact token match rate against a float32 reference (dynamic cache)",
+            threshold=p.accuracy_threshold,
+            tokens={"ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms},
+            warm_up=self.backend.warm_up,
+        )

@@ -6,6 +6,7 @@ the bound passes, the SUT is failed (which answers every outstanding sample, so 
 can return) and the run raises with the reason; if LoadGen still does not return, the
 run raises anyway and the runner's timeout ends the process.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.inference.summary import LoadGenSummary, read_summary
-from workloads.inference.sut import BatchingSUT, SUTFailure, SUTStats
+from perfsuite.workloads.inference.summary import LoadGenSummary, read_summary
+from perfsuite.workloads.inference.sut import BatchingSUT, SUTFailure, SUTStats
 
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
 GRACE_S = 30.0  # after failing the SUT, how long LoadGen gets to notice and return
@@ -39,8 +40,9 @@ def _no_op(samples: Any) -> None:
     """QSL load/unload: every sample is resident from setup on, so there is nothing to move."""
 
 
-def run_test(lg: Any, sut: BatchingSUT, ts: Any, settings: dict, num_samples: int, log_dir: Path,
-             bound_s: float, energy: Any) -> LoadGenResult:
+def run_test(
+    lg: Any, sut: BatchingSUT, ts: Any, settings: dict, num_samples: int, log_dir: Path, bound_s: float, energy: Any
+) -> LoadGenResult:
     """Run one LoadGen test; raise SUTFailure when the SUT failed or LoadGen overran ``bound_s``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = lg.LogSettings()
@@ -56,7 +58,7 @@ def run_test(lg: Any, sut: BatchingSUT, ts: Any, settings: dict, num_samples: in
             # An empty audit-config name: a stray audit.config in the working folder must not
             # change the test.
             lg.StartTestWithLogSettings(sut.handle, qsl, ts, log, "")
-        except BaseException as exc:  # reported by the waiting thread
+        except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
             errors.append(exc)
 
     e0 = energy()
@@ -66,14 +68,14 @@ def run_test(lg: Any, sut: BatchingSUT, ts: Any, settings: dict, num_samples: in
     thread.join(timeout=bound_s)
     overran = thread.is_alive()
     if overran:
-        sut.fail(f"LoadGen did not finish the {settings['scenario']} {settings['mode']} run within "
-                 f"{bound_s:.0f} s")
+        sut.fail(f"LoadGen did not finish the {settings['scenario']} {settings['mode']} run within {bound_s:.0f} s")
         thread.join(timeout=GRACE_S)
     wall = time.perf_counter() - t0
     e1 = energy()
     if thread.is_alive():
-        raise SUTFailure(f"{sut.failure}; LoadGen still had not returned {GRACE_S:.0f} s after every "
-                         "outstanding sample was answered")
+        raise SUTFailure(
+            f"{sut.failure}; LoadGen still had not returned {GRACE_S:.0f} s after every outstanding sample was answered"
+        )
     lg.DestroyQSL(qsl)
     trace = log_dir / "mlperf_log_trace.json"
     if trace.exists() and trace.stat().st_size == 0:

@@ -7,15 +7,17 @@ exercised as with real requests. Weights come from the same seed, so that every 
 the same parameters measures the same model. torch and transformers are imported inside
 the functions: ``perfsuite list`` must not import them.
 """
+
 from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from workloads.inference.sut import Output
+from perfsuite.workloads.inference.sut import Output
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -51,8 +53,8 @@ def pad_left(seqs: Sequence[np.ndarray], length: int | None = None) -> tuple[np.
     ids = np.zeros((len(seqs), width), dtype=np.int64)
     mask = np.zeros((len(seqs), width), dtype=np.int64)
     for r, s in enumerate(seqs):
-        ids[r, width - len(s):] = s
-        mask[r, width - len(s):] = 1
+        ids[r, width - len(s) :] = s
+        mask[r, width - len(s) :] = 1
     return ids, mask
 
 
@@ -61,8 +63,8 @@ def pad_right(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.zeros((len(seqs), width), dtype=np.int64)
     mask = np.zeros((len(seqs), width), dtype=np.int64)
     for r, s in enumerate(seqs):
-        ids[r, :len(s)] = s
-        mask[r, :len(s)] = 1
+        ids[r, : len(s)] = s
+        mask[r, : len(s)] = 1
     return ids, mask
 
 
@@ -77,8 +79,9 @@ class ClassifierBackend:
 
         ids, mask = pad_right([self.samples[i] for i in indices])
         with torch.inference_mode():
-            logits = self.model(input_ids=torch.from_numpy(ids).to(self.device),
-                                attention_mask=torch.from_numpy(mask).to(self.device)).logits
+            logits = self.model(
+                input_ids=torch.from_numpy(ids).to(self.device), attention_mask=torch.from_numpy(mask).to(self.device)
+            ).logits
             classes = logits.argmax(dim=-1).to(torch.int32).cpu().numpy()
         return [Output(data=int(c).to_bytes(4, "little", signed=True), n_tokens=0, value=int(c)) for c in classes]
 
@@ -103,7 +106,7 @@ class _FirstToken:
         self.calls += 1
         if self.calls == 2:  # the first call carries the prompt; the second, the first new tokens
             tokens = value.reshape(-1).to("cpu").numpy().astype(np.int32)
-            self.send([int(t).to_bytes(4, "little", signed=True) for t in tokens[:self.rows]])
+            self.send([int(t).to_bytes(4, "little", signed=True) for t in tokens[: self.rows]])
 
     def end(self) -> None:
         """Nothing to flush."""
@@ -119,8 +122,16 @@ class GeneratorBackend:
     graphs), and one shape keeps that to one compilation.
     """
 
-    def __init__(self, model: Any, samples: list[np.ndarray], new_tokens: int, cache: str, max_prompt: int,
-                 max_batch: int, device: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        samples: list[np.ndarray],
+        new_tokens: int,
+        cache: str,
+        max_prompt: int,
+        max_batch: int,
+        device: Any,
+    ) -> None:
         self.model, self.samples, self.new_tokens, self.cache = model, samples, new_tokens, cache
         self.max_prompt, self.max_batch, self.device = max_prompt, max_batch, device
 
@@ -152,10 +163,17 @@ class GeneratorBackend:
         streamer = _FirstToken(first_token, len(indices)) if first_token is not None else None
         with torch.inference_mode():
             out = self.model.generate(
-                input_ids=torch.from_numpy(ids).to(self.device), attention_mask=torch.from_numpy(mask).to(self.device),
-                max_new_tokens=self.new_tokens, min_new_tokens=self.new_tokens, do_sample=False, num_beams=1,
-                pad_token_id=0, streamer=streamer, **kwargs)
-        new = out[:len(indices), ids.shape[1]:].to(torch.int32).cpu().numpy()
+                input_ids=torch.from_numpy(ids).to(self.device),
+                attention_mask=torch.from_numpy(mask).to(self.device),
+                max_new_tokens=self.new_tokens,
+                min_new_tokens=self.new_tokens,
+                do_sample=False,
+                num_beams=1,
+                pad_token_id=0,
+                streamer=streamer,
+                **kwargs,
+            )
+        new = out[: len(indices), ids.shape[1] :].to(torch.int32).cpu().numpy()
         return [Output(data=row.tobytes(), n_tokens=int(row.size), value=row.copy()) for row in new]
 
 
@@ -173,5 +191,7 @@ def score_token_match(outputs: dict[int, np.ndarray], reference: dict[int, np.nd
             eq = int((got == ref).sum())
             same += eq
             whole += int(eq == ref.size)
-    return same / total, (f"{same} of {total} generated tokens equal the float32 reference's; "
-                          f"{whole} of {len(reference)} sequences equal in full")
+    return same / total, (
+        f"{same} of {total} generated tokens equal the float32 reference's; "
+        f"{whole} of {len(reference)} sequences equal in full"
+    )

@@ -2,11 +2,13 @@
 with its verdict and reasons, the headline rates and percentiles, accuracy, and where
 LoadGen's own logs are. Cells are plain text (rich Text), never markup: reasons come from
 LoadGen and may hold brackets."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from workloads.inference.settings import SCENARIOS
+from perfsuite.workloads.inference.settings import SCENARIOS
 
 
 def _ms(summary: Mapping[str, Any], kind: str, pct: str) -> str:
@@ -24,8 +26,18 @@ def render_table(record: Mapping[str, Any]) -> Any:
     from rich.text import Text
 
     t = Table(title=Text(f"LoadGen {inf.get('loadgen_version')}  logs: {inf.get('artifact_dir')}"))
-    for name in ("scenario", "result", "samples/s", "tokens/s", "p90 latency (ms)", "p99 latency (ms)",
-                 "p99 TTFT (ms)", "p99 TPOT (ms)", "accuracy", "peak valid QPS"):
+    for name in (
+        "scenario",
+        "result",
+        "samples/s",
+        "tokens/s",
+        "p90 latency (ms)",
+        "p99 latency (ms)",
+        "p99 TTFT (ms)",
+        "p99 TPOT (ms)",
+        "accuracy",
+        "peak valid QPS",
+    ):
         t.add_column(name, justify="left" if name in ("scenario", "result") else "right")
     order = {name: i for i, name in enumerate(SCENARIOS)}
     for scenario, out in sorted(scenarios.items(), key=lambda kv: order.get(kv[0], len(order))):
@@ -41,8 +53,21 @@ def render_table(record: Mapping[str, Any]) -> Any:
         acc = out.get("accuracy")
         acc_text = "-" if acc is None else f"{acc['score']:.3f} (>= {acc['threshold']:g})"
         peak = (out.get("find_peak") or {}).get("peak_valid_qps")
-        t.add_row(*(Text(c) for c in (
-            scenario, verdict, "-" if samples is None else f"{samples:.2f}", "-" if tokens is None else f"{tokens:.1f}",
-            _ms(s, "latency", "p90"), _ms(s, "latency", "p99"), _ms(s, "ttft", "p99"), _ms(s, "tpot", "p99"),
-            acc_text, "-" if peak is None else f"{peak:g}")))
+        t.add_row(
+            *(
+                Text(c)
+                for c in (
+                    scenario,
+                    verdict,
+                    "-" if samples is None else f"{samples:.2f}",
+                    "-" if tokens is None else f"{tokens:.1f}",
+                    _ms(s, "latency", "p90"),
+                    _ms(s, "latency", "p99"),
+                    _ms(s, "ttft", "p99"),
+                    _ms(s, "tpot", "p99"),
+                    acc_text,
+                    "-" if peak is None else f"{peak:g}",
+                )
+            )
+        )
     return t

@@ -21,26 +21,28 @@ serving engineers measure it and judged as MLPerf judges a run.
   endpoint runs on this machine's GPU (``--device cuda`` and a local URL).
 - ``perfsuite crosscheck inference.serving``: AIPerf (or the bare asyncio reference client)
   against the same endpoint with the same prompts and load, taking turns with the suite's
-  client (``suite.crosscheck_serving``).
+  client (``perfsuite.crosscheck.aiperf``).
 
 Work: output tokens. Check: LoadGen's verdict and the error budget per scenario; a sweep must
 have a VALID step. Headline: LoadGen's metric per scenario; goodput at the SLO for sweeps. The
 record's ``details["serving"]`` is described in ``_serving_report`` (what ``perfsuite show``
 prints and the leaderboard draws).
 """
+
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
 
-from suite import Check, Requirements, Workload, param
-from workloads.inference._serving_prompts import DISTRIBUTIONS
+from perfsuite import Check, Requirements, Workload, param
+from perfsuite.workloads.inference._serving_prompts import DISTRIBUTIONS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 SCENARIOS = ("Server", "Offline", "SingleStream")
 APIS = ("completions", "chat")
@@ -52,18 +54,25 @@ TRANSFORMERS_SERVE = "transformers.cli.transformers"  # `python -m` of the `tran
 class ServingParams:
     # -- the endpoint
     url: str = param("", "base URL of a running server (http://host:port); empty: start server_command")
-    server_command: str = param("", "command that starts the server; {port}, {model_dir} and {python} are "
-                                    "filled in (e.g. '{python} -m transformers.cli.transformers serve {model_dir} "
-                                    "--port {port}')")
-    model: str = param("", "model name in requests (default: the built model's folder, else the server's first "
-                           "/v1/models entry)")
+    server_command: str = param(
+        "",
+        "command that starts the server; {port}, {model_dir} and {python} are "
+        "filled in (e.g. '{python} -m transformers.cli.transformers serve {model_dir} "
+        "--port {port}')",
+    )
+    model: str = param(
+        "", "model name in requests (default: the built model's folder, else the server's first /v1/models entry)"
+    )
     api: str = param("completions", "OpenAI API: completions or chat", choices=APIS)
     api_key_env: str = param("", "environment variable holding an API key (sent as a bearer token, never recorded)")
     health_path: str = param("/health", "GET path that answers 200 once the server is ready")
     server_ready_timeout_s: float = param(900.0, "longest wait for a started server's health endpoint")
     ignore_eos: bool = param(False, "send ignore_eos (vLLM, SGLang): answers run to max_tokens")
-    tokenizer: str = param("", "tokenizer.json (or its folder) counting output tokens where the server gives no "
-                               "usage, and AIPerf's tokenizer (default: the built model's)")
+    tokenizer: str = param(
+        "",
+        "tokenizer.json (or its folder) counting output tokens where the server gives no "
+        "usage, and AIPerf's tokenizer (default: the built model's)",
+    )
     # -- a model written from a config (for {model_dir})
     build_model: bool = param(False, "write a Llama model + word-level tokenizer from a config for {model_dir}")
     model_layers: int = param(2, "built model: decoder layers")
@@ -84,7 +93,8 @@ class ServingParams:
     min_duration_ms: int = param(10_000, "LoadGen min_duration_ms of each scenario")
     min_query_count: int = param(100, "LoadGen min_query_count of each scenario")
     target_latency_percentile: float | None = param(
-        None, "LoadGen latency percentile (None: LoadGen's 0.9 SingleStream, 0.99 Server/Offline)")
+        None, "LoadGen latency percentile (None: LoadGen's 0.9 SingleStream, 0.99 Server/Offline)"
+    )
     # -- sweeps
     rates: tuple[float, ...] = param((), "request-rate sweep (requests/s, open loop)")
     burstiness: float = param(1.0, "gamma shape of the gaps between arrivals (1: Poisson; inf: even)")
@@ -119,24 +129,40 @@ class ServingParams:
             raise ValueError("build_model writes a model for server_command's {model_dir}: give server_command")
         if not self.health_path.startswith("/"):
             raise ValueError(f"health_path must start with '/', not {self.health_path!r}")
-        positive = {"num_prompts": self.num_prompts, "input_tokens": self.input_tokens,
-                    "output_tokens": self.output_tokens, "target_qps": self.target_qps,
-                    "min_query_count": self.min_query_count, "sweep_requests": self.sweep_requests,
-                    "peak_start_rps": self.peak_start_rps, "peak_steps": self.peak_steps,
-                    "slo_ttft_ms": self.slo_ttft_ms, "slo_tpot_ms": self.slo_tpot_ms,
-                    "burstiness": self.burstiness, "client_processes": self.client_processes,
-                    "stall_timeout_s": self.stall_timeout_s, "request_timeout_s": self.request_timeout_s,
-                    "server_ready_timeout_s": self.server_ready_timeout_s,
-                    "crosscheck_concurrency": self.crosscheck_concurrency,
-                    "crosscheck_requests": self.crosscheck_requests, "model_layers": self.model_layers,
-                    "model_hidden": self.model_hidden, "model_heads": self.model_heads,
-                    "model_intermediate": self.model_intermediate}
+        positive = {
+            "num_prompts": self.num_prompts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "target_qps": self.target_qps,
+            "min_query_count": self.min_query_count,
+            "sweep_requests": self.sweep_requests,
+            "peak_start_rps": self.peak_start_rps,
+            "peak_steps": self.peak_steps,
+            "slo_ttft_ms": self.slo_ttft_ms,
+            "slo_tpot_ms": self.slo_tpot_ms,
+            "burstiness": self.burstiness,
+            "client_processes": self.client_processes,
+            "stall_timeout_s": self.stall_timeout_s,
+            "request_timeout_s": self.request_timeout_s,
+            "server_ready_timeout_s": self.server_ready_timeout_s,
+            "crosscheck_concurrency": self.crosscheck_concurrency,
+            "crosscheck_requests": self.crosscheck_requests,
+            "model_layers": self.model_layers,
+            "model_hidden": self.model_hidden,
+            "model_heads": self.model_heads,
+            "model_intermediate": self.model_intermediate,
+        }
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"{name} must be greater than 0, not {value:g}")
-        for name, value in (("input_stddev", self.input_stddev), ("output_stddev", self.output_stddev),
-                            ("slo_e2e_ms", self.slo_e2e_ms), ("min_duration_ms", self.min_duration_ms),
-                            ("warmup_requests", self.warmup_requests), ("crosscheck_rate", self.crosscheck_rate)):
+        for name, value in (
+            ("input_stddev", self.input_stddev),
+            ("output_stddev", self.output_stddev),
+            ("slo_e2e_ms", self.slo_e2e_ms),
+            ("min_duration_ms", self.min_duration_ms),
+            ("warmup_requests", self.warmup_requests),
+            ("crosscheck_rate", self.crosscheck_rate),
+        ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, not {value:g}")
         for r in self.rates:
@@ -165,12 +191,27 @@ class ServingParams:
 # about 50, p99 about 460), the cross-check one request at a time.
 QUICK: Mapping[str, Any] = {
     "server_command": f"env OMP_NUM_THREADS=1 {{python}} -m {TRANSFORMERS_SERVE} serve {{model_dir}} --port {{port}} "
-                      "--device cpu --host 127.0.0.1",
-    "build_model": True, "num_prompts": 32, "input_tokens": 12, "input_stddev": 3.0, "output_tokens": 6,
-    "target_qps": 3.0, "min_duration_ms": 1500, "min_query_count": 16, "target_latency_percentile": 0.5,
-    "concurrencies": (1, 2), "sweep_requests": 8, "slo_ttft_ms": 5000.0, "slo_tpot_ms": 1000.0,
-    "warmup_requests": 2, "server_ready_timeout_s": 300.0, "stall_timeout_s": 30.0, "request_timeout_s": 60.0,
-    "error_budget": 0.0, "crosscheck_concurrency": 1, "crosscheck_requests": 20,
+    "--device cpu --host 127.0.0.1",
+    "build_model": True,
+    "num_prompts": 32,
+    "input_tokens": 12,
+    "input_stddev": 3.0,
+    "output_tokens": 6,
+    "target_qps": 3.0,
+    "min_duration_ms": 1500,
+    "min_query_count": 16,
+    "target_latency_percentile": 0.5,
+    "concurrencies": (1, 2),
+    "sweep_requests": 8,
+    "slo_ttft_ms": 5000.0,
+    "slo_tpot_ms": 1000.0,
+    "warmup_requests": 2,
+    "server_ready_timeout_s": 300.0,
+    "stall_timeout_s": 30.0,
+    "request_timeout_s": 60.0,
+    "error_budget": 0.0,
+    "crosscheck_concurrency": 1,
+    "crosscheck_requests": 20,
 }
 # What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
 SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
@@ -180,13 +221,14 @@ class Serving(Workload):
     name = "inference.serving"
     category = "inference"
     version = 1
-    description = ("an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
-                   "SLO goodput, AIPerf cross-check")
+    description = (
+        "an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
+        "SLO goodput, AIPerf cross-check"
+    )
     Params = ServingParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
     controls_honoured = ()  # LoadGen and the load shapes decide how long and how often
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1,
-                                packages=("aiohttp", "mlperf_loadgen"))
+    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("aiohttp", "mlperf_loadgen"))
 
     def __init__(self, params: Any) -> None:
         super().__init__(params)
@@ -204,28 +246,30 @@ class Serving(Workload):
 
         command = self.params.server_command
         if TRANSFORMERS_SERVE in command or "transformers serve" in command:
-            missing = [m for m in ("transformers",) + SERVE_MODULES if importlib.util.find_spec(m) is None]
+            missing = [m for m in ("transformers", *SERVE_MODULES) if importlib.util.find_spec(m) is None]
             if missing:
-                return (f"transformers serve needs {', '.join(missing)} (pip install 'perfsuite[serving]')")
+                return f"transformers serve needs {', '.join(missing)} (pip install 'perfsuite[serving]')"
         return None
 
     # -- setup: the endpoint, the prompts, the client ------------------------------------------
     def setup(self, ctx: "RunContext") -> None:
-        from workloads.inference import _serving_server as srv
-        from workloads.inference._serving_client import Endpoint
-        from workloads.inference._serving_load import ClientPool
-        from workloads.inference._serving_prompts import Lengths, describe, synthetic_prompts
+        from perfsuite.workloads.inference._serving_client import Endpoint
+        from perfsuite.workloads.inference._serving_load import ClientPool
+        from perfsuite.workloads.inference._serving_prompts import Lengths, describe, synthetic_prompts
+        from perfsuite.workloads.inference import _serving_server as srv
 
         p = self.params
         root = ctx.artifact_dir()
-        d = self.details = ctx.details["serving"] = {"artifact_dir": str(root)}
+        d: dict[str, Any] = {"artifact_dir": str(root)}
+        self.details = ctx.details["serving"] = d
         model_dir = ""
         if p.build_model:
-            from workloads.inference._serving_model import ModelShape, build_and_save
+            from perfsuite.workloads.inference._serving_model import ModelShape, build_and_save
 
             model_dir = str(root / "model")
-            d["model_built"] = build_and_save(root / "model", ModelShape(p.model_layers, p.model_hidden,
-                                                                          p.model_heads, p.model_intermediate))
+            d["model_built"] = build_and_save(
+                root / "model", ModelShape(p.model_layers, p.model_hidden, p.model_heads, p.model_intermediate)
+            )
             d["model_built"]["directory"] = model_dir
         self.tokenizer = p.tokenizer or model_dir or None
         headers: dict[str, str] = {}
@@ -236,22 +280,33 @@ class Serving(Workload):
             status = srv.probe(base_url, p.health_path, headers)
             if status != 200:
                 raise srv.ServerUnavailable(f"{base_url}{p.health_path} answered HTTP {status}, not 200")
-            d["endpoint"] = {"base_url": base_url, "started_by_suite": False,
-                             "note": "a server already running when the run started"}
+            d["endpoint"] = {
+                "base_url": base_url,
+                "started_by_suite": False,
+                "note": "a server already running when the run started",
+            }
         else:
             port = srv.free_port()
             base_url = f"http://127.0.0.1:{port}"
-            self.server = srv.ServerProcess(srv.command_argv(p.server_command, port, model_dir), root / "server.log",
-                                            base_url, p.health_path)
+            self.server = srv.ServerProcess(
+                srv.command_argv(p.server_command, port, model_dir), root / "server.log", base_url, p.health_path
+            )
             ctx.log(f"starting the server: {' '.join(self.server.argv)}")
             self.server.start()
             self.server.wait_ready(p.server_ready_timeout_s)
             d["endpoint"] = {"base_url": base_url, "started_by_suite": True, "server": self.server.describe()}
         host = urlparse(base_url).hostname or ""
         self.energy_local = ctx.device == "cuda" and host in LOCAL_HOSTS
-        d["energy"] = ("NVML total energy of this machine's GPU (the endpoint is local)" if self.energy_local else
-                       "not measured: " + ("the run's device is not cuda" if ctx.device != "cuda"
-                                           else f"the endpoint ({host}) is not on this machine"))
+        d["energy"] = (
+            "NVML total energy of this machine's GPU (the endpoint is local)"
+            if self.energy_local
+            else "not measured: "
+            + (
+                "the run's device is not cuda"
+                if ctx.device != "cuda"
+                else f"the endpoint ({host}) is not on this machine"
+            )
+        )
         report = srv.self_report(base_url, headers)
         d["endpoint"]["self_report"] = report
         d["endpoint"]["engine"] = self._engine(report)
@@ -260,8 +315,13 @@ class Serving(Workload):
             raise srv.ServerUnavailable("no model name: give model=..., the server's /v1/models named none")
         extra = (("ignore_eos", True),) if p.ignore_eos else ()
         self.endpoint = Endpoint(base_url, model, p.api, tuple(headers.items()), extra)
-        d["endpoint"].update(model=model, api=p.api, url=self.endpoint.url, ignore_eos=p.ignore_eos,
-                             api_key="from $" + p.api_key_env if p.api_key_env else None)
+        d["endpoint"].update(
+            model=model,
+            api=p.api,
+            url=self.endpoint.url,
+            ignore_eos=p.ignore_eos,
+            api_key="from $" + p.api_key_env if p.api_key_env else None,
+        )
         inputs = Lengths(p.input_tokens, p.input_stddev, p.length_distribution)
         outputs = Lengths(p.output_tokens, p.output_stddev, p.length_distribution)
         self.prompts = synthetic_prompts(p.num_prompts, inputs, outputs, p.prompt_seed)
@@ -270,30 +330,38 @@ class Serving(Workload):
         self._warm_up(ctx)
         self.pool = ClientPool(p.client_processes)
         libraries = _versions(("aiohttp", "uvloop"))
-        d["client"] = {"libraries": libraries, "processes": p.client_processes,
-                       "event_loop": "uvloop" if "uvloop" in libraries else "asyncio"}
+        d["client"] = {
+            "libraries": libraries,
+            "processes": p.client_processes,
+            "event_loop": "uvloop" if "uvloop" in libraries else "asyncio",
+        }
         if p.measure_client:
-            from workloads.inference._serving_capacity import measure, null_server
+            from perfsuite.workloads.inference._serving_capacity import measure, null_server
 
             with null_server(p.client_processes) as url:
                 d["client"]["capacity"] = measure(self.pool, url, seconds=1.0)
-            ctx.log(f"client capacity: {d['client']['capacity']['requests_per_s']:.0f} streamed requests/s, "
-                    f"idle TTFT p50 {d['client']['capacity']['idle_ttft_p50_ms']:.2f} ms")
+            ctx.log(
+                f"client capacity: {d['client']['capacity']['requests_per_s']:.0f} streamed requests/s, "
+                f"idle TTFT p50 {d['client']['capacity']['idle_ttft_p50_ms']:.2f} ms"
+            )
 
     def _slo(self) -> Any:
-        from workloads.inference._serving_metrics import SLO
+        from perfsuite.workloads.inference._serving_metrics import SLO
 
         p = self.params
         return SLO(p.slo_ttft_ms, p.slo_tpot_ms, p.slo_e2e_ms or None)
 
     def _engine(self, report: dict) -> dict:
-        from workloads.inference._serving_server import engine_from_report
+        from perfsuite.workloads.inference._serving_server import engine_from_report
 
         engine = engine_from_report(report)
         argv = self.server.argv if self.server is not None else []
         if "transformers" in " ".join(argv) and "serve" in argv:
-            engine = {"name": "transformers serve", "version": _versions(("transformers",)).get("transformers"),
-                      "version_source": "the measuring process's transformers (the server ran " + argv[0] + ")"}
+            engine = {
+                "name": "transformers serve",
+                "version": _versions(("transformers",)).get("transformers"),
+                "version_source": "the measuring process's transformers (the server ran " + argv[0] + ")",
+            }
         return engine
 
     @staticmethod
@@ -306,7 +374,7 @@ class Serving(Workload):
         return {pr.index: self.endpoint.body(pr.text, pr.output_tokens) for pr in self.prompts}
 
     def timeouts(self) -> Any:
-        from workloads.inference._serving_client import Timeouts
+        from perfsuite.workloads.inference._serving_client import Timeouts
 
         return Timeouts(stall_s=self.params.stall_timeout_s, request_s=self.params.request_timeout_s)
 
@@ -315,8 +383,8 @@ class Serving(Workload):
         or size its caches); if none succeeds, the endpoint cannot be measured: one line."""
         import time
 
-        from workloads.inference._serving_load import Job, run_here
-        from workloads.inference._serving_server import ServerUnavailable
+        from perfsuite.workloads.inference._serving_load import Job, run_here
+        from perfsuite.workloads.inference._serving_server import ServerUnavailable
 
         p = self.params
         if not p.warmup_requests:
@@ -325,9 +393,12 @@ class Serving(Workload):
         t0 = time.perf_counter()
         results = run_here(Job(self.endpoint, self.timeouts(), self.bodies(), order, None, 1, self.tokenizer))
         good = [r for r in results if r.ok]
-        self.details["warm_up"] = {"requests": len(results), "succeeded": len(good),
-                                   "seconds": time.perf_counter() - t0,
-                                   "first_e2e_s": results[0].e2e_s if results else None}
+        self.details["warm_up"] = {
+            "requests": len(results),
+            "succeeded": len(good),
+            "seconds": time.perf_counter() - t0,
+            "first_e2e_s": results[0].e2e_s if results else None,
+        }
         if not good:
             r = results[0]
             raise ServerUnavailable(f"{self.endpoint.url} answered no warm-up request: {r.reason}: {r.detail}")
@@ -341,7 +412,7 @@ class Serving(Workload):
             self._rate_sweep(ctx)
         if p.concurrencies:
             self._concurrency_sweep(ctx)
-        if ctx.crosscheck_requested:
+        if ctx.crosscheck.requested:
             self._crosscheck(ctx)
 
     def _capacity(self) -> float | None:
@@ -351,34 +422,43 @@ class Serving(Workload):
     def _loadgen(self, ctx: "RunContext") -> None:
         import mlperf_loadgen
 
-        from workloads.inference._serving_load import token_counter
-        from workloads.inference._serving_loadgen import ServingLoadGen
-        from workloads.inference._serving_sut import HTTPSUT
-        from workloads.inference.driver import loadgen_version
-        from workloads.inference.settings import LoadGenParams
+        from perfsuite.workloads.inference._serving_load import token_counter
+        from perfsuite.workloads.inference._serving_loadgen import ServingLoadGen
+        from perfsuite.workloads.inference._serving_sut import HTTPSUT
+        from perfsuite.workloads.inference.driver import loadgen_version
+        from perfsuite.workloads.inference.settings import LoadGenParams
 
         p = self.params
-        lgp = LoadGenParams(scenarios=p.scenarios, mode="performance", num_samples=p.num_prompts,
-                            min_duration_ms=p.min_duration_ms, min_query_count=p.min_query_count,
-                            target_latency_percentile=p.target_latency_percentile, samples_per_query=1,
-                            target_qps=p.target_qps, latency_ms=p.slo_e2e_ms or p.request_timeout_s * 1e3,
-                            max_batch=1, max_wait_ms=0.0, query_timeout_s=p.request_timeout_s)
+        lgp = LoadGenParams(
+            scenarios=p.scenarios,
+            mode="performance",
+            num_samples=p.num_prompts,
+            min_duration_ms=p.min_duration_ms,
+            min_query_count=p.min_query_count,
+            target_latency_percentile=p.target_latency_percentile,
+            samples_per_query=1,
+            target_qps=p.target_qps,
+            latency_ms=p.slo_e2e_ms or p.request_timeout_s * 1e3,
+            max_batch=1,
+            max_wait_ms=0.0,
+            query_timeout_s=p.request_timeout_s,
+        )
         sut = HTTPSUT(mlperf_loadgen, self.endpoint, self.bodies(), self.timeouts(), token_counter(self.tokenizer))
         runner = ServingLoadGen(ctx, lgp, sut, self._slo(), p.error_budget, self._capacity(), self.energy_local)
         out = self.details["loadgen"] = {"loadgen_version": loadgen_version(), "scenarios": {}}
         runner.run(out)
 
     def _job(self, n: int, concurrency: int = 1, offsets: list[float] | None = None, first: int = 0) -> Any:
-        from workloads.inference._serving_load import Job
+        from perfsuite.workloads.inference._serving_load import Job
 
         order = [(first + i) % len(self.prompts) for i in range(n)]
         return Job(self.endpoint, self.timeouts(), self.bodies(), order, offsets, concurrency, self.tokenizer)
 
     def _step(self, ctx: "RunContext", mode: str, load: float, label: str = "") -> dict:
         """One sweep step measured and judged (its metrics are recorded after the sweep's own)."""
-        from workloads.inference._serving_load import arrival_offsets_s
-        from workloads.inference._serving_loadgen import write_requests
-        from workloads.inference._serving_sweep import StepRules, judge
+        from perfsuite.workloads.inference._serving_load import arrival_offsets_s
+        from perfsuite.workloads.inference._serving_loadgen import write_requests
+        from perfsuite.workloads.inference._serving_sweep import StepRules, judge
 
         p = self.params
         n = p.sweep_requests
@@ -419,11 +499,12 @@ class Serving(Workload):
         if energy:
             add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
             if energy["per_output_token_j"]:
-                add(case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]],
-                    higher_is_better=False)
+                add(
+                    case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]], higher_is_better=False
+                )
 
     def _rate_sweep(self, ctx: "RunContext") -> None:
-        from workloads.inference._serving_sweep import find_peak
+        from perfsuite.workloads.inference._serving_sweep import find_peak
 
         p = self.params
         rows = [self._step(ctx, "rate", r) for r in p.rates]
@@ -444,12 +525,16 @@ class Serving(Workload):
         rows = [self._step(ctx, "concurrency", c) for c in p.concurrencies]
         good = [r for r in rows if r["within_slo"]]
         best = max(good, key=lambda r: r["goodput_rps"]) if good else None
-        self.details["concurrency_sweep"] = {"requests_per_step": p.sweep_requests, "steps": rows,
-                                             "best_concurrency": best["load"] if best else None}
+        self.details["concurrency_sweep"] = {
+            "requests_per_step": p.sweep_requests,
+            "steps": rows,
+            "best_concurrency": best["load"] if best else None,
+        }
         self._sweep_summary(ctx, "concurrency sweep", rows, best, "best_concurrency_within_slo", "requests")
 
-    def _sweep_summary(self, ctx: "RunContext", case: str, rows: list[dict], best: dict | None, load_name: str,
-                       load_unit: str) -> None:
+    def _sweep_summary(
+        self, ctx: "RunContext", case: str, rows: list[dict], best: dict | None, load_name: str, load_unit: str
+    ) -> None:
         """The sweep's own case (goodput at its best step within the SLOs, its headline, and that
         step's load), then every step's case; a check that a step was VALID."""
         valid = [r for r in rows if r["valid"]]
@@ -457,49 +542,73 @@ class Serving(Workload):
         if best is not None:
             ctx.add_metric(case, "goodput_at_slo_rps", "requests/s", [best["goodput_rps"]], higher_is_better=True)
             ctx.add_metric(case, load_name, load_unit, [best["load"]], higher_is_better=True)
-            ctx.add_metric(case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]],
-                           higher_is_better=True)
+            ctx.add_metric(
+                case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]], higher_is_better=True
+            )
         for row in rows:
             self._step_metrics(ctx, row["case"], row)
-        ctx.add_check(Check(label=f"{case}: a VALID step", passed=bool(valid),
-                            method="failed requests within the error budget, the client on schedule and within "
-                                   "its measured capacity",
-                            detail=f"{len(valid)} of {len(rows)} steps VALID; "
-                                   f"{sum(r['within_slo'] for r in rows)} within the SLOs"
-                                   + "".join(f"; {r['mode']} {r['load']:g}: " + "; ".join(r["invalid_reasons"])
-                                             for r in rows if not r["valid"])))
+        ctx.add_check(
+            Check(
+                label=f"{case}: a VALID step",
+                passed=bool(valid),
+                method="failed requests within the error budget, the client on schedule and within "
+                "its measured capacity",
+                detail=f"{len(valid)} of {len(rows)} steps VALID; "
+                f"{sum(r['within_slo'] for r in rows)} within the SLOs"
+                + "".join(
+                    f"; {r['mode']} {r['load']:g}: " + "; ".join(r["invalid_reasons"]) for r in rows if not r["valid"]
+                ),
+            )
+        )
 
     # -- the cross-check -------------------------------------------------------------------
     def _crosscheck(self, ctx: "RunContext") -> None:
         """The same load from the suite's client and from the reference tool (AIPerf, else the
-        bare asyncio reference), in turns (``suite.crosscheck_serving``)."""
+        bare asyncio reference), in turns (``perfsuite.crosscheck.aiperf``)."""
         import json
 
-        from workloads.inference._serving_load import arrival_offsets_s
-        from workloads.inference._serving_metrics import summarize
+        from perfsuite.workloads.inference._serving_load import arrival_offsets_s
+        from perfsuite.workloads.inference._serving_metrics import summarize
 
         p = self.params
         n = p.crosscheck_requests
         prompts = [self.prompts[i % len(self.prompts)] for i in range(n)]
         path = ctx.artifact_dir() / "crosscheck-prompts.jsonl"
-        path.write_text("".join(json.dumps({"text": pr.text, "output_length": pr.output_tokens}) + "\n"
-                                for pr in prompts))
+        path.write_text(
+            "".join(json.dumps({"text": pr.text, "output_length": pr.output_tokens}) + "\n" for pr in prompts)
+        )
 
         def suite_once() -> dict:
-            offsets = arrival_offsets_s(n, p.crosscheck_rate, p.burstiness, ctx.controls.seed) \
-                if p.crosscheck_rate else None
+            offsets = (
+                arrival_offsets_s(n, p.crosscheck_rate, p.burstiness, ctx.controls.seed) if p.crosscheck_rate else None
+            )
             s = summarize(self.pool.run(self._job(n, p.crosscheck_concurrency, offsets)), self._slo())
-            return {"ttft_p50_ms": s["ttft_ms"].get("p50"), "ttft_p99_ms": s["ttft_ms"].get("p99"),
-                    "itl_p50_ms": s["tpot_ms"].get("p50"), "output_tokens_per_s": s["output_tokens_per_s"],
-                    "completed": s["completed"], "failed": s["errors"]["count"]}
+            return {
+                "ttft_p50_ms": s["ttft_ms"].get("p50"),
+                "ttft_p99_ms": s["ttft_ms"].get("p99"),
+                "itl_p50_ms": s["tpot_ms"].get("p50"),
+                "output_tokens_per_s": s["output_tokens_per_s"],
+                "completed": s["completed"],
+                "failed": s["errors"]["count"],
+            }
 
-        spec = {"base_url": self.endpoint.base_url, "model": self.endpoint.model, "api": self.endpoint.api,
-                "prompts_file": str(path), "requests": n, "concurrency": None if p.crosscheck_rate else
-                p.crosscheck_concurrency, "rate": p.crosscheck_rate or None, "burstiness": p.burstiness,
-                "seed": ctx.controls.seed, "tokenizer": self.tokenizer, "ignore_eos": p.ignore_eos,
-                "api_key_env": p.api_key_env or None, "timeout_s": p.request_timeout_s,
-                "workdir": str(ctx.artifact_dir() / "crosscheck")}
-        ctx.details["crosscheck"] = ctx.serving_reference(suite_once, spec)
+        spec = {
+            "base_url": self.endpoint.base_url,
+            "model": self.endpoint.model,
+            "api": self.endpoint.api,
+            "prompts_file": str(path),
+            "requests": n,
+            "concurrency": None if p.crosscheck_rate else p.crosscheck_concurrency,
+            "rate": p.crosscheck_rate or None,
+            "burstiness": p.burstiness,
+            "seed": ctx.controls.seed,
+            "tokenizer": self.tokenizer,
+            "ignore_eos": p.ignore_eos,
+            "api_key_env": p.api_key_env or None,
+            "timeout_s": p.request_timeout_s,
+            "workdir": str(ctx.artifact_dir() / "crosscheck"),
+        }
+        ctx.details["crosscheck"] = ctx.crosscheck.serving(suite_once, spec)
 
     def teardown(self, ctx: "RunContext") -> None:
         if self.pool is not None:
@@ -511,7 +620,7 @@ class Serving(Workload):
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from workloads.inference._serving_report import render
+        from perfsuite.workloads.inference._serving_report import render
 
         return render(record)
 
@@ -526,4 +635,3 @@ def _versions(names: tuple[str, ...]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue  # not installed: absent from the record
     return out
-

@@ -8,12 +8,13 @@ Bad values (a negative QPS, a zero latency bound, an unknown scenario) are refus
 the parameters are built, before anything runs: ``__post_init__`` raises ValueError and
 the host prints it as one line.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from suite import param
+from perfsuite import param
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 MODES = ("submission", "performance", "accuracy")  # submission: accuracy first, then performance
@@ -26,13 +27,13 @@ DEFAULT_PERCENTILE = {"SingleStream": 0.90, "MultiStream": 0.99, "Server": 0.99,
 @dataclass(frozen=True)
 class LoadGenParams:
     scenarios: tuple[str, ...] = param(SCENARIOS, "LoadGen scenarios to run, in order", choices=SCENARIOS)
-    mode: str = param("submission", "accuracy (every sample once), performance, or both (submission)",
-                      choices=MODES)
+    mode: str = param("submission", "accuracy (every sample once), performance, or both (submission)", choices=MODES)
     num_samples: int = param(256, "samples in the query sample library (all are in the performance set)")
     min_duration_ms: int = param(10_000, "LoadGen min_duration_ms of a performance run")
     min_query_count: int = param(100, "LoadGen min_query_count of a performance run")
     target_latency_percentile: float | None = param(
-        None, "latency percentile of SingleStream/MultiStream/Server (None: LoadGen's 0.9 / 0.99 / 0.99)")
+        None, "latency percentile of SingleStream/MultiStream/Server (None: LoadGen's 0.9 / 0.99 / 0.99)"
+    )
     samples_per_query: int = param(8, "MultiStream samples per query")
     target_qps: float = param(10.0, "Server target QPS (the start of --find-peak's search)")
     latency_ms: float = param(100.0, "Server latency bound per sample (without token latencies)")
@@ -50,10 +51,16 @@ class LoadGenParams:
             raise ValueError("name at least one scenario")
         if len(set(self.scenarios)) != len(self.scenarios):
             raise ValueError(f"scenarios repeat: {','.join(self.scenarios)}")
-        positive = {"num_samples": self.num_samples, "min_query_count": self.min_query_count,
-                    "samples_per_query": self.samples_per_query, "target_qps": self.target_qps,
-                    "latency_ms": self.latency_ms, "max_batch": self.max_batch,
-                    "query_timeout_s": self.query_timeout_s, "peak_steps": self.peak_steps}
+        positive = {
+            "num_samples": self.num_samples,
+            "min_query_count": self.min_query_count,
+            "samples_per_query": self.samples_per_query,
+            "target_qps": self.target_qps,
+            "latency_ms": self.latency_ms,
+            "max_batch": self.max_batch,
+            "query_timeout_s": self.query_timeout_s,
+            "peak_steps": self.peak_steps,
+        }
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"{name} must be greater than 0, not {value:g}")
@@ -67,7 +74,9 @@ class LoadGenParams:
             raise ValueError(f"samples_per_query ({self.samples_per_query}) exceeds num_samples ({self.num_samples})")
 
     def percentile(self, scenario: str) -> float:
-        return DEFAULT_PERCENTILE[scenario] if self.target_latency_percentile is None else self.target_latency_percentile
+        return (
+            DEFAULT_PERCENTILE[scenario] if self.target_latency_percentile is None else self.target_latency_percentile
+        )
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,16 @@ class Hints:
     offline_qps: float  # samples per second at full batches
 
 
-def test_settings(lg: Any, p: LoadGenParams, scenario: str, mode: str, seed: int, hints: Hints,
-                  target_qps: float | None = None, tokens: dict[str, float] | None = None) -> tuple[Any, dict]:
+def loadgen_settings(
+    lg: Any,
+    p: LoadGenParams,
+    scenario: str,
+    mode: str,
+    seed: int,
+    hints: Hints,
+    target_qps: float | None = None,
+    tokens: dict[str, float] | None = None,
+) -> tuple[Any, dict]:
     """LoadGen's TestSettings for one run, and the same settings as a JSON-ready dict.
 
     ``tokens`` (generation): ``{"ttft_ms": ..., "tpot_ms": ...}`` switches on LoadGen's
@@ -94,10 +111,15 @@ def test_settings(lg: Any, p: LoadGenParams, scenario: str, mode: str, seed: int
     pct = p.percentile(scenario)
     # Seeds: LoadGen's three, all from the run's seed (unique per repeat, as MLPerf asks).
     rec: dict[str, Any] = {
-        "scenario": scenario, "mode": mode,
-        "min_duration_ms": p.min_duration_ms, "max_duration_ms": 0,
-        "min_query_count": p.min_query_count, "max_query_count": 0,
-        "qsl_rng_seed": seed, "sample_index_rng_seed": seed + 1, "schedule_rng_seed": seed + 2,
+        "scenario": scenario,
+        "mode": mode,
+        "min_duration_ms": p.min_duration_ms,
+        "max_duration_ms": 0,
+        "min_query_count": p.min_query_count,
+        "max_query_count": 0,
+        "qsl_rng_seed": seed,
+        "sample_index_rng_seed": seed + 1,
+        "schedule_rng_seed": seed + 2,
         "performance_sample_count_override": p.num_samples,
         "single_stream_expected_latency_ns": max(int(hints.single_latency_s * 1e9), 1),
         "single_stream_target_latency_percentile": pct,

@@ -7,6 +7,7 @@ and the achieved rates. We read it rather than recomputing anything, so that VAL
 p99 mean exactly what MLPerf means. Lines are ``label : value``; the label spelling is
 LoadGen's (6.x), matched whole so that a renamed line is a clear parse error, not a zero.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,11 +34,14 @@ _RATES = {
 # latency kinds: the plain per-sample (or per-query) latency, time to first token, time per output token
 _KIND = {"latency": "latency", "first token latency": "ttft", "time to output token": "tpot"}
 _MINMAXMEAN = {
-    "Min latency (ns)": ("latency", "min"), "Max latency (ns)": ("latency", "max"),
+    "Min latency (ns)": ("latency", "min"),
+    "Max latency (ns)": ("latency", "max"),
     "Mean latency (ns)": ("latency", "mean"),
-    "Min First Token latency (ns)": ("ttft", "min"), "Max First Token latency (ns)": ("ttft", "max"),
+    "Min First Token latency (ns)": ("ttft", "min"),
+    "Max First Token latency (ns)": ("ttft", "max"),
     "Mean First Token latency (ns)": ("ttft", "mean"),
-    "Min Time per Output Token (ns)": ("tpot", "min"), "Max Time per Output Token (ns)": ("tpot", "max"),
+    "Min Time per Output Token (ns)": ("tpot", "min"),
+    "Max Time per Output Token (ns)": ("tpot", "max"),
     "Mean Time per Output Token (ns)": ("tpot", "mean"),
 }
 
@@ -69,11 +73,21 @@ class LoadGenSummary:
         return out + self.recommendations
 
     def to_dict(self) -> dict:
-        return {"scenario": self.scenario, "mode": self.mode, "valid": self.valid, "satisfied": self.satisfied,
-                "invalid_reasons": self.invalid_reasons, "early_stopping": self.early_stopping,
-                "early_stopping_estimates_ns": self.early_stopping_estimates_ns, "headline_ns": self.headline_ns,
-                "latency_ns": self.latency_ns, "rates": self.rates, "parameters": self.parameters,
-                "warnings": self.warnings, "errors": self.errors}
+        return {
+            "scenario": self.scenario,
+            "mode": self.mode,
+            "valid": self.valid,
+            "satisfied": self.satisfied,
+            "invalid_reasons": self.invalid_reasons,
+            "early_stopping": self.early_stopping,
+            "early_stopping_estimates_ns": self.early_stopping_estimates_ns,
+            "headline_ns": self.headline_ns,
+            "latency_ns": self.latency_ns,
+            "rates": self.rates,
+            "parameters": self.parameters,
+            "warnings": self.warnings,
+            "errors": self.errors,
+        }
 
 
 def _number(text: str, label: str) -> float:
@@ -110,7 +124,7 @@ def parse_summary(text: str) -> LoadGenSummary:
         if line == "Test Parameters Used":
             section, block = "params", None
             continue
-        if line.startswith("No warnings") or line.startswith("No errors"):
+        if line.startswith(("No warnings", "No errors")):
             continue
         if "warnings encountered" in line:
             fields["_warnings"] = "1"
@@ -169,11 +183,21 @@ def parse_summary(text: str) -> LoadGenSummary:
     for name, lines in es.items():
         for m in _ES_ESTIMATE.finditer(" ".join(lines)):
             estimates[f"{name} {_pct_key(m.group(1))}"] = float(m.group(2))
-    return LoadGenSummary(scenario=fields["Scenario"], mode=fields["Mode"], valid=fields["Result is"] == "VALID",
-                          satisfied=sat, recommendations=recs, early_stopping=es,
-                          early_stopping_estimates_ns=estimates, headline_ns=headline, latency_ns=latency,
-                          rates=rates, parameters=params, warnings="_warnings" in fields,
-                          errors="_errors" in fields)
+    return LoadGenSummary(
+        scenario=fields["Scenario"],
+        mode=fields["Mode"],
+        valid=fields["Result is"] == "VALID",
+        satisfied=sat,
+        recommendations=recs,
+        early_stopping=es,
+        early_stopping_estimates_ns=estimates,
+        headline_ns=headline,
+        latency_ns=latency,
+        rates=rates,
+        parameters=params,
+        warnings="_warnings" in fields,
+        errors="_errors" in fields,
+    )
 
 
 def read_summary(log_dir: Path) -> LoadGenSummary:

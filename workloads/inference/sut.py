@@ -17,15 +17,17 @@ sample handed to the model longer than ``query_timeout_s`` ago: a dropped query 
 
 LoadGen's module is passed in (``lg``), so that this file imports nothing heavy.
 """
+
 from __future__ import annotations
 
 import array
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 WATCHDOG_PERIOD_S = 0.05
 
@@ -76,8 +78,17 @@ class BatchingSUT:
     reason and let LoadGen finish.
     """
 
-    def __init__(self, lg: Any, backend: Backend, *, max_batch: int, max_wait_s: float, query_timeout_s: float,
-                 streams_tokens: bool, inject: str = "none") -> None:
+    def __init__(
+        self,
+        lg: Any,
+        backend: Backend,
+        *,
+        max_batch: int,
+        max_wait_s: float,
+        query_timeout_s: float,
+        streams_tokens: bool,
+        inject: str = "none",
+    ) -> None:
         self.lg = lg
         self.backend = backend
         self.max_batch = max_batch
@@ -196,12 +207,12 @@ class BatchingSUT:
                 fn, future = batch
                 try:
                     future.set_result(fn())
-                except BaseException as exc:  # handed to the caller of call()
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller of call()
                     future.set_exception(exc)
                 continue
             try:
                 self._run(batch)
-            except BaseException as exc:  # the run's failure: recorded, and LoadGen still finishes
+            except BaseException as exc:  # noqa: BLE001 - the run's failure: recorded, and LoadGen still finishes
                 self.fail(f"model call on a batch of {len(batch)} raised {type(exc).__name__}: {exc}")
                 self._complete_empty(batch)
 
@@ -227,9 +238,9 @@ class BatchingSUT:
     def _first_token_sender(self, batch: list[Pending]) -> Callable[[Sequence[bytes]], None]:
         def send(tokens: Sequence[bytes]) -> None:
             buffers = [array.array("B", t) for t in tokens]
-            responses = [self.lg.QuerySampleResponse(p.id, b.buffer_info()[0], len(b))
-                         for p, b in zip(batch, buffers)]
+            responses = [self.lg.QuerySampleResponse(p.id, b.buffer_info()[0], len(b)) for p, b in zip(batch, buffers)]
             self.lg.FirstTokenComplete(responses)
+
         return send
 
     def _complete(self, batch: list[Pending], outputs: list[Output]) -> None:
@@ -240,8 +251,7 @@ class BatchingSUT:
         if not live:
             return
         if self.streams_tokens:
-            responses = [self.lg.QuerySampleResponse(p.id, b.buffer_info()[0], len(b), o.n_tokens)
-                         for p, o, b in live]
+            responses = [self.lg.QuerySampleResponse(p.id, b.buffer_info()[0], len(b), o.n_tokens) for p, o, b in live]
         else:
             responses = [self.lg.QuerySampleResponse(p.id, b.buffer_info()[0], len(b)) for p, o, b in live]
         s = self.stats
@@ -277,13 +287,14 @@ class BatchingSUT:
                     return
                 now = time.perf_counter_ns()
                 # Measured from dispatch: in Offline every sample is issued at once and waits its turn.
-                late = [p for p in self._outstanding.values()
-                        if p.dispatched_ns and now - p.dispatched_ns > limit_ns]
+                late = [p for p in self._outstanding.values() if p.dispatched_ns and now - p.dispatched_ns > limit_ns]
                 if late and self._failure is None:
                     p = late[0]
-                    self._failure = (f"sample {p.index} (LoadGen response id {p.id}) was not completed within "
-                                     f"{self.query_timeout_s:g} s of reaching the model: dropped by the SUT or a hung "
-                                     f"model call ({len(late)} sample(s) late)")
+                    self._failure = (
+                        f"sample {p.index} (LoadGen response id {p.id}) was not completed within "
+                        f"{self.query_timeout_s:g} s of reaching the model: dropped by the SUT or a hung "
+                        f"model call ({len(late)} sample(s) late)"
+                    )
                 stale = list(self._queue) if late else []
                 if late:
                     self._queue.clear()

@@ -6,15 +6,18 @@ so that ``perfsuite roofline`` can place a case exactly (arithmetic intensity =
 flops / bytes), and ``details["skipped_cases"]`` (case -> why it did not run), so that a
 requested case never disappears silently. No torch at import time.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from suite import Case, Requirements, Workload
+from perfsuite import Case, Requirements, Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
+
 
 @contextlib.contextmanager
 def fp32_matmul_precision(mode: str) -> Iterator[None]:
@@ -44,8 +47,12 @@ def declare(ctx: "RunContext", cases: list[Case], skipped: Mapping[str, str]) ->
     """Record each case's work per call and each skipped case's reason in the run's
     details; return the cases to run."""
     ctx.details["work"] = {
-        c.label: {"flops": float(c.work.flops), "bytes": float(c.work.bytes), "items": float(c.work.items),
-                  "item_unit": c.work.item_unit}
+        c.label: {
+            "flops": float(c.work.flops),
+            "bytes": float(c.work.bytes),
+            "items": float(c.work.items),
+            "item_unit": c.work.item_unit,
+        }
         for c in cases
     }
     ctx.details["skipped_cases"] = dict(skipped)

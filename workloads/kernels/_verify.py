@@ -8,20 +8,23 @@ so each block crosses many of the kernel's output tiles: a tile computed wrongly
 likely to show. Independently, the whole output must be finite: callers poison it with
 NaN before the verifying call, so any element the kernel never wrote fails the check.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from suite import Check
+from perfsuite import Check
 
 BLOCKS = 4
 BLOCK = 64
 
 
 def method_text(blocks: int = BLOCKS, block: int = BLOCK) -> str:
-    return (f"{blocks} sampled {block}x{block} output blocks vs float64 reference "
-            f"(relative Frobenius error); whole output finite after NaN poisoning")
+    return (
+        f"{blocks} sampled {block}x{block} output blocks vs float64 reference "
+        f"(relative Frobenius error); whole output finite after NaN poisoning"
+    )
 
 
 def _take(t: Any, dim: int, index: Any) -> Any:
@@ -59,23 +62,30 @@ def sampled_matmul_error(out: Any, a: Any, b: Any, seed: int, blocks: int = BLOC
         ref = _to_f64(_take(a, 0, rows)) @ _to_f64(_take(b, 1, cols))
         got = _to_f64(_take(_take(out, 0, rows), 1, cols))
         err_sq += float(((got - ref) ** 2).sum())
-        ref_sq += float((ref ** 2).sum())
+        ref_sq += float((ref**2).sum())
     if ref_sq == 0.0:
         return math.sqrt(err_sq)
     return math.sqrt(err_sq / ref_sq)
 
 
-def check_matmul(label: str, out: Any, a: Any, b: Any, *, tolerance: float, seed: int,
-                 blocks: int = BLOCKS, block: int = BLOCK) -> Check:
+def check_matmul(
+    label: str, out: Any, a: Any, b: Any, *, tolerance: float, seed: int, blocks: int = BLOCKS, block: int = BLOCK
+) -> Check:
     """Judge a matmul output already computed into ``out`` (after NaN poisoning)."""
     import torch
 
     method = method_text(blocks, block)
     not_finite = int((~torch.isfinite(out)).sum())
     if not_finite:
-        return Check(label=label, passed=False, method=method, error=float("inf"), tolerance=tolerance,
-                     detail=f"{not_finite} of {out.numel()} output elements are NaN/Inf: "
-                            f"not written by the kernel, or overflowed")
+        return Check(
+            label=label,
+            passed=False,
+            method=method,
+            error=float("inf"),
+            tolerance=tolerance,
+            detail=f"{not_finite} of {out.numel()} output elements are NaN/Inf: "
+            f"not written by the kernel, or overflowed",
+        )
     err = sampled_matmul_error(out, a, b, seed, blocks, block)
     return Check(label=label, passed=err <= tolerance, method=method, error=err, tolerance=tolerance)
 
@@ -93,5 +103,5 @@ def chunked_relative_error(pairs: Any) -> float:
         if not bool(torch.isfinite(o).all()):
             return float("inf")
         err_sq += float(((o - r) ** 2).sum())
-        ref_sq += float((r ** 2).sum())
+        ref_sq += float((r**2).sum())
     return math.sqrt(err_sq / ref_sq) if ref_sq > 0 else math.sqrt(err_sq)

@@ -10,23 +10,34 @@ Work per call: 4*B*H*S^2*D FLOPs (Q K^T and P V, 2*S^2*D each per head), halved 
 causal; bytes = Q, K, V read once and O written once. Judged against the device's
 ``matmul.<dtype>`` ceiling. Verified against the math backend computed in float32.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Case, Check, Work, param
-from suite.dtypes import element_size, torch_dtype
-from workloads.kernels._common import KernelWorkload, declare, first_line, fp32_matmul_precision
-from workloads.kernels._verify import chunked_relative_error
+from perfsuite import Case, Check, Work, param
+from perfsuite.dtypes import element_size, torch_dtype
+from perfsuite.workloads.kernels._common import (
+    KernelWorkload,
+    declare,
+    first_line,
+    fp32_matmul_precision,
+)
+from perfsuite.workloads.kernels._verify import chunked_relative_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 BACKENDS = ("flash", "efficient", "cudnn", "math")
-_SDP_BACKEND = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
-                "math": "MATH"}
+_SDP_BACKEND = {
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "math": "MATH",
+}
 # Relative Frobenius error against the float32 math backend. Fused kernels keep the
 # softmax statistics in fp32 and round P and O to the input dtype: bf16 (unit roundoff
 # 2^-8) lands near 3e-3, fp16 (2^-11) near 5e-4; the tolerances leave a 5-20x margin.
@@ -40,8 +51,9 @@ class AttentionParams:
     heads: int = param(16, "attention heads H (queries, keys and values alike)")
     seq_len: int = param(4096, "sequence length S (queries and keys)")
     head_dim: int = param(128, "head dimension D")
-    dtype: str = param("bf16", "element type (fp32 only the CPU and the math/efficient backends run)",
-                       choices=("bf16", "fp16", "fp32"))
+    dtype: str = param(
+        "bf16", "element type (fp32 only the CPU and the math/efficient backends run)", choices=("bf16", "fp16", "fp32")
+    )
     causal: bool = param(False, "causal mask (is_causal=True): half the FLOPs")
     backends: tuple[str, ...] = param(BACKENDS, "SDPA backends, one case each", choices=BACKENDS)
 
@@ -110,8 +122,7 @@ class Attention(KernelWorkload):
         q, k, v = self._inputs(ctx, 1, 1)
         refusals = {b: backend_refusal(b, q, k, v, self.params.causal) for b in dict.fromkeys(self.params.backends)}
         if all(refusals.values()):
-            return "no requested SDPA backend runs these inputs: " + "; ".join(
-                f"{b}: {r}" for b, r in refusals.items())
+            return "no requested SDPA backend runs these inputs: " + "; ".join(f"{b}: {r}" for b, r in refusals.items())
         return None
 
     def setup(self, ctx: "RunContext") -> None:
@@ -128,30 +139,44 @@ class Attention(KernelWorkload):
             else:
                 self._fns[backend] = sdpa_call(backend, self.q, self.k, self.v, p.causal)
         if not self._fns:
-            raise RuntimeError("no SDPA backend runs the full-size inputs: " + "; ".join(
-                f"{b}: {r}" for b, r in self._skipped.items()))
+            raise RuntimeError(
+                "no SDPA backend runs the full-size inputs: " + "; ".join(f"{b}: {r}" for b, r in self._skipped.items())
+            )
         # The reference: the math backend in float32 (IEEE matmuls), one batch element at a
         # time so its S x S score matrix stays small.
         self._reference = []
         with fp32_matmul_precision("highest"):
             for i in range(p.batch):
-                qf, kf, vf = (t[i:i + 1].to(torch.float32) for t in (self.q, self.k, self.v))
+                qf, kf, vf = (t[i : i + 1].to(torch.float32) for t in (self.q, self.k, self.v))
                 self._reference.append(sdpa_call("math", qf, kf, vf, p.causal)())
 
     def _verify(self, backend: str) -> Check:
         out = self._fns[backend]()
-        err = chunked_relative_error((out[i:i + 1], ref) for i, ref in enumerate(self._reference))
+        err = chunked_relative_error((out[i : i + 1], ref) for i, ref in enumerate(self._reference))
         tol = TOLERANCE[self.params.dtype]
-        return Check(label=backend, passed=err <= tol, error=err, tolerance=tol,
-                     method="relative Frobenius error vs the math backend in float32")
+        return Check(
+            label=backend,
+            passed=err <= tol,
+            error=err,
+            tolerance=tol,
+            method="relative Frobenius error vs the math backend in float32",
+        )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         p = self.params
         nbytes = 4.0 * p.batch * p.heads * p.seq_len * p.head_dim * element_size(p.dtype)
         work = Work(flops=attention_flops(p), bytes=nbytes)
-        built = [Case(label=b, fn=fn, work=work, roofline=f"matmul.{p.dtype}",
-                      verify=lambda b=b: self._verify(b), baseline=(b == "math"))
-                 for b, fn in self._fns.items()]
+        built = [
+            Case(
+                label=b,
+                fn=fn,
+                work=work,
+                roofline=f"matmul.{p.dtype}",
+                verify=lambda b=b: self._verify(b),
+                baseline=(b == "math"),
+            )
+            for b, fn in self._fns.items()
+        ]
         return declare(ctx, built, self._skipped)
 
     def teardown(self, ctx: "RunContext") -> None:

@@ -38,20 +38,27 @@ Resources:
 A resource the device lacks is skipped with its reason in ``details["skipped_cases"]``.
 Every case is verified like its workload (sampled float64 blocks; copies bit-exact).
 """
+
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Case, param
-from workloads.kernels._common import KernelWorkload, declare
-from workloads.kernels.gemm import MATMUL_DTYPES, MatmulOperands, matmul_case, matmul_unsupported
-from workloads.kernels.memory import GIB, MIB, copy_case
+from perfsuite import Case, param
+from perfsuite.workloads.kernels._common import KernelWorkload, declare
+from perfsuite.workloads.kernels.gemm import (
+    MATMUL_DTYPES,
+    MatmulOperands,
+    matmul_case,
+    matmul_unsupported,
+)
+from perfsuite.workloads.kernels.memory import GIB, MIB, copy_case
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 TRANSFERS = ("h2d.pinned", "h2d.pageable", "d2h.pinned", "d2h.pageable")
 # The CPU's ceilings (see DESIGN.md): fp16 matmul on a CPU is not a hardware peak worth
@@ -72,17 +79,21 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class CeilingsParams:
-    matmul_shapes: tuple[str, ...] = param(("4096x4096x4096", "8192x8192x8192", "8192x8192x16384"),
-                                           "matmul shapes MxNxK measured for each precision; the best is kept")
+    matmul_shapes: tuple[str, ...] = param(
+        ("4096x4096x4096", "8192x8192x8192", "8192x8192x16384"),
+        "matmul shapes MxNxK measured for each precision; the best is kept",
+    )
     matmul_dtypes: tuple[str, ...] = param(MATMUL_DTYPES, "matmul precisions to measure", choices=MATMUL_DTYPES)
-    copy_sizes: tuple[int, ...] = param((256 * MIB, 1 * GIB, 2 * GIB),
-                                        "bytes of each buffer of the device-memory copies; the best is kept")
+    copy_sizes: tuple[int, ...] = param(
+        (256 * MIB, 1 * GIB, 2 * GIB), "bytes of each buffer of the device-memory copies; the best is kept"
+    )
     transfer_bytes: int = param(1 * GIB, "bytes of each host<->device transfer")
     burst_iterations: int = param(20, "timed calls of a burst figure (after the warm-up, from a cool GPU)")
     sustained_s: float = param(2.0, "seconds of back-to-back calls of a sustained figure (reaches the power limit)")
     cool_wait_s: float = param(10.0, "longest wait for NVML to show no power/thermal event before a burst")
-    best_shape_bursts: int = param(2, "bursts more at the best shape, each from a rested GPU; the fastest call of "
-                                      "any counts")
+    best_shape_bursts: int = param(
+        2, "bursts more at the best shape, each from a rested GPU; the fastest call of any counts"
+    )
 
     def __post_init__(self) -> None:
         if not self.matmul_shapes or not self.copy_sizes:
@@ -92,8 +103,9 @@ class CeilingsParams:
         if min(self.copy_sizes) < 4 or self.transfer_bytes < 4:
             raise ValueError("copy_sizes and transfer_bytes must be at least 4 bytes")
         if self.burst_iterations < 1 or self.sustained_s < 0 or self.cool_wait_s < 0 or self.best_shape_bursts < 0:
-            raise ValueError("burst_iterations must be positive; sustained_s, cool_wait_s and best_shape_bursts "
-                             "not negative")
+            raise ValueError(
+                "burst_iterations must be positive; sustained_s, cool_wait_s and best_shape_bursts not negative"
+            )
 
 
 def matmul_ceiling_unsupported(dtype: str, device: str) -> str | None:
@@ -103,7 +115,7 @@ def matmul_ceiling_unsupported(dtype: str, device: str) -> str | None:
 
 
 def metric_name(resource: str) -> str:
-    """The throughput metric a resource's ceiling is (as suite.roofline reads it)."""
+    """The throughput metric a resource's ceiling is (as perfsuite.measure.roofline reads it)."""
     return "tflops" if resource.startswith("matmul.") else "gbps"
 
 
@@ -118,16 +130,21 @@ class Candidate:
 
 class Ceilings(KernelWorkload):
     name = "kernels.ceilings"
-    # 6: more bursts at the best shape, each from a GPU rested 2 s (suite.context.COOL_REST_S);
+    # 6: more bursts at the best shape, each from a GPU rested 2 s (perfsuite.context.COOL_REST_S);
     # 5: a matmul burst with the other L2 setting joins the candidates, and a link's ceiling is
     # its fastest call; 4: the fastest call of any run (3: of the best median's run; 2: median;
     # 1: one shape, one regime)
     version = 6
     description = "This device's ceilings: matmul per precision, memory copy, host<->device links"
     Params = CeilingsParams
-    quick = {"matmul_shapes": ("128x128x128", "256x256x256", "512x512x512"),
-             "copy_sizes": (64 * 1024, 1 * MIB, 16 * MIB), "transfer_bytes": 16 * MIB,
-             "burst_iterations": 10, "sustained_s": 0.2, "cool_wait_s": 2.0}
+    quick = {
+        "matmul_shapes": ("128x128x128", "256x256x256", "512x512x512"),
+        "copy_sizes": (64 * 1024, 1 * MIB, 16 * MIB),
+        "transfer_bytes": 16 * MIB,
+        "burst_iterations": 10,
+        "sustained_s": 0.2,
+        "cool_wait_s": 2.0,
+    }
 
     def setup(self, ctx: "RunContext") -> None:
         import torch
@@ -171,14 +188,21 @@ class Ceilings(KernelWorkload):
             # Asynchronous only from/to pinned memory, as an application would copy; the CUDA
             # events around the call time the copy on the stream either way. Pageable copies
             # cannot be captured in a CUDA graph, so no transfer case is (graph_safe=False).
-            self._transfers.append(copy_case(dst, src, label=label, work_bytes=n * 4.0, roofline=None,
-                                             fn=_transfer(dst, src, non_blocking=kind == "pinned"),
-                                             graph_safe=False))
+            self._transfers.append(
+                copy_case(
+                    dst,
+                    src,
+                    label=label,
+                    work_bytes=n * 4.0,
+                    roofline=None,
+                    fn=_transfer(dst, src, non_blocking=kind == "pinned"),
+                    graph_safe=False,
+                )
+            )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         # A ceiling is the roof itself: no case names a roofline to be judged against.
-        return declare(ctx, [c.case for group in self._groups.values() for c in group] + self._transfers,
-                       self._skipped)
+        return declare(ctx, [c.case for group in self._groups.values() for c in group] + self._transfers, self._skipped)
 
     def execute(self, ctx: "RunContext") -> None:
         self.cases(ctx)
@@ -204,43 +228,65 @@ class Ceilings(KernelWorkload):
         runs: list[tuple[str, Candidate, Any, dict | None]] = []
         for cand in group:
             cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(cand.case.fn, label=f"{resource} {cand.shape} burst", l2_flush=cand.case.l2_flush,
-                            graph=None if cand.case.graph_safe else False, iterations=p.burst_iterations)
+            m = ctx.time_fn(
+                cand.case.fn,
+                label=f"{resource} {cand.shape} burst",
+                l2_flush=cand.case.l2_flush,
+                graph=None if cand.case.graph_safe else False,
+                iterations=p.burst_iterations,
+            )
             runs.append(("burst", cand, m, cool))
         burst_best = max(runs, key=lambda r: _median_rate(r[1], r[2], name))
         best_cand, best_burst = burst_best[1], burst_best[2]
         again = []  # the best shape's burst again: a burst's fastest call varies with the GPU's state
         for _ in range(p.best_shape_bursts):
             cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(best_cand.case.fn, label=f"{resource} {best_cand.shape} burst again",
-                            l2_flush=best_cand.case.l2_flush, graph=None if best_cand.case.graph_safe else False,
-                            iterations=p.burst_iterations)
+            m = ctx.time_fn(
+                best_cand.case.fn,
+                label=f"{resource} {best_cand.shape} burst again",
+                l2_flush=best_cand.case.l2_flush,
+                graph=None if best_cand.case.graph_safe else False,
+                iterations=p.burst_iterations,
+            )
             again.append(("burst", best_cand, m, cool))
         other_l2 = None
         if resource.startswith("matmul."):  # the best shape again, with the other L2 setting
             flush = not ctx.l2_flush(best_cand.case.l2_flush)
             cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(best_cand.case.fn, label=f"{resource} {best_cand.shape} burst, L2 "
-                            f"{'flushed' if flush else 'kept'} between calls", l2_flush=flush,
-                            graph=None if best_cand.case.graph_safe else False, iterations=p.burst_iterations)
+            m = ctx.time_fn(
+                best_cand.case.fn,
+                label=f"{resource} {best_cand.shape} burst, L2 {'flushed' if flush else 'kept'} between calls",
+                l2_flush=flush,
+                graph=None if best_cand.case.graph_safe else False,
+                iterations=p.burst_iterations,
+            )
             other_l2 = ("burst" + (" (L2 flushed)" if flush else " (L2 kept)"), best_cand, m, cool)
         calls = max(MIN_SUSTAINED_CALLS, math.ceil(p.sustained_s / max(statistics.median(best_burst.samples_s), 1e-9)))
         calls = min(calls, ctx.controls.max_iterations)
-        m = ctx.time_fn(best_cand.case.fn, label=f"{resource} {best_cand.shape} sustained",
-                        l2_flush=best_cand.case.l2_flush, graph=None if best_cand.case.graph_safe else False,
-                        iterations=calls)
+        m = ctx.time_fn(
+            best_cand.case.fn,
+            label=f"{resource} {best_cand.shape} sustained",
+            l2_flush=best_cand.case.l2_flush,
+            graph=None if best_cand.case.graph_safe else False,
+            iterations=calls,
+        )
         sustained = ("sustained", best_cand, m, None)
         # The ceiling's run: the one with the fastest single call, at any shape, in either regime.
         # The sustained run's first calls come at the full burst clock too, and there are
         # thousands of them: on an H200 (run dde1bde2) the fp8 burst's fastest of 20 calls read
         # 1,459 TFLOP/s, under the 1,460-1,467 median of a later 20-call kernels.gemm, while
         # that GEMM's own sustained run reached 1,472 in its first calls.
-        winner = max(runs + again + [sustained] + ([other_l2] if other_l2 else []),
-                     key=lambda r: max(_rates(r[1], r[2], name), default=0.0))
+        winner = max(
+            runs + again + [sustained] + ([other_l2] if other_l2 else []),
+            key=lambda r: max(_rates(r[1], r[2], name), default=0.0),
+        )
 
         unit = "TFLOP/s" if name == "tflops" else "GB/s"
-        for label, (regime, cand, meas, _) in ((name, winner), (f"burst_{name}", burst_best),
-                                               (f"sustained_{name}", sustained)):
+        for label, (_regime, cand, meas, _) in (
+            (name, winner),
+            (f"burst_{name}", burst_best),
+            (f"sustained_{name}", sustained),
+        ):
             metric = ctx.add_metric(resource, label, unit, _rates(cand, meas, name), higher_is_better=True)
             if label == name:
                 # The ceiling is an upper bound: the fastest call of any run, not a median. A
@@ -250,27 +296,54 @@ class Ceilings(KernelWorkload):
                 metric["value"] = max(metric["samples"])
         ctx.add_metric(resource, "time_ms", "ms", [s * 1e3 for s in winner[2].samples_s], higher_is_better=False)
         work = winner[1].case.work
-        ctx.details["work"][resource] = {"flops": float(work.flops), "bytes": float(work.bytes),
-                                         "items": float(work.items), "item_unit": work.item_unit}
+        ctx.details["work"][resource] = {
+            "flops": float(work.flops),
+            "bytes": float(work.bytes),
+            "items": float(work.items),
+            "item_unit": work.item_unit,
+        }
         if winner[2].throttle is not None:
             ctx.details.setdefault("throttle", {})[resource] = winner[2].throttle
         ctx.details["ceilings"][resource] = {
-            "metric": name, "unit": unit, "regime": winner[0], "shape": winner[1].shape,
+            "metric": name,
+            "unit": unit,
+            "regime": winner[0],
+            "shape": winner[1].shape,
             "value": max(_rates(winner[1], winner[2], name)),  # fastest call: an upper bound
             "value_statistic": "fastest call of any run (every shape's burst, the best shape's bursts again "
-                               "and with the other L2 setting for matmuls, the sustained run)",
-            "burst": {"shape": best_cand.shape, "value": _median_rate(best_cand, best_burst, name),
-                      "iterations": best_burst.iterations, "cool_before": burst_best[3], "nvml": best_burst.throttle,
-                      "by_shape": {c.shape: _median_rate(c, mm, name) for _, c, mm, _ in runs},
-                      "again": [{"value": _median_rate(best_cand, mm, name),
-                                 "fastest": max(_rates(best_cand, mm, name), default=0.0), "cool_before": cool}
-                                for _, _, mm, cool in again],
-                      "other_l2": None if other_l2 is None else {
-                          "regime": other_l2[0], "value": _median_rate(best_cand, other_l2[2], name),
-                          "fastest": max(_rates(best_cand, other_l2[2], name), default=0.0),
-                          "cool_before": other_l2[3], "nvml": other_l2[2].throttle}},
-            "sustained": {"shape": best_cand.shape, "value": _median_rate(best_cand, m, name),
-                          "iterations": m.iterations, "seconds": m.wall_s, "nvml": m.throttle},
+            "and with the other L2 setting for matmuls, the sustained run)",
+            "burst": {
+                "shape": best_cand.shape,
+                "value": _median_rate(best_cand, best_burst, name),
+                "iterations": best_burst.iterations,
+                "cool_before": burst_best[3],
+                "nvml": best_burst.throttle,
+                "by_shape": {c.shape: _median_rate(c, mm, name) for _, c, mm, _ in runs},
+                "again": [
+                    {
+                        "value": _median_rate(best_cand, mm, name),
+                        "fastest": max(_rates(best_cand, mm, name), default=0.0),
+                        "cool_before": cool,
+                    }
+                    for _, _, mm, cool in again
+                ],
+                "other_l2": None
+                if other_l2 is None
+                else {
+                    "regime": other_l2[0],
+                    "value": _median_rate(best_cand, other_l2[2], name),
+                    "fastest": max(_rates(best_cand, other_l2[2], name), default=0.0),
+                    "cool_before": other_l2[3],
+                    "nvml": other_l2[2].throttle,
+                },
+            },
+            "sustained": {
+                "shape": best_cand.shape,
+                "value": _median_rate(best_cand, m, name),
+                "iterations": m.iterations,
+                "seconds": m.wall_s,
+                "nvml": m.throttle,
+            },
         }
 
 

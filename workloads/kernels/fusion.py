@@ -3,7 +3,7 @@
     y = layer_norm(gelu(x + bias) + residual) * weight + beta      (over the last dim)
 
 The chain, its inputs, its float64 reference and its tolerances are the host's
-(``suite.fused_chain``), shared with any plugin that fuses the same chain by hand
+(``perfsuite.fused_chain``), shared with any plugin that fuses the same chain by hand
 (perfsuite-triton's ``triton.fused_chain`` adds its Triton kernel to these two cases).
 Cases, on the same inputs:
 
@@ -21,18 +21,20 @@ max-autotune-no-cudagraphs was its faster mode there.
 Bytes that must move per call: x and residual read, y written, bias/weight/beta read
 once. Judged against the ``memory`` ceiling.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Case, Work, fused_chain, param
-from suite.checks import close
-from workloads.kernels._common import KernelWorkload, declare, first_line
+from perfsuite import Case, Work, fused_chain, param
+from perfsuite.checks import close
+from perfsuite.workloads.kernels._common import KernelWorkload, declare, first_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 IMPLS = ("eager", "compile")
 # torch.compile's modes ("default" is mode=None); reduce-overhead adds CUDA graphs.
@@ -45,8 +47,9 @@ class FusionParams:
     hidden: int = param(1024, "hidden size: the normalised last dimension")
     dtype: str = param("bf16", "element type", choices=fused_chain.DTYPES)
     impls: tuple[str, ...] = param(IMPLS, "implementations, one case each", choices=IMPLS)
-    compile_mode: str = param("max-autotune-no-cudagraphs", "torch.compile mode of the compile case",
-                              choices=COMPILE_MODES)
+    compile_mode: str = param(
+        "max-autotune-no-cudagraphs", "torch.compile mode of the compile case", choices=COMPILE_MODES
+    )
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.hidden < 2:
@@ -100,11 +103,19 @@ class Fusion(KernelWorkload):
         tol = fused_chain.TOLERANCE[p.dtype]
         built = []
         for impl, fn in self._impls.items():
-            call = (lambda fn=fn: fn(*self.inputs))
-            built.append(Case(
-                label=impl, fn=call, work=work, roofline="memory", baseline=impl == "eager",
-                verify=lambda impl=impl, call=call: close(impl, call(), self._reference, tol,
-                                                          method=fused_chain.METHOD)))
+            call = lambda fn=fn: fn(*self.inputs)
+            built.append(
+                Case(
+                    label=impl,
+                    fn=call,
+                    work=work,
+                    roofline="memory",
+                    baseline=impl == "eager",
+                    verify=lambda impl=impl, call=call: close(
+                        impl, call(), self._reference, tol, method=fused_chain.METHOD
+                    ),
+                )
+            )
         return declare(ctx, built, self._skipped)
 
     def teardown(self, ctx: "RunContext") -> None:

@@ -9,18 +9,25 @@ reference on sampled output blocks (``_verify.check_matmul``).
 The operand building and the kernel call live in :class:`MatmulOperands` so that
 ``kernels.ceilings`` measures the matrix ceilings with exactly this code.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from suite import Case, Check, Work, param
-from suite.dtypes import element_size, torch_dtype
-from workloads.kernels._common import KernelWorkload, all_unsupported, declare, fp32_matmul_precision
-from workloads.kernels._verify import check_matmul
+from perfsuite import Case, Check, Work, param
+from perfsuite.dtypes import element_size, torch_dtype
+from perfsuite.workloads.kernels._common import (
+    KernelWorkload,
+    all_unsupported,
+    declare,
+    fp32_matmul_precision,
+)
+from perfsuite.workloads.kernels._verify import check_matmul
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -97,8 +104,9 @@ class MatmulOperands:
         import torch
 
         if self.dtype == "fp8":
-            torch._scaled_mm(self.a, self.b, scale_a=self.scale, scale_b=self.scale, out_dtype=self.out.dtype,
-                             out=self.out)
+            torch._scaled_mm(
+                self.a, self.b, scale_a=self.scale, scale_b=self.scale, out_dtype=self.out.dtype, out=self.out
+            )
         elif self.dtype in ("fp32", "tf32"):
             with fp32_matmul_precision("high" if self.dtype == "tf32" else "highest"):
                 torch.matmul(self.a, self.b, out=self.out)
@@ -112,8 +120,15 @@ class MatmulOperands:
         return Work(flops=2.0 * m * n * k, bytes=float(in_bytes + self.out.element_size() * m * n))
 
 
-def matmul_case(ops: MatmulOperands, *, label: str, roofline: str | None, device: str, seed: int,
-                fn: Callable[[], None] | None = None) -> Case:
+def matmul_case(
+    ops: MatmulOperands,
+    *,
+    label: str,
+    roofline: str | None,
+    device: str,
+    seed: int,
+    fn: Callable[[], None] | None = None,
+) -> Case:
     """A timed, verified case of ``ops``: ``fn`` (default ``ops.run``) must fill ``ops.out``."""
     call = fn or ops.run
 
@@ -176,8 +191,16 @@ class Gemm(KernelWorkload):
                 self._skipped[dtype] = reason
                 continue
             ops = MatmulOperands.random(dtype, p.m, p.n, p.k, ctx.torch_device)
-            self._cases.append(matmul_case(ops, label=dtype, roofline=f"matmul.{dtype}", device=ctx.device,
-                                           seed=ctx.controls.seed, fn=self.kernel(ops)))
+            self._cases.append(
+                matmul_case(
+                    ops,
+                    label=dtype,
+                    roofline=f"matmul.{dtype}",
+                    device=ctx.device,
+                    seed=ctx.controls.seed,
+                    fn=self.kernel(ops),
+                )
+            )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         return declare(ctx, self._cases, self._skipped)

@@ -12,17 +12,19 @@ graph; the eager case would stop being eager). Metrics besides time: ``items_per
 (launches/s) and ``us_per_launch`` (microseconds per launch, lower is better).
 Verified by the count: after a known number of calls, x = start + calls * launches.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from suite import Case, Check, Work, capture_graph, param
-from suite.checks import equal
-from workloads.kernels._common import KernelWorkload, declare
+from perfsuite import Case, Check, Work, capture_graph, param
+from perfsuite.checks import equal
+from perfsuite.workloads.kernels._common import KernelWorkload, declare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 VERIFY_CALLS = 3
 
@@ -79,17 +81,31 @@ class Launch(KernelWorkload):
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         work = Work(items=float(self.params.launches), item_unit="launches")
-        built = [Case(label=label, fn=fn, work=work, verify=lambda label=label: self._verify(label),
-                      graph_safe=False, baseline=label == "eager")
-                 for label, fn in self._fns.items()]
+        built = [
+            Case(
+                label=label,
+                fn=fn,
+                work=work,
+                verify=lambda label=label: self._verify(label),
+                graph_safe=False,
+                baseline=label == "eager",
+            )
+            for label, fn in self._fns.items()
+        ]
         return declare(ctx, built, self._skipped)
 
     def execute(self, ctx: "RunContext") -> None:
         n = self.params.launches
         for case in self.cases(ctx):
             m = ctx.measure(case)
-            ctx.add_metric(case.label, "us_per_launch", "us", [s * 1e6 / n for s in m.samples_s],
-                           higher_is_better=False, aggregate="max")
+            ctx.add_metric(
+                case.label,
+                "us_per_launch",
+                "us",
+                [s * 1e6 / n for s in m.samples_s],
+                higher_is_better=False,
+                aggregate="max",
+            )
             ctx.verify(case)
 
     def teardown(self, ctx: "RunContext") -> None:

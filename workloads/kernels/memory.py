@@ -12,18 +12,19 @@ Verified exactly: copy by bit equality; triad against a float64 computation of b
 within the rounding of the buffer dtype. The destination is poisoned with NaN first, so
 an element the kernel never wrote fails.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from suite import Case, Check, Work, copy_case, param
-from suite.checks import close
-from suite.dtypes import element_size, torch_dtype
-from workloads.kernels._common import KernelWorkload, declare
+from perfsuite import Case, Check, Work, copy_case, param
+from perfsuite.checks import close
+from perfsuite.dtypes import element_size, torch_dtype
+from perfsuite.workloads.kernels._common import KernelWorkload, declare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 OPS = ("copy", "triad")
 TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real work
@@ -31,8 +32,8 @@ TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real
 # buffer's dtype (unit roundoff u: fp32 2^-24, fp16 2^-11, bf16 2^-8; rms about u/sqrt(3)),
 # tolerance ~20x that.
 TRIAD_TOLERANCE = {"fp32": 1e-6, "fp16": 5e-3, "bf16": 5e-2}
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,13 @@ class Memory(KernelWorkload):
         self.a.fill_(float("nan"))
         self.triad()
         ref = self.b.to(torch.float64) + TRIAD_SCALAR * self.c.to(torch.float64)
-        return close("triad", self.a, ref, TRIAD_TOLERANCE[self.params.dtype],
-                     method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning")
+        return close(
+            "triad",
+            self.a,
+            ref,
+            TRIAD_TOLERANCE[self.params.dtype],
+            method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning",
+        )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         size = float(self.b.numel() * self.b.element_size())

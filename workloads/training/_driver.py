@@ -20,6 +20,7 @@ against the device's measured ``matmul.<precision>`` ceiling: that fraction is t
 energy to the target (NVML's energy counter, summed over ranks); the goodput split (see
 ``_phases``); the evaluation curve; and the MLLOG events (see ``_events``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,14 +28,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from suite import Check, Workload, param
-from workloads.training import _optim
-from workloads.training._events import Events
-from workloads.training._phases import PhaseClock
-from workloads.training._pipelines import PIPELINES, RankBatches, batches
+from perfsuite import Check, Workload, param
+from perfsuite.workloads.training import _optim
+from perfsuite.workloads.training._events import Events
+from perfsuite.workloads.training._phases import PhaseClock
+from perfsuite.workloads.training._pipelines import PIPELINES, RankBatches, batches
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from suite import RunContext
+    from perfsuite import RunContext
 
 PRECISIONS = ("fp32", "bf16")
 MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
@@ -50,15 +51,17 @@ class TrainingParams:
     lr: float = param(1e-3, "base learning rate (after warm-up)")
     weight_decay: float = param(0.0, "weight decay")
     warmup_steps: int = param(0, "steps of linear learning-rate warm-up")
-    schedule: str = param("constant", "learning-rate decay after warm-up, to 0 at max_steps",
-                          choices=_optim.SCHEDULES)
+    schedule: str = param("constant", "learning-rate decay after warm-up, to 0 at max_steps", choices=_optim.SCHEDULES)
     grad_clip: float = param(0.0, "clip the gradient norm to this (0: no clipping)")
     precision: str = param("fp32", "fp32, or bf16 autocast", choices=PRECISIONS)
     compile: bool = param(False, "torch.compile the training step's model")
     eval_every: int = param(25, "steps between evaluations")
     max_steps: int = param(2000, "step budget: a run still below the target then stops as aborted")
-    time_budget_s: float = param(0.0, "time budget from run_start, checked at evaluations (0: none): "
-                                      "a run still below the target then stops as aborted")
+    time_budget_s: float = param(
+        0.0,
+        "time budget from run_start, checked at evaluations (0: none): "
+        "a run still below the target then stops as aborted",
+    )
     target_accuracy: float = param(0.9, "evaluation accuracy that ends the run")
     train_samples: int = param(8192, "samples in the training split")
     eval_samples: int = param(1024, "samples in the held-out evaluation split")
@@ -132,7 +135,7 @@ class TimeToTarget(Workload):
         cuda = device.type == "cuda"
         world, rank = ctx.world_size, ctx.rank
         ev = Events(enabled=rank == 0)
-        amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")  # noqa: E731
+        amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")
 
         if cuda and p.precision == "fp32":
             # fp32 means fp32: cuDNN would otherwise run convolutions in TF32, and the MFU
@@ -178,7 +181,7 @@ class TimeToTarget(Workload):
 
         def train_step(timed: bool) -> None:
             phase = clock.compute if timed else (lambda _name: _Null())
-            with (clock.host("data_wait") if timed else _Null()):
+            with clock.host("data_wait") if timed else _Null():
                 x, y = next(stream)
             with phase("forward"), amp():
                 loss = self.loss(step_model, x, y)
@@ -196,8 +199,12 @@ class TimeToTarget(Workload):
             if step % spe == 0:
                 ev.start("epoch_start", epoch_num=step // spe + 1, samples_count=samples)
             if step % p.eval_every == 0:
-                ev.start("block_start", first_epoch_num=step // spe + 1,
-                         epoch_count=round(p.eval_every * p.global_batch / n_train, 6), samples_count=samples)
+                ev.start(
+                    "block_start",
+                    first_epoch_num=step // spe + 1,
+                    epoch_count=round(p.eval_every * p.global_batch / n_train, 6),
+                    samples_count=samples,
+                )
             if step == 0:
                 with clock.host("compile_warmup"):
                     train_step(timed=False)
@@ -217,13 +224,22 @@ class TimeToTarget(Workload):
                 ev.end("block_stop", first_epoch_num=(step - (step % p.eval_every)) // spe + 1, samples_count=done)
                 ev.start("eval_start", epoch_num=epoch_of(done), samples_count=done)
                 with clock.host("evaluation"):
-                    accuracy, eval_loss, elapsed = self._evaluate(model, eval_x, eval_y, device, amp, world,
-                                                                  time.perf_counter() - t0)
+                    accuracy, eval_loss, elapsed = self._evaluate(
+                        model, eval_x, eval_y, device, amp, world, time.perf_counter() - t0
+                    )
                 ev.end("eval_stop", epoch_num=epoch_of(done), samples_count=done)
                 ev.point("eval_accuracy", accuracy, epoch_num=epoch_of(done), samples_count=done)
                 clock.drain()
-                evals.append({"step": step + 1, "samples": done, "epoch": epoch_of(done), "accuracy": accuracy,
-                              "loss": eval_loss, "time_s": time.perf_counter() - t0})
+                evals.append(
+                    {
+                        "step": step + 1,
+                        "samples": done,
+                        "epoch": epoch_of(done),
+                        "accuracy": accuracy,
+                        "loss": eval_loss,
+                        "time_s": time.perf_counter() - t0,
+                    }
+                )
                 ctx.log(f"step {step + 1}: eval_accuracy {accuracy:.4f} (target {p.target_accuracy})")
                 reached = accuracy >= p.target_accuracy
                 block_t0, block_steps = time.perf_counter(), 0
@@ -235,30 +251,54 @@ class TimeToTarget(Workload):
         ctx.synchronize()
         wall = time.perf_counter() - t0
         status = "success" if reached else "aborted"
-        ev.end("run_stop", status=status, epoch_num=epoch_of((step + 1) * p.global_batch),
-               samples_count=(step + 1) * p.global_batch)
+        ev.end(
+            "run_stop",
+            status=status,
+            epoch_num=epoch_of((step + 1) * p.global_batch),
+            samples_count=(step + 1) * p.global_batch,
+        )
         energy1 = ctx.energy_j()
         steps_run = step + 1
         energy_j = self._total_energy(energy0, energy1, device, world)
         goodput = clock.split(wall)
         self._record(ctx, reached, wall, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
-        ctx.details.update({
-            "training": {"model": model_info, "flops_per_sample": flops_per_sample, "world_size": world,
-                         "global_batch": p.global_batch, "per_rank_batch": order.per_rank,
-                         "steps_per_epoch": spe, "reached_target": reached, "target_accuracy": p.target_accuracy,
-                         "steps": steps_run, "samples": steps_run * p.global_batch},
-            "goodput": goodput,
-            "evals": evals,
-        })
+        ctx.details.update(
+            {
+                "training": {
+                    "model": model_info,
+                    "flops_per_sample": flops_per_sample,
+                    "world_size": world,
+                    "global_batch": p.global_batch,
+                    "per_rank_batch": order.per_rank,
+                    "steps_per_epoch": spe,
+                    "reached_target": reached,
+                    "target_accuracy": p.target_accuracy,
+                    "steps": steps_run,
+                    "samples": steps_run * p.global_batch,
+                },
+                "goodput": goodput,
+                "evals": evals,
+            }
+        )
         if rank == 0:
             ctx.details["mllog"] = ev.items
         if reached:
-            ctx.add_check(Check("target", True, "evaluation accuracy >= target_accuracy", error=accuracy,
-                                tolerance=p.target_accuracy, detail=f"reached at step {steps_run}"))
+            ctx.add_check(
+                Check(
+                    "target",
+                    True,
+                    "evaluation accuracy >= target_accuracy",
+                    error=accuracy,
+                    tolerance=p.target_accuracy,
+                    detail=f"reached at step {steps_run}",
+                )
+            )
         else:
             budget = f"the time budget of {p.time_budget_s:g} s" if out_of_time else "the step budget"
-            ctx.abort(f"eval_accuracy {accuracy:.4f} is below the target {p.target_accuracy} after "
-                      f"{steps_run} steps ({budget})")
+            ctx.abort(
+                f"eval_accuracy {accuracy:.4f} is below the target {p.target_accuracy} after "
+                f"{steps_run} steps ({budget})"
+            )
 
     # -- pieces ----------------------------------------------------------------------
     def _count_flops(self, model: Any, device: Any, amp: Any) -> float:
@@ -280,8 +320,9 @@ class TimeToTarget(Workload):
             torch.cuda.synchronize()
         return counter.get_total_flops() / FLOP_COUNT_BATCH
 
-    def _evaluate(self, model: Any, x: Any, y: Any, device: Any, amp: Any, world: int,
-                  elapsed_s: float) -> tuple[float, float, float]:
+    def _evaluate(
+        self, model: Any, x: Any, y: Any, device: Any, amp: Any, world: int, elapsed_s: float
+    ) -> tuple[float, float, float]:
         """(accuracy, mean loss, elapsed seconds) agreed by every rank: sums over the ranks'
         shards, and the ranks' mean of the time since run_start (so that a time budget
         stops every rank at the same evaluation)."""
@@ -294,7 +335,7 @@ class TimeToTarget(Workload):
         with torch.no_grad():
             for i in range(0, len(x), per_rank):
                 with amp():
-                    correct, counted, loss_sum = self.eval_sums(model, x[i:i + per_rank], y[i:i + per_rank])
+                    correct, counted, loss_sum = self.eval_sums(model, x[i : i + per_rank], y[i : i + per_rank])
                 sums[:3] += torch.stack([correct.double(), counted.double(), loss_sum.double()])
         model.train()
         if world > 1:
@@ -343,41 +384,88 @@ class TimeToTarget(Workload):
         for key, value in keys.items():
             ev.point(key, value)
 
-    def _record(self, ctx: "RunContext", reached: bool, wall: float, steps: int, accuracy: float,
-                energy_j: float | None, goodput: dict, block_rates: list[float], flops_per_sample: float) -> None:
+    def _record(
+        self,
+        ctx: "RunContext",
+        reached: bool,
+        wall: float,
+        steps: int,
+        accuracy: float,
+        energy_j: float | None,
+        goodput: dict,
+        block_rates: list[float],
+        flops_per_sample: float,
+    ) -> None:
         p = self.params
         samples = steps * p.global_batch
         prefix = "time_to_target_s" if reached else "run_time_s"
         ctx.add_metric("target", prefix, "s", [wall], higher_is_better=False, aggregate="max")
-        ctx.add_metric("target", "steps_to_target" if reached else "steps_run", "steps", [float(steps)],
-                       higher_is_better=False, aggregate="rank0")
-        ctx.add_metric("target", "samples_to_target" if reached else "samples_run", self.sample_unit,
-                       [float(samples)], higher_is_better=False, aggregate="rank0")
+        ctx.add_metric(
+            "target",
+            "steps_to_target" if reached else "steps_run",
+            "steps",
+            [float(steps)],
+            higher_is_better=False,
+            aggregate="rank0",
+        )
+        ctx.add_metric(
+            "target",
+            "samples_to_target" if reached else "samples_run",
+            self.sample_unit,
+            [float(samples)],
+            higher_is_better=False,
+            aggregate="rank0",
+        )
         ctx.add_metric("target", "eval_accuracy", "fraction", [accuracy], higher_is_better=True, aggregate="rank0")
         if energy_j is not None:
-            ctx.add_metric("target", "energy_to_target_j" if reached else "energy_run_j", "J", [energy_j],
-                           higher_is_better=False, aggregate="rank0")
-        ctx.add_metric("target", "goodput", "fraction", [goodput["goodput"]], higher_is_better=True,
-                       aggregate="min")
+            ctx.add_metric(
+                "target",
+                "energy_to_target_j" if reached else "energy_run_j",
+                "J",
+                [energy_j],
+                higher_is_better=False,
+                aggregate="rank0",
+            )
+        ctx.add_metric("target", "goodput", "fraction", [goodput["goodput"]], higher_is_better=True, aggregate="min")
         if not block_rates:
             return  # a run of one step has no steady-state throughput
         world = ctx.world_size
-        ctx.add_metric("train", "samples_per_s", f"{self.sample_unit}/s", block_rates, higher_is_better=True,
-                       aggregate="min")
-        ctx.add_metric("train", "samples_per_s_per_device", f"{self.sample_unit}/s",
-                       [r / world for r in block_rates], higher_is_better=True, aggregate="min")
+        ctx.add_metric(
+            "train", "samples_per_s", f"{self.sample_unit}/s", block_rates, higher_is_better=True, aggregate="min"
+        )
+        ctx.add_metric(
+            "train",
+            "samples_per_s_per_device",
+            f"{self.sample_unit}/s",
+            [r / world for r in block_rates],
+            higher_is_better=True,
+            aggregate="min",
+        )
         tokens = self.tokens_per_sample()
         if tokens:
-            ctx.add_metric("train", "tokens_per_s", "tokens/s", [r * tokens for r in block_rates],
-                           higher_is_better=True, aggregate="min")
+            ctx.add_metric(
+                "train",
+                "tokens_per_s",
+                "tokens/s",
+                [r * tokens for r in block_rates],
+                higher_is_better=True,
+                aggregate="min",
+            )
         if flops_per_sample > 0:
-            ctx.add_metric("train", "tflops", "TFLOP/s", [r * flops_per_sample / world * 1e-12 for r in block_rates],
-                           higher_is_better=True, aggregate="mean", roofline=f"matmul.{p.precision}")
+            ctx.add_metric(
+                "train",
+                "tflops",
+                "TFLOP/s",
+                [r * flops_per_sample / world * 1e-12 for r in block_rates],
+                higher_is_better=True,
+                aggregate="mean",
+                roofline=f"matmul.{p.precision}",
+            )
 
     # -- presentation ------------------------------------------------------------------
     @classmethod
     def render_details(cls, record: dict) -> Any:
-        from workloads.training._report import render
+        from perfsuite.workloads.training._report import render
 
         return render(record)
 
@@ -390,4 +478,3 @@ class _Null:
 
     def __exit__(self, *exc: Any) -> None:
         return None
-

@@ -1,6 +1,6 @@
 """MLLOG events of a training run, as they happen: rank 0 notes each event with its own
 wall-clock time; the record carries them in ``details["mllog"]`` and the host's
-``suite.mllog`` writes them as ``:::MLLOG`` lines beside the record (adding the
+``perfsuite.engine.mllog`` writes them as ``:::MLLOG`` lines beside the record (adding the
 ``submission_*`` keys, which only the record knows: division, platform).
 
 Keys and their order follow MLPerf Training's common rules (mlperf_logging's
@@ -9,6 +9,7 @@ Keys and their order follow MLPerf Training's common rules (mlperf_logging's
 ``samples_count`` and ``epoch_num``, ``eval_start``/``eval_stop``/``eval_accuracy``,
 and ``run_stop`` with a ``status`` of ``success`` or ``aborted``.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,15 @@ class Events:
 
     def _add(self, event_type: str, key: str, value: Any, metadata: dict | None) -> None:
         if self.enabled:
-            self.items.append({"time_ms": time.time() * 1000.0, "event_type": event_type, "key": key,
-                               "value": value, "metadata": dict(metadata or {})})
+            self.items.append(
+                {
+                    "time_ms": time.time() * 1000.0,
+                    "event_type": event_type,
+                    "key": key,
+                    "value": value,
+                    "metadata": dict(metadata or {}),
+                }
+            )
 
     def point(self, key: str, value: Any = None, **metadata: Any) -> None:
         self._add("POINT_IN_TIME", key, value, metadata)

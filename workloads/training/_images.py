@@ -11,6 +11,7 @@ Train and evaluation splits come from two separate streams of one data seed, so 
 set is fixed for a given parameter set while the run's seed varies the model's
 initialisation and the order of samples, as in MLPerf.
 """
+
 from __future__ import annotations
 
 import math

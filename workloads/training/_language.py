@@ -9,6 +9,7 @@ answer token: the loss is taken on the answer tokens only, and the quality figur
 share of answer tokens predicted correctly (teacher-forced), against a target such as 0.9.
 A copy needs an induction head, a reversal a position-to-position map, a sort counting.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,5 +52,5 @@ class SequenceTask:
             y = x.sort(dim=1).values
         seq = torch.cat([x, torch.full((n, 1), SEP), y], dim=1)  # n x (2h + 1)
         inputs, labels = seq[:, :-1].clone(), seq[:, 1:].clone()
-        labels[:, : h] = IGNORE  # predicting x_2..x_n and SEP is guessing, not the task
+        labels[:, :h] = IGNORE  # predicting x_2..x_n and SEP is guessing, not the task
         return inputs.contiguous(), labels.contiguous()

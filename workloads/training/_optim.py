@@ -1,5 +1,6 @@
 """Optimizer and learning-rate schedule from the workload's parameters, and the MLLOG
 hyperparameter keys that describe them (MLPerf's ``opt_*`` names)."""
+
 from __future__ import annotations
 
 import math
@@ -55,6 +56,10 @@ def mllog_hyperparameters(p: Any) -> dict[str, Any]:
     if p.optimizer == "sgd":
         out["opt_momentum"] = SGD_MOMENTUM
     else:
-        out.update(opt_adamw_beta_1=ADAMW_BETAS[0], opt_adamw_beta_2=ADAMW_BETAS[1], opt_adamw_epsilon=ADAMW_EPS,
-                   opt_adamw_weight_decay=p.weight_decay)
+        out.update(
+            opt_adamw_beta_1=ADAMW_BETAS[0],
+            opt_adamw_beta_2=ADAMW_BETAS[1],
+            opt_adamw_epsilon=ADAMW_EPS,
+            opt_adamw_weight_decay=p.weight_decay,
+        )
     return out

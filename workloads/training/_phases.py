@@ -12,20 +12,22 @@ everything is synchronous and host timers measure each phase directly. ``other``
 wall time less the named phases; when the GPU's compute overlaps the host's data wait it
 can come out negative, and is then reported as 0 with the overlap stated.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 COMPUTE = ("forward", "backward", "optimizer")
-PHASES = COMPUTE + ("data_wait", "evaluation", "compile_warmup", "other")
+PHASES = (*COMPUTE, "data_wait", "evaluation", "compile_warmup", "other")
 
 
 class PhaseClock:
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
-        self.seconds = {p: 0.0 for p in PHASES}
+        self.seconds = dict.fromkeys(PHASES, 0.0)
         self._pending: list[tuple[str, Any, Any]] = []  # (phase, start event, end event)
 
     @contextmanager

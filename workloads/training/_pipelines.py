@@ -12,9 +12,11 @@ batch, and therefore the training trajectory, does not depend on the world size.
 - ``dali``: an NVIDIA DALI pipeline fed by ``fn.external_source`` with the same batches,
   copied to the GPU by DALI (needs ``nvidia.dali``).
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 PIPELINES = ("tensor", "dataloader", "dali")
 
@@ -48,7 +50,7 @@ class RankBatches:
     def __iter__(self) -> Iterator[list[int]]:
         for order, starts in self.epochs():
             for lo in starts:
-                yield order[lo: lo + self.per_rank].tolist()
+                yield order[lo : lo + self.per_rank].tolist()
 
 
 def batches(kind: str, inputs: Any, labels: Any, order: RankBatches, device: Any, workers: int) -> Iterator:
@@ -63,7 +65,6 @@ def batches(kind: str, inputs: Any, labels: Any, order: RankBatches, device: Any
 
 
 def _tensor(inputs: Any, labels: Any, order: RankBatches, device: Any) -> Iterator:
-    import torch
 
     x, y = inputs.to(device), labels.to(device)
     for epoch_order_host, starts in order.epochs():
@@ -71,7 +72,7 @@ def _tensor(inputs: Any, labels: Any, order: RankBatches, device: Any) -> Iterat
         # host memory would synchronise the GPU every step
         epoch_order_dev = epoch_order_host.to(device)
         for lo in starts:
-            i = epoch_order_dev[lo: lo + order.per_rank]
+            i = epoch_order_dev[lo : lo + order.per_rank]
             yield x[i], y[i]
 
 
@@ -79,8 +80,14 @@ def _dataloader(inputs: Any, labels: Any, order: RankBatches, device: Any, worke
     from torch.utils.data import DataLoader, TensorDataset
 
     cuda = device.type == "cuda"
-    loader = DataLoader(TensorDataset(inputs, labels), batch_sampler=order, num_workers=workers,
-                        pin_memory=cuda, persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
+    loader = DataLoader(
+        TensorDataset(inputs, labels),
+        batch_sampler=order,
+        num_workers=workers,
+        pin_memory=cuda,
+        persistent_workers=workers > 0,
+        prefetch_factor=4 if workers else None,
+    )
     for x, y in loader:
         yield x.to(device, non_blocking=cuda), y.to(device, non_blocking=cuda)
 
@@ -97,8 +104,13 @@ def _dali(inputs: Any, labels: Any, order: RankBatches, device: Any, workers: in
         idx = next(indices)
         return x_np[idx], y_np[idx]
 
-    @pipeline_def(batch_size=order.per_rank, num_threads=max(1, workers), device_id=device.index if cuda else None,
-                  prefetch_queue_depth=2, exec_dynamic=True)
+    @pipeline_def(
+        batch_size=order.per_rank,
+        num_threads=max(1, workers),
+        device_id=device.index if cuda else None,
+        prefetch_queue_depth=2,
+        exec_dynamic=True,
+    )
     def pipe():
         x, y = fn.external_source(source=source, num_outputs=2, batch=True)
         return (x.gpu(), y.gpu()) if cuda else (x, y)

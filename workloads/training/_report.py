@@ -1,9 +1,10 @@
 """``perfsuite show`` for training records: the goodput split and the evaluation curve."""
+
 from __future__ import annotations
 
 from typing import Any
 
-from workloads.training._phases import PHASES
+from perfsuite.workloads.training._phases import PHASES
 
 
 def render(record: dict) -> Any:
@@ -16,19 +17,27 @@ def render(record: dict) -> Any:
     training = d.get("training")
     if training:
         model = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in training["model"].items())
-        parts.append(Text(f"model: {model}; {training['flops_per_sample'] / 1e9:.4g} GFLOP per sample (forward + backward); "
-                     f"world size {training['world_size']}, global batch {training['global_batch']} "
-                     f"({training['per_rank_batch']} per rank); target {training['target_accuracy']} "
-                     f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps"))
+        parts.append(
+            Text(
+                f"model: {model}; {training['flops_per_sample'] / 1e9:.4g} GFLOP per sample (forward + backward); "
+                f"world size {training['world_size']}, global batch {training['global_batch']} "
+                f"({training['per_rank_batch']} per rank); target {training['target_accuracy']} "
+                f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps"
+            )
+        )
     goodput = d.get("goodput")
     if goodput:
-        t = Table(title=f"goodput: {goodput['goodput'] * 100:.1f}% of {goodput['wall_s']:.2f} s in forward/backward/optimizer")
+        t = Table(
+            title=f"goodput: {goodput['goodput'] * 100:.1f}% of {goodput['wall_s']:.2f} s in forward/backward/optimizer"
+        )
         for col in ("phase", "seconds", "share"):
             t.add_column(col, justify="left" if col == "phase" else "right")
         for phase in PHASES:
             t.add_row(phase, f"{goodput['seconds'][phase]:.3f}", f"{goodput['fraction'][phase] * 100:.1f}%")
         if goodput.get("overlap_s"):
-            t.caption = f"named phases overlap by {goodput['overlap_s']:.3f} s (GPU compute beside the host's data wait)"
+            t.caption = (
+                f"named phases overlap by {goodput['overlap_s']:.3f} s (GPU compute beside the host's data wait)"
+            )
         parts.append(t)
     evals = d.get("evals")
     if evals:
@@ -36,7 +45,13 @@ def render(record: dict) -> Any:
         for col in ("step", "samples", "epoch", "eval_accuracy", "eval loss", "time s"):
             t.add_column(col, justify="right")
         for e in evals:
-            t.add_row(str(e["step"]), str(e["samples"]), f"{e['epoch']:.3f}", f"{e['accuracy']:.4f}",
-                      f"{e['loss']:.4f}", f"{e['time_s']:.2f}")
+            t.add_row(
+                str(e["step"]),
+                str(e["samples"]),
+                f"{e['epoch']:.3f}",
+                f"{e['accuracy']:.4f}",
+                f"{e['loss']:.4f}",
+                f"{e['time_s']:.2f}",
+            )
         parts.append(t)
     return Group(*parts) if parts else None

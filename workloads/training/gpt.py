@@ -7,15 +7,23 @@ of ``_language`` (copy, reverse or sort the first half of each sequence): the lo
 taken on the answer half, and the quality is the share of answer tokens predicted
 correctly on the held-out split. Work per sample is counted by FlopCounterMode.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Requirements, param
-from workloads.training._driver import TimeToTarget, TrainingParams
-from workloads.training._language import EVAL_STREAM, IGNORE, SEP, TASKS, TRAIN_STREAM, SequenceTask
+from perfsuite import Requirements, param
+from perfsuite.workloads.training._driver import TimeToTarget, TrainingParams
+from perfsuite.workloads.training._language import (
+    EVAL_STREAM,
+    IGNORE,
+    SEP,
+    TASKS,
+    TRAIN_STREAM,
+    SequenceTask,
+)
 
 ARCHS = ("gpt2", "llama")
 
@@ -34,8 +42,9 @@ class GPTParams(TrainingParams):
     lr: float = param(3e-4, "base learning rate (after warm-up)")
     weight_decay: float = param(0.1, "weight decay")
     warmup_steps: int = param(100, "steps of linear learning-rate warm-up")
-    schedule: str = param("cosine", "learning-rate decay after warm-up, to 0 at max_steps",
-                          choices=("constant", "linear", "cosine"))
+    schedule: str = param(
+        "cosine", "learning-rate decay after warm-up, to 0 at max_steps", choices=("constant", "linear", "cosine")
+    )
     grad_clip: float = param(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_every: int = param(100, "steps between evaluations")
     max_steps: int = param(3000, "step budget: a run still below the target then stops as aborted")
@@ -49,9 +58,24 @@ class GPTTraining(TimeToTarget):
     version = 1
     description = "transformers causal LM (GPT-2 or Llama config) to a target accuracy on a synthetic language"
     Params = GPTParams
-    quick = {"layers": 2, "width": 64, "heads": 4, "context": 16, "vocab": 16, "global_batch": 64, "lr": 3e-3,
-             "weight_decay": 0.0, "warmup_steps": 0, "schedule": "constant", "grad_clip": 1.0, "eval_every": 10,
-             "max_steps": 400, "target_accuracy": 0.9, "train_samples": 8192, "eval_samples": 256}
+    quick = {
+        "layers": 2,
+        "width": 64,
+        "heads": 4,
+        "context": 16,
+        "vocab": 16,
+        "global_batch": 64,
+        "lr": 3e-3,
+        "weight_decay": 0.0,
+        "warmup_steps": 0,
+        "schedule": "constant",
+        "grad_clip": 1.0,
+        "eval_every": 10,
+        "max_steps": 400,
+        "target_accuracy": 0.9,
+        "train_samples": 8192,
+        "eval_samples": 256,
+    }
     sample_unit = "sequences"
     requirements = Requirements(packages=("torch", "transformers"))
 
@@ -76,15 +100,32 @@ class GPTTraining(TimeToTarget):
         p = self.params
         transformers.logging.set_verbosity_error()
         if p.arch == "gpt2":
-            config = transformers.GPT2Config(vocab_size=p.vocab, n_positions=p.context, n_embd=p.width,
-                                             n_layer=p.layers, n_head=p.heads, resid_pdrop=0.0, embd_pdrop=0.0,
-                                             attn_pdrop=0.0, bos_token_id=SEP, eos_token_id=SEP)
+            config = transformers.GPT2Config(
+                vocab_size=p.vocab,
+                n_positions=p.context,
+                n_embd=p.width,
+                n_layer=p.layers,
+                n_head=p.heads,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                bos_token_id=SEP,
+                eos_token_id=SEP,
+            )
             cls = transformers.GPT2LMHeadModel
         else:
-            config = transformers.LlamaConfig(vocab_size=p.vocab, hidden_size=p.width, intermediate_size=4 * p.width,
-                                              num_hidden_layers=p.layers, num_attention_heads=p.heads,
-                                              num_key_value_heads=p.heads, max_position_embeddings=p.context,
-                                              bos_token_id=SEP, eos_token_id=SEP, pad_token_id=SEP)
+            config = transformers.LlamaConfig(
+                vocab_size=p.vocab,
+                hidden_size=p.width,
+                intermediate_size=4 * p.width,
+                num_hidden_layers=p.layers,
+                num_attention_heads=p.heads,
+                num_key_value_heads=p.heads,
+                max_position_embeddings=p.context,
+                bos_token_id=SEP,
+                eos_token_id=SEP,
+                pad_token_id=SEP,
+            )
             cls = transformers.LlamaForCausalLM
         config._attn_implementation = "sdpa"
         return cls(config)
@@ -98,8 +139,10 @@ class GPTTraining(TimeToTarget):
         import torch
 
         p = self.params
-        return (torch.randint(0, p.vocab, (n, p.context), device=device),
-                torch.randint(0, p.vocab, (n, p.context), device=device))
+        return (
+            torch.randint(0, p.vocab, (n, p.context), device=device),
+            torch.randint(0, p.vocab, (n, p.context), device=device),
+        )
 
     def tokens_per_sample(self) -> int:
         return self.params.context

@@ -8,17 +8,23 @@ data set of ``_images``: learnable, deterministic, with a held-out evaluation sp
 The work per sample is counted, not assumed: one forward and backward under
 FlopCounterMode.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Requirements, param
-from workloads.training._driver import TimeToTarget, TrainingParams
-from workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask
+from perfsuite import Requirements, param
+from perfsuite.workloads.training._driver import TimeToTarget, TrainingParams
+from perfsuite.workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask
 
-DEPTHS = {10: ("basic", (1, 1, 1, 1)), 18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
-          50: ("bottleneck", (3, 4, 6, 3)), 101: ("bottleneck", (3, 4, 23, 3))}
+DEPTHS = {
+    10: ("basic", (1, 1, 1, 1)),
+    18: ("basic", (2, 2, 2, 2)),
+    34: ("basic", (3, 4, 6, 3)),
+    50: ("bottleneck", (3, 4, 6, 3)),
+    101: ("bottleneck", (3, 4, 23, 3)),
+}
 SMALL_STEM_MAX_SIZE = 64
 
 
@@ -35,8 +41,9 @@ class ResNetParams(TrainingParams):
     lr: float = param(0.4, "base learning rate (after warm-up)")
     weight_decay: float = param(5e-5, "weight decay")
     warmup_steps: int = param(50, "steps of linear learning-rate warm-up")
-    schedule: str = param("cosine", "learning-rate decay after warm-up, to 0 at max_steps",
-                          choices=("constant", "linear", "cosine"))
+    schedule: str = param(
+        "cosine", "learning-rate decay after warm-up, to 0 at max_steps", choices=("constant", "linear", "cosine")
+    )
     eval_every: int = param(100, "steps between evaluations")
     max_steps: int = param(3000, "step budget: a run still below the target then stops as aborted")
     target_accuracy: float = param(0.9, "top-1 evaluation accuracy that ends the run")
@@ -49,10 +56,24 @@ class ResNetTraining(TimeToTarget):
     version = 1
     description = "torchvision ResNet to a target top-1 accuracy on synthetic oriented gratings (time to target)"
     Params = ResNetParams
-    quick = {"depth": 10, "width": 8, "image_size": 16, "classes": 4, "noise": 0.5, "jitter": 0.5,
-             "global_batch": 64, "lr": 0.1, "warmup_steps": 0, "schedule": "constant", "weight_decay": 0.0,
-             "eval_every": 10, "max_steps": 400, "target_accuracy": 0.9, "train_samples": 4096,
-             "eval_samples": 256}
+    quick = {
+        "depth": 10,
+        "width": 8,
+        "image_size": 16,
+        "classes": 4,
+        "noise": 0.5,
+        "jitter": 0.5,
+        "global_batch": 64,
+        "lr": 0.1,
+        "warmup_steps": 0,
+        "schedule": "constant",
+        "weight_decay": 0.0,
+        "eval_every": 10,
+        "max_steps": 400,
+        "target_accuracy": 0.9,
+        "train_samples": 4096,
+        "eval_samples": 256,
+    }
     sample_unit = "images"
     requirements = Requirements(packages=("torch", "torchvision"))
     channels_last = True
@@ -99,8 +120,10 @@ class ResNetTraining(TimeToTarget):
         import torch
 
         p = self.params
-        return (torch.randn(n, 3, p.image_size, p.image_size, device=device),
-                torch.randint(0, p.classes, (n,), device=device))
+        return (
+            torch.randn(n, 3, p.image_size, p.image_size, device=device),
+            torch.randint(0, p.classes, (n,), device=device),
+        )
 
     @staticmethod
     def _layout(x: Any) -> Any:

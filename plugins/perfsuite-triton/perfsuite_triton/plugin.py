@@ -5,14 +5,14 @@ It uses only perfsuite's public API and imports neither torch nor triton, so tha
 ``perfsuite list`` stays fast and works where they are not installed (the workloads are
 then listed as unavailable, with the reason).
 """
+
 from __future__ import annotations
 
 import json
 import os
 from importlib import metadata
 
-from suite import hookimpl
-
+from perfsuite import hookimpl
 from perfsuite_triton import __version__
 from perfsuite_triton.workloads.fused_chain import FusedChain
 from perfsuite_triton.workloads.matmul import Matmul
@@ -60,12 +60,18 @@ def perfsuite_register_commands(cli):
 
 def describe_triton() -> dict:
     """What ``perfsuite triton-info`` prints; imports triton (a command, never ``list``)."""
-    from perfsuite_triton.kernels import matmul as kernel
     from triton.runtime import driver
 
-    info = {"triton": _installed_version("triton"), "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
-            "interpreted": kernel.INTERPRETED, "driver": None, "driver_error": None,
-            "matmul_configs": [kernel.config_dict(c) for c in kernel.CONFIGS]}
+    from perfsuite_triton.kernels import matmul as kernel
+
+    info = {
+        "triton": _installed_version("triton"),
+        "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
+        "interpreted": kernel.INTERPRETED,
+        "driver": None,
+        "driver_error": None,
+        "matmul_configs": [kernel.config_dict(c) for c in kernel.CONFIGS],
+    }
     try:
         target = driver.active.get_current_target()
         info["driver"] = f"{target.backend} {target.arch}"

@@ -16,8 +16,9 @@ loads. ``bench/fusion_explore.py`` sweeps rows per program x warps.
     y = fused_chain(x, bias, residual, weight, beta, eps=1e-5)
 
 The chain's definition in torch ops, and its float64 reference, are the host's:
-``suite.fused_chain.eager`` and ``suite.fused_chain.reference``.
+``perfsuite.fused_chain.eager`` and ``perfsuite.fused_chain.reference``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,10 +55,24 @@ def _erf_as7126(x):
 
 
 @triton.jit
-def _fused_chain_kernel(x_ptr, bias_ptr, res_ptr, w_ptr, beta_ptr, out_ptr,
-                        n_rows, x_row_stride, res_row_stride, out_row_stride, hidden, eps,
-                        ROWS: tl.constexpr, BLOCK: tl.constexpr, FAST_ERF: tl.constexpr,
-                        EVICT: tl.constexpr):
+def _fused_chain_kernel(
+    x_ptr,
+    bias_ptr,
+    res_ptr,
+    w_ptr,
+    beta_ptr,
+    out_ptr,
+    n_rows,
+    x_row_stride,
+    res_row_stride,
+    out_row_stride,
+    hidden,
+    eps,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    FAST_ERF: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     # int64 rows: rows * stride may pass 2**31 elements.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -66,10 +81,15 @@ def _fused_chain_kernel(x_ptr, bias_ptr, res_ptr, w_ptr, beta_ptr, out_ptr,
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
     # x and residual are streamed once; bias, weight and beta are shared by every row.
     if EVICT:
-        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        res = tl.load(res_ptr + rows[:, None] * res_row_stride + cols[None, :], mask=mask, other=0.0,
-                      eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(
+            x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+        ).to(tl.float32)
+        res = tl.load(
+            res_ptr + rows[:, None] * res_row_stride + cols[None, :],
+            mask=mask,
+            other=0.0,
+            eviction_policy="evict_first",
+        ).to(tl.float32)
     else:
         x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         res = tl.load(res_ptr + rows[:, None] * res_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -100,8 +120,7 @@ def _is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-def launch_config(hidden: int, num_warps: int | None = None,
-                  rows_per_program: int | None = None) -> dict[str, int]:
+def launch_config(hidden: int, num_warps: int | None = None, rows_per_program: int | None = None) -> dict[str, int]:
     """The tile and warps of one program: ``BLOCK`` (the row rounded up to a power of two),
     ``ROWS`` (whole rows per program) and ``num_warps``; the launch has
     ``ceil(rows / ROWS)`` programs. Defaults: ROWS fills the tile to ``TARGET_TILE``
@@ -114,8 +133,10 @@ def launch_config(hidden: int, num_warps: int | None = None,
     if rows_per_program is None:
         rows_per_program = max(1, min(MAX_DEFAULT_ROWS, TARGET_TILE // block))
     elif not _is_power_of_two(rows_per_program) or rows_per_program * block > MAX_TILE:
-        raise ValueError(f"fused_chain: rows_per_program must be a power of two with rows_per_program * "
-                         f"{block} (the block) <= {MAX_TILE}, got {rows_per_program}")
+        raise ValueError(
+            f"fused_chain: rows_per_program must be a power of two with rows_per_program * "
+            f"{block} (the block) <= {MAX_TILE}, got {rows_per_program}"
+        )
     if num_warps is None:
         num_warps = max(1, min(MAX_DEFAULT_WARPS, rows_per_program * block // ELEMENTS_PER_WARP))
     elif not (_is_power_of_two(num_warps) and num_warps <= 32):
@@ -123,9 +144,20 @@ def launch_config(hidden: int, num_warps: int | None = None,
     return {"BLOCK": block, "ROWS": rows_per_program, "num_warps": num_warps}
 
 
-def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: float = 1e-5, *,
-                out: Any = None, num_warps: int | None = None, rows_per_program: int | None = None,
-                fast_erf: bool = True, evict: bool = False) -> Any:
+def fused_chain(
+    x: Any,
+    bias: Any,
+    residual: Any,
+    weight: Any,
+    beta: Any,
+    eps: float = 1e-5,
+    *,
+    out: Any = None,
+    num_warps: int | None = None,
+    rows_per_program: int | None = None,
+    fast_erf: bool = True,
+    evict: bool = False,
+) -> Any:
     """``layer_norm(gelu(x + bias) + residual) * weight + beta`` over the last dimension.
 
     ``x`` and ``residual``: [rows, hidden], same dtype, unit stride along hidden;
@@ -138,8 +170,10 @@ def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: f
     69% of the copy ceiling, A&S erf with the hint 76%, A&S erf without it 82%.
     """
     if x.dim() != 2 or residual.shape != x.shape:
-        raise ValueError(f"fused_chain: x and residual must be [rows, hidden] of one shape, "
-                         f"got {tuple(x.shape)} and {tuple(residual.shape)}")
+        raise ValueError(
+            f"fused_chain: x and residual must be [rows, hidden] of one shape, "
+            f"got {tuple(x.shape)} and {tuple(residual.shape)}"
+        )
     rows, hidden = x.shape
     for name, t in (("bias", bias), ("weight", weight), ("beta", beta)):
         if tuple(t.shape) != (hidden,) or not t.is_contiguous():
@@ -152,15 +186,30 @@ def fused_chain(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: f
         raise ValueError(f"fused_chain: out must be {tuple(x.shape)} {x.dtype}, got {tuple(out.shape)} {out.dtype}")
     for name, t in (("x", x), ("residual", residual), ("out", out)):
         if hidden > 1 and t.stride(1) != 1:
-            raise ValueError(f"fused_chain: {name} must have unit stride along hidden (a silent copy would "
-                             f"distort the measurement); call .contiguous() first")
+            raise ValueError(
+                f"fused_chain: {name} must have unit stride along hidden (a silent copy would "
+                f"distort the measurement); call .contiguous() first"
+            )
     devices = {t.device for t in (x, bias, residual, weight, beta, out)}
     if len(devices) != 1:
         raise ValueError(f"fused_chain: all tensors must be on one device, got {sorted(map(str, devices))}")
     cfg = launch_config(hidden, num_warps, rows_per_program)
     if rows:
         _fused_chain_kernel[(triton.cdiv(rows, cfg["ROWS"]),)](
-            x, bias, residual, weight, beta, out,
-            rows, x.stride(0), residual.stride(0), out.stride(0), hidden, float(eps),
-            FAST_ERF=bool(fast_erf), EVICT=bool(evict), **cfg)
+            x,
+            bias,
+            residual,
+            weight,
+            beta,
+            out,
+            rows,
+            x.stride(0),
+            residual.stride(0),
+            out.stride(0),
+            hidden,
+            float(eps),
+            FAST_ERF=bool(fast_erf),
+            EVICT=bool(evict),
+            **cfg,
+        )
     return out

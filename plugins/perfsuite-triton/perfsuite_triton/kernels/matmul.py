@@ -10,6 +10,7 @@ drivers"), so the interpreter runs the first config as is.
     from perfsuite_triton.kernels.matmul import matmul
     c = matmul(a, b)
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,9 @@ import triton.language as tl
 
 
 def _config(bm: int, bn: int, bk: int, group_m: int, stages: int, warps: int) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                         num_stages=stages, num_warps=warps)
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps
+    )
 
 
 # Large tiles first: they feed Hopper's tensor cores best at the default 8192^3; the
@@ -42,10 +44,25 @@ CONFIGS = (
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    INPUT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -65,7 +82,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         k_left = K - k * BLOCK_K  # the K tail loads zeros, which add nothing
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
@@ -108,8 +125,11 @@ def chosen_config() -> dict[str, Any]:
     """The config the last call used and why: the autotuner's pick, or the first config
     under the interpreter."""
     if INTERPRETED:
-        return {"config": config_dict(CONFIGS[0]), "source": "first config: triton's autotuner needs an "
-                "active GPU driver, which the interpreter (TRITON_INTERPRET=1) does not have"}
+        return {
+            "config": config_dict(CONFIGS[0]),
+            "source": "first config: triton's autotuner needs an "
+            "active GPU driver, which the interpreter (TRITON_INTERPRET=1) does not have",
+        }
     best = _autotuned().best_config
     if best is None:
         raise RuntimeError("matmul has not been called yet: no config has been chosen")
@@ -131,8 +151,10 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Any:
     if out is None:
         out = a.new_empty((m, n))
     elif tuple(out.shape) != (m, n) or out.dtype != a.dtype or out.device != a.device:
-        raise ValueError(f"matmul: out must be ({m}, {n}) {a.dtype} on {a.device}, "
-                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+        raise ValueError(
+            f"matmul: out must be ({m}, {n}) {a.dtype} on {a.device}, "
+            f"got {tuple(out.shape)} {out.dtype} on {out.device}"
+        )
     if m == 0 or n == 0:
         return out
     if k == 0:
@@ -142,9 +164,11 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Any:
     if INTERPRETED:
         first = CONFIGS[0]
         grid = (triton.cdiv(m, first.kwargs["BLOCK_M"]) * triton.cdiv(n, first.kwargs["BLOCK_N"]),)
-        _matmul_kernel[grid](*args, INPUT_PRECISION=precision, **first.kwargs,
-                             num_warps=first.num_warps, num_stages=first.num_stages)
+        _matmul_kernel[grid](
+            *args, INPUT_PRECISION=precision, **first.kwargs, num_warps=first.num_warps, num_stages=first.num_stages
+        )
     else:
+
         def grid(meta: dict) -> tuple[int]:
             return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 

@@ -5,6 +5,7 @@ least any softmax can. One program handles one row, so a row must fit in one blo
     from perfsuite_triton.kernels.softmax import softmax
     y = softmax(x)            # over the last dimension of a [rows, cols] tensor
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,9 @@ def _softmax_kernel(in_ptr, out_ptr, in_row_stride, out_row_stride, n_cols, BLOC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     # Padding lanes load -inf: they do not change the max and contribute exp(-inf) = 0.
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"),
-                eviction_policy="evict_first").to(tl.float32)
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(
+        tl.float32
+    )
     shifted = x - tl.max(x, axis=0)  # exp of the shifted row cannot overflow
     numerator = tl.exp(shifted)
     y = numerator / tl.sum(numerator, axis=0)
@@ -54,14 +56,19 @@ def softmax(x: Any, *, out: Any = None, num_warps: int | None = None) -> Any:
     if out is None:
         out = x.new_empty(x.shape)
     elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"softmax: out must be {tuple(x.shape)} {x.dtype} on {x.device}, "
-                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+        raise ValueError(
+            f"softmax: out must be {tuple(x.shape)} {x.dtype} on {x.device}, "
+            f"got {tuple(out.shape)} {out.dtype} on {out.device}"
+        )
     for name, t in (("x", x), ("out", out)):
         if n_cols > 1 and t.stride(1) != 1:
-            raise ValueError(f"softmax: {name} must have unit stride along cols (a silent copy would distort "
-                             f"the measurement); call .contiguous() first")
+            raise ValueError(
+                f"softmax: {name} must have unit stride along cols (a silent copy would distort "
+                f"the measurement); call .contiguous() first"
+            )
     cfg = launch_config(n_cols, num_warps)
     if rows:
-        _softmax_kernel[(rows,)](x, out, x.stride(0), out.stride(0), n_cols,
-                                 BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+        _softmax_kernel[(rows,)](
+            x, out, x.stride(0), out.stride(0), n_cols, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"]
+        )
     return out

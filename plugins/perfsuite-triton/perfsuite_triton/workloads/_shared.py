@@ -4,14 +4,16 @@ output poisoned first, and the torch.compile case.
 
 Imports neither torch nor triton at module level: ``perfsuite list`` imports this.
 """
+
 from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from suite import Case, Check, Requirements, Work, Workload
-from suite.checks import close
+from perfsuite import Case, Check, Requirements, Work, Workload
+from perfsuite.checks import close
 
 DTYPES = ("bf16", "fp16", "fp32")
 
@@ -41,8 +43,10 @@ def device_unmet(device: str, interpreted: bool) -> str | None:
     """Whether triton kernels can run on ``device`` given how triton decorated them
     (``interpreted``: TRITON_INTERPRET was set when the kernel module was imported)."""
     if device == "cpu" and not interpreted:
-        return ("on the CPU, Triton kernels run only through triton's interpreter: set TRITON_INTERPRET=1 in "
-                "the environment of 'perfsuite run' (triton reads it when the kernels are imported)")
+        return (
+            "on the CPU, Triton kernels run only through triton's interpreter: set TRITON_INTERPRET=1 in "
+            "the environment of 'perfsuite run' (triton reads it when the kernels are imported)"
+        )
     if device == "cuda" and interpreted:
         return "TRITON_INTERPRET=1 makes triton interpret kernels on the CPU; unset it to time them on the GPU"
     return None
@@ -51,8 +55,10 @@ def device_unmet(device: str, interpreted: bool) -> str | None:
 def interpreter_size_unmet(device: str, size: float, limit: float, what: str, hint: str) -> str | None:
     """Refuse sizes the interpreter would take minutes per timed loop on (see the limits)."""
     if device == "cpu" and size > limit:
-        return (f"{what} of {size:.3g} is too large for triton's CPU interpreter (limit {limit:.3g}, "
-                f"about a second per call): use --quick or {hint}")
+        return (
+            f"{what} of {size:.3g} is too large for triton's CPU interpreter (limit {limit:.3g}, "
+            f"about a second per call): use --quick or {hint}"
+        )
     return None
 
 
@@ -76,8 +82,9 @@ def compile_case(ctx: Any, fn: Callable[..., Any], args: tuple, mode: str = "def
     return lambda: compiled(*args)
 
 
-def verify_output(label: str, fn: Callable[[], Any], reference: Callable[[], Any], tolerance: float,
-                  out: Any = None) -> Check:
+def verify_output(
+    label: str, fn: Callable[[], Any], reference: Callable[[], Any], tolerance: float, out: Any = None
+) -> Check:
     """Run ``fn`` once and compare its output with the float64 ``reference()``.
 
     ``out``: the buffer ``fn`` writes into, when it has one (the triton cases); it is
@@ -104,17 +111,25 @@ class TritonVsTorch(Workload):
     compiled: Any = None
     _reference: Any = None
 
-    def three_cases(self, run_triton: Callable[[], Any], run_eager: Callable[[], Any], work: Work,
-                    roofline: str) -> list[Case]:
+    def three_cases(
+        self, run_triton: Callable[[], Any], run_eager: Callable[[], Any], work: Work, roofline: str
+    ) -> list[Case]:
         def verifier(label: str, fn: Callable[[], Any], out: Any = None) -> Callable[[], Check]:
             return functools.partial(self.verify_output, label, fn, out)
 
         return [
             Case("triton", run_triton, work, roofline=roofline, verify=verifier("triton", run_triton, self.out)),
-            Case("torch_eager", run_eager, work, roofline=roofline, baseline=True,
-                 verify=verifier("torch_eager", run_eager)),
-            Case("torch_compile", self.compiled, work, roofline=roofline,
-                 verify=verifier("torch_compile", self.compiled)),
+            Case(
+                "torch_eager",
+                run_eager,
+                work,
+                roofline=roofline,
+                baseline=True,
+                verify=verifier("torch_eager", run_eager),
+            ),
+            Case(
+                "torch_compile", self.compiled, work, roofline=roofline, verify=verifier("torch_compile", self.compiled)
+            ),
         ]
 
     def verify_output(self, label: str, fn: Callable[[], Any], out: Any = None) -> Check:

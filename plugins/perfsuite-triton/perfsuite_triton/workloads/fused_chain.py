@@ -3,7 +3,7 @@
 A memory-bound chain, so the question is how close each implementation gets to the
 device's copy bandwidth: the Triton kernel (one pass), torch eager (five kernels, the
 baseline) and torch.compile (inductor's fusion of the same torch code). The chain, its
-inputs, float64 reference and tolerances are the host's (``suite.fused_chain``, which the
+inputs, float64 reference and tolerances are the host's (``perfsuite.fused_chain``, which the
 built-in ``kernels.fusion`` measures in eager and torch.compile too): this workload adds
 the Triton kernel. The bytes that must move are x and residual read, y written, and bias,
 weight, beta read once.
@@ -15,14 +15,14 @@ over memory) only up to hidden 1024 (measured on an H200: 71-75% of a device cop
 several rows per program. ``compile_mode`` defaults to max-autotune-no-cudagraphs, the
 faster of inductor's modes measured there.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, param
-from suite import fused_chain as chain
-
+from perfsuite import Case, Work, param
+from perfsuite import fused_chain as chain
 from perfsuite_triton.workloads import _shared
 
 # torch.compile's modes ("default" is mode=None); reduce-overhead adds CUDA graphs.
@@ -35,13 +35,18 @@ class FusedChainParams:
     hidden: int = param(1024, "row length, the normalised dimension (at most 32768)")
     dtype: str = param("bf16", "dtype of every tensor", choices=chain.DTYPES)
     eps: float = param(chain.EPS, "layer-norm epsilon")
-    compile_mode: str = param("max-autotune-no-cudagraphs", "torch.compile mode of the torch_compile case",
-                              choices=COMPILE_MODES)
-    rows_per_program: int | None = param(None, "rows per program of the triton kernel, a power of two; "
-                                               "none: chosen from the row length")
+    compile_mode: str = param(
+        "max-autotune-no-cudagraphs", "torch.compile mode of the torch_compile case", choices=COMPILE_MODES
+    )
+    rows_per_program: int | None = param(
+        None, "rows per program of the triton kernel, a power of two; none: chosen from the row length"
+    )
     num_warps: int | None = param(None, "warps per program of the triton kernel; none: chosen from the tile")
-    erf: str = param("as7126", "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 "
-                     "(|error| <= 1.5e-7)", choices=("libdevice", "as7126"))
+    erf: str = param(
+        "as7126",
+        "erf inside the triton kernel's GELU: libdevice's, or Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7)",
+        choices=("libdevice", "as7126"),
+    )
 
     def __post_init__(self) -> None:
         if self.rows < 1 or not 1 <= self.hidden <= 32768:
@@ -66,9 +71,13 @@ class FusedChain(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import fused_chain as kernel
 
         p = self.params
-        return (_shared.device_unmet(ctx.device, kernel.INTERPRETED)
-                or _shared.interpreter_size_unmet(ctx.device, p.rows * p.hidden, _shared.INTERPRETER_MAX_ELEMENTS,
-                                                  "rows * hidden", "--param rows=64 --param hidden=256"))
+        return _shared.device_unmet(ctx.device, kernel.INTERPRETED) or _shared.interpreter_size_unmet(
+            ctx.device,
+            p.rows * p.hidden,
+            _shared.INTERPRETER_MAX_ELEMENTS,
+            "rows * hidden",
+            "--param rows=64 --param hidden=256",
+        )
 
     def setup(self, ctx: Any) -> None:
         import torch
@@ -91,8 +100,13 @@ class FusedChain(_shared.TritonVsTorch):
         work = Work(bytes=chain.bytes_per_call(p.rows, p.hidden, p.dtype))
 
         def run_triton() -> Any:
-            return kernel.fused_chain(*self.args, out=self.out, num_warps=self.launch["num_warps"],
-                                      rows_per_program=self.launch["ROWS"], fast_erf=self.params.erf == "as7126")
+            return kernel.fused_chain(
+                *self.args,
+                out=self.out,
+                num_warps=self.launch["num_warps"],
+                rows_per_program=self.launch["ROWS"],
+                fast_erf=self.params.erf == "as7126",
+            )
 
         def run_eager() -> Any:
             return chain.eager(*self.args)

@@ -6,15 +6,15 @@ Compute-bound at the default 8192^3, judged in TFLOP/s (2 * M * N * K per call) 
 the device's measured matmul ceiling of the dtype. The config the autotuner picked is
 kept in the record's details.
 """
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, dtypes, param
-from suite.checks import close
-
+from perfsuite import Case, Work, dtypes, param
+from perfsuite.checks import close
 from perfsuite_triton.workloads import _shared
 
 
@@ -23,8 +23,7 @@ class MatmulParams:
     m: int = param(8192, "rows of A and C")
     n: int = param(8192, "columns of B and C")
     k: int = param(8192, "columns of A, rows of B (the reduction)")
-    dtype: str = param("bf16", "dtype of A, B and C (fp32 multiplies in full fp32, not tf32)",
-                       choices=_shared.DTYPES)
+    dtype: str = param("bf16", "dtype of A, B and C (fp32 multiplies in full fp32, not tf32)", choices=_shared.DTYPES)
 
     def __post_init__(self) -> None:
         if min(self.m, self.n, self.k) < 1:
@@ -51,8 +50,10 @@ def interpreter_dot_unmet(dtype: str) -> str | None:
     check = close("probe", kernel.matmul(a, b), a.double() @ b.double(), _shared.TOLERANCE[dtype], "probe")
     if check.passed:
         return None
-    return (f"triton's CPU interpreter computes tl.dot on {dtype} wrongly here (relative error {check.error:.3g} "
-            f"on a 32^3 probe): use --param dtype=fp32 or fp16")
+    return (
+        f"triton's CPU interpreter computes tl.dot on {dtype} wrongly here (relative error {check.error:.3g} "
+        f"on a 32^3 probe): use --param dtype=fp32 or fp16"
+    )
 
 
 class Matmul(_shared.TritonVsTorch):
@@ -68,9 +69,13 @@ class Matmul(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import matmul as kernel
 
         p = self.params
-        reason = (_shared.device_unmet(ctx.device, kernel.INTERPRETED)
-                  or _shared.interpreter_size_unmet(ctx.device, 2 * p.m * p.n * p.k, _shared.INTERPRETER_MAX_FLOPS,
-                                                    "2 * m * n * k", "--param m=256 --param n=256 --param k=256"))
+        reason = _shared.device_unmet(ctx.device, kernel.INTERPRETED) or _shared.interpreter_size_unmet(
+            ctx.device,
+            2 * p.m * p.n * p.k,
+            _shared.INTERPRETER_MAX_FLOPS,
+            "2 * m * n * k",
+            "--param m=256 --param n=256 --param k=256",
+        )
         if reason is None and ctx.device == "cpu":
             reason = interpreter_dot_unmet(p.dtype)
         return reason
@@ -89,9 +94,12 @@ class Matmul(_shared.TritonVsTorch):
         t0 = time.perf_counter()
         kernel.matmul(self.a, self.b, out=self.out)
         ctx.synchronize()
-        ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **kernel.chosen_config(),
-                                 "first_call_s": time.perf_counter() - t0,
-                                 "input_precision": kernel.input_precision(dt)}
+        ctx.details["triton"] = {
+            **_shared.triton_details(kernel.INTERPRETED),
+            **kernel.chosen_config(),
+            "first_call_s": time.perf_counter() - t0,
+            "input_precision": kernel.input_precision(dt),
+        }
         self.compiled = _shared.compile_case(ctx, _torch_matmul, (self.a, self.b))
 
     def cases(self, ctx: Any) -> list[Case]:

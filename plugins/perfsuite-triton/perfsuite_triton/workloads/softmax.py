@@ -4,13 +4,13 @@ Memory-bound: the least any softmax moves is the input read once and the output 
 once (2 * rows * cols elements). Compared: the Triton kernel, torch.softmax (eager, the
 baseline) and torch.compile of it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from suite import Case, Work, dtypes, param
-
+from perfsuite import Case, Work, dtypes, param
 from perfsuite_triton.workloads import _shared
 
 
@@ -46,9 +46,13 @@ class Softmax(_shared.TritonVsTorch):
         from perfsuite_triton.kernels import softmax as kernel
 
         p = self.params
-        return (_shared.device_unmet(ctx.device, kernel.INTERPRETED)
-                or _shared.interpreter_size_unmet(ctx.device, p.rows * p.cols, _shared.INTERPRETER_MAX_ELEMENTS,
-                                                  "rows * cols", "--param rows=64 --param cols=256"))
+        return _shared.device_unmet(ctx.device, kernel.INTERPRETED) or _shared.interpreter_size_unmet(
+            ctx.device,
+            p.rows * p.cols,
+            _shared.INTERPRETER_MAX_ELEMENTS,
+            "rows * cols",
+            "--param rows=64 --param cols=256",
+        )
 
     def setup(self, ctx: Any) -> None:
         import torch
@@ -60,8 +64,12 @@ class Softmax(_shared.TritonVsTorch):
         self.x = (3 * torch.randn(p.rows, p.cols, device=ctx.torch_device)).to(dtypes.torch_dtype(p.dtype))
         self.out = torch.empty_like(self.x)
         self.launch = kernel.launch_config(p.cols, p.num_warps or None)
-        ctx.details["triton"] = {**_shared.triton_details(kernel.INTERPRETED), **self.launch,
-                                 "programs": p.rows, "rows_per_program": 1}
+        ctx.details["triton"] = {
+            **_shared.triton_details(kernel.INTERPRETED),
+            **self.launch,
+            "programs": p.rows,
+            "rows_per_program": 1,
+        }
         self.compiled = _shared.compile_case(ctx, _torch_softmax, (self.x,))
 
     def cases(self, ctx: Any) -> list[Case]:

@@ -1,0 +1,91 @@
+"""MLPerf-style scores of repeated time-to-target runs (``perfsuite run --repeat N``).
+
+MLPerf Training scores a benchmark by N runs with unique seeds: drop the fastest and the
+slowest, average the rest (the olympic mean). A run that did not reach its target
+(``aborted``, or one that failed or timed out) counts as the slowest, so it is the one
+dropped; with more than one such run there is no score. The runs are grouped by
+comparability key and world size (a 2-GPU and a 1-GPU run of one key do not mix).
+
+Where the aggregate lives: it is derived, not stored. ``perfsuite run`` prints it after
+the results of a repeat; :func:`scores` gives the same figures as data (the bench
+scripts use it), with each run's own time beside the score.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from perfsuite.measure.stats import olympic_mean
+
+TIME_METRIC = "time_to_target_s"
+MIN_RUNS = 3
+
+
+def _time_to_target(record: dict) -> float | None:
+    if record["status"] != "success":
+        return None
+    found = [m["value"] for m in record["metrics"] if m["name"] == TIME_METRIC]
+    return found[0] if found else None
+
+
+def _is_time_to_target(record: dict) -> bool:
+    """A record of a time-to-target workload: it has the metric, or stopped short of it."""
+    return _time_to_target(record) is not None or record["status"] == "aborted"
+
+
+def scores(records: list[dict]) -> list[dict]:
+    """One score per (workload, comparability key, world size) among time-to-target records."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if _is_time_to_target(r):
+            groups.setdefault((r["workload"]["name"], r["comparability_key"], r["launch"]["world_size"]), []).append(r)
+    out = []
+    for (name, key, world), runs in groups.items():
+        times = [_time_to_target(r) for r in runs]
+        missed = sum(t is None for t in times)
+        score, reason = None, None
+        if len(runs) < MIN_RUNS:
+            reason = f"an olympic mean needs at least {MIN_RUNS} runs ({len(runs)} here)"
+        elif missed > 1:
+            reason = f"{missed} of {len(runs)} runs did not reach the target (at most one may be dropped)"
+        else:
+            score = olympic_mean([math.inf if t is None else t for t in times])
+        out.append(
+            {
+                "workload": name,
+                "comparability_key": key,
+                "world_size": world,
+                "olympic_mean_s": score,
+                "reason": reason,
+                "runs": [
+                    {"run_id": r["run_id"], "seed": r["controls"]["seed"], "status": r["status"], TIME_METRIC: t}
+                    for r, t in zip(runs, times)
+                ],
+            }
+        )
+    return out
+
+
+def print_scores(console: Any, records: list[dict]) -> None:
+    """The scores of a repeat, as a table (nothing when no group has more than one run)."""
+    from rich.table import Table
+
+    rows = [s for s in scores(records) if len(s["runs"]) > 1]
+    if not rows:
+        return
+    t = Table(title="time to target, MLPerf scoring (olympic mean: fastest and slowest dropped)")
+    for col in ("workload", "world", "runs (s, by seed)", "olympic mean s"):
+        t.add_column(col, overflow="fold")
+    for s in rows:
+        runs = ", ".join(
+            f"{r['seed']}: {r[TIME_METRIC]:.2f}" if r[TIME_METRIC] is not None else f"{r['seed']}: {r['status']}"
+            for r in s["runs"]
+        )
+        t.add_row(
+            s["workload"],
+            str(s["world_size"]),
+            runs,
+            f"{s['olympic_mean_s']:.2f}" if s["olympic_mean_s"] is not None else s["reason"],
+        )
+    console.print(t)

@@ -1,0 +1,102 @@
+"""What every command shares: one-line errors and exit codes, the rich consoles, JSON output,
+the plugin host and the registry as a command opens them, and plain-text cells and verdict
+colours for the tables of the registry commands."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from perfsuite.text import clean
+
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """One clear line on stderr and a non-zero exit; nothing has been recorded."""
+    click.echo(f"Error: {clean(message)}", err=True)
+    sys.exit(code)
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    # Piped output (CI logs, files) gets a wide table rather than rich's 80 columns.
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 160
+    return Console(soft_wrap=False, width=width, stderr=stderr)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def load_host():
+    """The plugin host; its problems (failed plugins, disabled names) are warned about once."""
+    from perfsuite.plugins import get_host
+
+    host = get_host()
+    warn_plugin_problems()
+    return host
+
+
+@functools.lru_cache(maxsize=1)
+def warn_plugin_problems() -> None:
+    """Each plugin problem as one ``Warning:`` line on stderr, once per process."""
+    from perfsuite.plugins import get_host
+
+    for line in get_host().warnings():
+        click.echo(f"Warning: {clean(line)}", err=True)
+
+
+def open_db(ctx: click.Context):
+    from perfsuite.registry import RegistryError, open_registry
+
+    try:
+        return open_registry(ctx.obj.get("db_url"))
+    except RegistryError as exc:
+        fail(str(exc), 1)
+
+
+def default_device() -> str:
+    from perfsuite.measure import nvml
+
+    return "cuda" if nvml.device_count() > 0 else "cpu"
+
+
+VERDICT_COLOURS = {
+    "faster": "green",
+    "slower": "red",
+    "no significant change": "yellow",
+    "mixed": "magenta",
+    "not tested (one sample)": "dim",
+    "reproduced": "green",
+    "did not reproduce": "red",
+}
+
+
+def text(value) -> "object":
+    """A rich Text cell: record text is shown as characters, never read as markup."""
+    from rich.text import Text
+
+    return Text("" if value is None else str(value))
+
+
+def verdict_text(verdict: str):
+    from rich.text import Text
+
+    return Text(verdict, style=f"bold {VERDICT_COLOURS.get(verdict, '')}".strip())
+
+
+def pct(ratio: float) -> str:
+    return f"{(ratio - 1.0) * 100:+.2f}%"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"

@@ -1,0 +1,134 @@
+"""``perfsuite history --workload W``: a metric over time on one system, each run with its
+CI, change points flagged, and a plot on request."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+from perfsuite.cli._common import fmt_p, pct, text
+
+
+@click.command("history")
+@click.option("--workload", required=True, help="The workload.")
+@click.option("--case", default=None, help="Only this case (default: every case).")
+@click.option("--metric", default=None, help="This metric (default: each case's headline metric).")
+@click.option("--system", default=None, help="One system: submitted name, host name or device-key prefix.")
+@click.option(
+    "--min-step",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Smallest step called a change point (default 0.05 = 5%).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a plot (.svg or .png; needs matplotlib, the 'plot' extra).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def history_cmd(
+    ctx: click.Context,
+    workload: str,
+    case: str | None,
+    metric: str | None,
+    system: str | None,
+    min_step: float | None,
+    plot_path: Path | None,
+    as_json: bool,
+) -> None:
+    """A metric of WORKLOAD over time, per case and parameters, with change points."""
+    from dataclasses import asdict
+
+    from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
+    from perfsuite.cli._common import console, emit_json, fail, open_db
+    from perfsuite.registry.history import metric_history
+
+    if plot_path is not None and plot_path.suffix.lower() not in (".svg", ".png"):
+        fail(f"--plot {plot_path}: give a .svg or .png file")
+    registry = open_db(ctx)
+    with registry.session() as session:
+        points = metric_history(session, workload, case=case, metric=metric, system=system)
+    if not points:
+        fail(
+            f"no successful, verified runs of {workload}"
+            + "".join(f" {k} {v}" for k, v in (("case", case), ("metric", metric), ("system", system)) if v),
+            1,
+        )
+    series: dict[tuple, list] = defaultdict(list)
+    for p in points:
+        series[(p.comparability_key, p.case, p.metric, p.host_key)].append(p)
+    out = []
+    for (key, case_label, metric_name, _host), pts in series.items():
+        found = change_points(
+            [p.median for p in pts],
+            [p.samples for p in pts],
+            min_step=DEFAULT_MIN_STEP if min_step is None else min_step,
+        )
+        out.append(
+            {
+                "comparability_key": key,
+                "params": pts[0].params,
+                "case": case_label,
+                "metric": metric_name,
+                "unit": pts[0].unit,
+                "points": [{k: v for k, v in asdict(p).items() if k != "samples"} for p in pts],
+                "change_points": [{**asdict(c), "run_id": pts[c.index].run_id} for c in found],
+            }
+        )
+    if plot_path is not None:
+        _plot(out, workload, plot_path)
+    if as_json:
+        emit_json(out)
+        return
+    from rich.table import Table
+
+    con = console()
+    for s in out:
+        steps = {c["index"]: c for c in s["change_points"]}
+        t = Table(title=f"{workload} {s['case']} {s['metric']} ({s['unit']}) · params {s['params']}")
+        for col in ("run", "started (UTC)", "median", "95% CI", "change point"):
+            t.add_column(col)
+        for i, p in enumerate(s["points"]):
+            c = steps.get(i)
+            flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])})" if c else ""
+            ci = f"{p['ci_low']:.6g}–{p['ci_high']:.6g}" if p["ci_low"] is not None else ""
+            t.add_row(text(p["run_id"][:12]), text(p["started_at"][:19]), f"{p['median']:.6g}", ci, text(flag))
+        con.print(t)
+    if plot_path is not None:
+        click.echo(f"wrote {plot_path}")
+
+
+def _plot(series: list[dict], workload: str, path: Path) -> None:
+    from perfsuite.cli._common import fail
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("--plot needs matplotlib: pip install 'perfsuite[plot]'", 1)
+    from datetime import datetime
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for s in series:
+        xs = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
+        ys = [p["median"] for p in s["points"]]
+        low = [p["median"] - p["ci_low"] if p["ci_low"] is not None else 0 for p in s["points"]]
+        high = [p["ci_high"] - p["median"] if p["ci_high"] is not None else 0 for p in s["points"]]
+        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=f"{s['case']} {s['metric']}")
+        for c in s["change_points"]:
+            ax.axvline(xs[c["index"]], color="red", linestyle="--", linewidth=1)
+    ax.set_title(f"{workload}: history (dashed: change points)")
+    ax.set_ylabel(", ".join(sorted({s["unit"] for s in series})))
+    ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,369 @@
+"""``perfsuite run``: resolve workloads, parameters and controls, check everything before
+anything runs, run each workload in its measuring process and print the summary."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from perfsuite.cli._common import console, default_device, emit_json, fail, load_host
+from perfsuite.text import clean, plain
+
+
+def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict[str, dict[str, str]]:
+    """``k=v`` applies to every named workload that has ``k``; ``name:k=v`` to one. A key no
+    named workload has is an error."""
+    from perfsuite.engine.params import ParamError, param_fields, parse_assignments
+
+    per: dict[str, dict[str, str]] = {n: {} for n in names}
+    for item in items:
+        target = None
+        if ":" in item.split("=", 1)[0]:
+            target, item = item.split(":", 1)
+            if target not in per:
+                raise ParamError(f"--param {target}:{item}: {target!r} is not one of the workloads being run")
+        ((key, value),) = parse_assignments([item]).items()
+        hit = False
+        for n in [target] if target else names:
+            if key in param_fields(host.get(n).cls.Params):
+                per[n][key] = value
+                hit = True
+        if not hit:
+            where = target or ", ".join(names)
+            raise ParamError(f"unknown parameter {key!r} for {where} (see 'perfsuite list --json')")
+    return per
+
+
+def _order(names: list[str]) -> list[str]:
+    """The ceilings run goes first, so the runs after it get roofline fractions."""
+    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
+
+    return sorted(names, key=lambda n: (n != CEILINGS_WORKLOAD,))
+
+
+@click.command("run")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--plan",
+    "plan_name",
+    default=None,
+    metavar="PLAN",
+    help="Run a plan: a TOML file of runs, or the name of a shipped plan (perfsuite plans).",
+)
+@click.option(
+    "--param", "-p", "param_items", multiple=True, metavar="[NAME:]K=V", help="Set a workload parameter (repeatable)."
+)
+@click.option("--quick", is_flag=True, help="Use each workload's quick preset; with no NAMES, run the quick suite.")
+@click.option(
+    "--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda if a GPU is visible, else cpu."
+)
+@click.option("--repeat", type=click.IntRange(min=1), default=1, help="Runs of each workload (unique seeds).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds before a run's process tree is killed.",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="Seed of the first run (default: random, recorded)."
+)
+@click.option("--deterministic", is_flag=True, help="Ask torch for deterministic algorithms.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Untimed calls first.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed calls (default: by --min-time).")
+@click.option("--min-time", "min_time_s", type=click.FloatRange(min=0), default=None, help="Seconds of timed calls.")
+@click.option("--l2-flush", is_flag=True, help="Flush the GPU's L2 between timed calls.")
+@click.option("--cuda-graph", is_flag=True, help="Time replays of a CUDA graph of each call.")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, help="Ranks on this node (torchrun).")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, help="Nodes (torchrun).")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, help="This node's rank (torchrun).")
+@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
+@click.option("--division", type=click.Choice(["open", "closed"]), default="open")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.option(
+    "--reproduces",
+    default=None,
+    hidden=True,
+    metavar="RUN_ID",
+    help="Record that this run re-runs RUN_ID (set by 'perfsuite reproduce').",
+)
+@click.option("--strict", is_flag=True, help="Refuse to measure when a pre-flight check (perfsuite doctor) fails.")
+@click.option(
+    "--profile",
+    type=click.Choice(["torch", "ncu"]),
+    default=None,
+    help="Capture a few calls after each timed loop: PyTorch profiler or Nsight Compute.",
+)
+@click.option(
+    "--price-per-hour",
+    "price_per_hour",
+    type=float,
+    default=None,
+    metavar="USD",
+    help="Price of one accelerator-hour: the record gets a cost per unit of work.",
+)
+@click.pass_context
+def run_cmd(
+    ctx: click.Context,
+    names: tuple[str, ...],
+    plan_name: str | None,
+    param_items: tuple[str, ...],
+    quick: bool,
+    device: str | None,
+    repeat: int,
+    timeout_s: float | None,
+    seed: int | None,
+    deterministic: bool,
+    warmup: int | None,
+    iterations: int | None,
+    min_time_s: float | None,
+    l2_flush: bool,
+    cuda_graph: bool,
+    nproc_per_node: int | None,
+    nnodes: int,
+    node_rank: int,
+    rdzv_endpoint: str | None,
+    division: str,
+    as_json: bool,
+    reproduces: str | None,
+    strict: bool = False,
+    profile: str | None = None,
+    price_per_hour: float | None = None,
+) -> None:
+    """Run workloads and record the results. With --quick and no NAMES: the quick suite; with
+    --plan: every run of a plan, with the options given here applied to each."""
+    options = dict(
+        quick=quick,
+        device=device,
+        repeat=repeat,
+        timeout_s=timeout_s,
+        seed=seed,
+        deterministic=deterministic,
+        warmup=warmup,
+        iterations=iterations,
+        min_time_s=min_time_s,
+        l2_flush=l2_flush,
+        cuda_graph=cuda_graph,
+        nproc_per_node=nproc_per_node,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        division=division,
+        reproduces=reproduces,
+        strict=strict,
+        profile=profile,
+        price_per_hour=price_per_hour,
+    )
+    host = load_host()
+    if plan_name is None:
+        requests = build_requests(host, names, param_items, options)
+        crosschecked = 0
+    else:
+        if names or param_items:
+            fail("--plan names its own workloads and parameters: give no NAMES or --param beside it")
+        given = {
+            name: value
+            for name, value in options.items()
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        }
+        requests, crosschecked = plan_requests(ctx, host, plan_name, given)
+    outcome = execute(ctx, requests, as_json)
+    if crosschecked and not as_json:
+        from perfsuite.cli._reference import print_crosscheck_table
+
+        print_crosscheck_table([r for r in outcome.records if (r.get("details") or {}).get("crosscheck")])
+    sys.exit(outcome.exit_code)
+
+
+def build_requests(
+    host, names: tuple[str, ...], param_items: tuple[str, ...], options: dict, extra_env: dict[str, str] | None = None
+) -> list:
+    """The runs one command line asks for: each named workload (or, with ``quick`` and no
+    names, every workload) with its parameters resolved, once per repeat with its own seed.
+    Anything that cannot run as asked is one line and exit 2, before anything runs."""
+    from perfsuite.controls import QUICK_MIN_TIME_S
+    from perfsuite.engine import params as params_mod
+    from perfsuite.engine.launcher import LaunchOptions, slurm_world
+    from perfsuite.engine.runner import repeat_seeds, resolve_controls
+    from perfsuite.engine.runspec import RunRequest
+    from perfsuite.plugins import UnknownWorkload
+    from perfsuite.schemas.cost import validate_price
+
+    o = {**RUN_DEFAULTS, **options}
+    try:
+        validate_price(o["price_per_hour"])
+    except ValueError as exc:
+        fail(f"--price-per-hour: {exc}")
+    quick = o["quick"]
+    if not names:
+        if not quick:
+            fail("name at least one workload, or use --quick alone for the quick suite")
+        names = tuple(host.workloads)
+    names_list = _order(list(dict.fromkeys(names)))
+    device = o["device"] or default_device()
+    try:
+        for n in names_list:
+            host.get(n)
+        per_params = _parse_param_options(param_items, names_list, host)
+        resolved = {n: params_mod.resolve(host.get(n).cls, per_params[n], quick) for n in names_list}
+    except (UnknownWorkload, params_mod.ParamError) as exc:
+        fail(str(exc))
+    min_time_s = o["min_time_s"]
+    if min_time_s is None and quick:
+        min_time_s = QUICK_MIN_TIME_S
+    nnodes = o["nnodes"]
+    requests = []
+    for n in names_list:
+        entry = host.get(n)
+        # A workload that needs several ranks gets them locally unless told otherwise; under
+        # srun every task is already one rank.
+        reqs = entry.cls.requirements
+        auto = max(1, reqs.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
+        nproc = o["nproc_per_node"] or auto
+        if reqs.max_world_size is not None and nnodes == 1 and nproc > reqs.max_world_size:
+            nproc = reqs.max_world_size  # --nproc-per-node is for the multi-rank workloads named beside it
+        launch = LaunchOptions(
+            nproc_per_node=nproc, nnodes=nnodes, node_rank=o["node_rank"], rdzv_endpoint=o["rdzv_endpoint"]
+        )
+        for i, s in enumerate(repeat_seeds(o["seed"], o["repeat"])):
+            controls = resolve_controls(
+                device=device,
+                seed=s,
+                deterministic=o["deterministic"],
+                warmup=o["warmup"],
+                iterations=o["iterations"],
+                min_time_s=min_time_s,
+                l2_flush=o["l2_flush"],
+                cuda_graph=o["cuda_graph"],
+                timeout_s=o["timeout_s"],
+                repeat_index=i,
+                repeat_count=o["repeat"],
+                profile=o["profile"],
+            )
+            requests.append(
+                RunRequest(
+                    entry,
+                    resolved[n],
+                    quick,
+                    controls,
+                    launch,
+                    division=o["division"],
+                    reproduces=o["reproduces"],
+                    strict=o["strict"],
+                    price_per_hour=o["price_per_hour"],
+                    extra_env=dict(extra_env or {}),
+                )
+            )
+    return requests
+
+
+def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tuple[list, int]:
+    """Every run of a plan, its options under those ``given`` on the command line; and how many
+    of its entries are cross-checks. A bad plan is one line naming its file and entry."""
+    from perfsuite.cli._reference import crosscheck_env
+    from perfsuite.engine.plan import PlanError, load
+
+    by_name = {p.name: p for p in run_cmd.params if p.name}
+    by_name.update({p.name: p for p in crosscheck_options() if p.name})
+
+    def check(name: str, value):
+        param = by_name[name]  # KeyError: not an option of run
+        try:
+            return param.type_cast_value(ctx, value) if not param.multiple else value
+        except click.BadParameter as exc:
+            raise ValueError(exc.format_message()) from None
+
+    try:
+        plan = load(plan_name, check)
+    except PlanError as exc:
+        fail(str(exc))
+    requests = []
+    for run in plan.runs:
+        options = {**run.options, **given}
+        reference = {k: options.pop(k) for k in ("rounds", "nccl_tests", "mpirun") if k in options}
+        env = crosscheck_env(**reference) if run.crosscheck else {}
+        requests += build_requests(host, run.workloads, run.params, options, extra_env=env)
+    click.echo(f"plan {plan.name} ({plan.source}): {len(plan.runs)} entries, {len(requests)} runs", err=True)
+    return requests, sum(run.crosscheck for run in plan.runs)
+
+
+def crosscheck_options() -> list[click.Option]:
+    from perfsuite.cli._reference import CROSSCHECK_OPTIONS
+
+    return CROSSCHECK_OPTIONS
+
+
+def execute(ctx: click.Context, requests: list, as_json: bool):
+    """Check everything the runs need, run them in turn with progress on stderr, print the
+    summary (or the records as JSON) and every message; returns the session's outcome."""
+    from perfsuite.engine.runner import Runner
+    from perfsuite.engine.session import PreflightError, preflight, run_all
+    from perfsuite.registry import check_url, open_registry, records_dir
+
+    out = console()
+    err = console(stderr=True)
+    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s)))
+    try:
+        preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
+    except PreflightError as exc:
+        fail(str(exc))
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=as_json or not sys.stderr.isatty(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("running", total=len(requests))
+
+        def on_start(req) -> None:
+            if req is not requests[0]:
+                bar.advance(task)
+            c = req.controls
+            repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
+            bar.update(task, description=f"{req.entry.name}{repeat}")
+            if not as_json and not sys.stderr.isatty():
+                click.echo(f"running {req.entry.name} on {c.device}{repeat}", err=True)
+
+        outcome = run_all(runner, requests, on_start)
+    if as_json:
+        emit_json(outcome.records)
+    else:
+        from perfsuite.analysis.scoring import print_scores
+        from perfsuite.analysis.tables import results_table
+
+        out.print(results_table(outcome.records))
+        print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
+    for line in outcome.messages:
+        click.echo(clean(line), err=True)
+    return outcome
+
+
+# The run options' defaults, as the command line has them (build_requests starts from these).
+RUN_DEFAULTS = dict(
+    quick=False,
+    device=None,
+    repeat=1,
+    timeout_s=None,
+    seed=None,
+    deterministic=False,
+    warmup=None,
+    iterations=None,
+    min_time_s=None,
+    l2_flush=False,
+    cuda_graph=False,
+    nproc_per_node=None,
+    nnodes=1,
+    node_rank=0,
+    rdzv_endpoint=None,
+    division="open",
+    reproduces=None,
+    strict=False,
+    profile=None,
+    price_per_hour=None,
+)

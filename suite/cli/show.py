@@ -1,0 +1,28 @@
+"""``perfsuite show RUN_ID``: one run with its statistics, verification, GPU state and details."""
+
+from __future__ import annotations
+
+import click
+
+from perfsuite.cli._common import console, emit_json, fail, load_host, open_db
+
+
+@click.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record.")
+@click.pass_context
+def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Show one run: metrics with statistics, verification, GPU state, details."""
+    from perfsuite.registry import RegistryError
+
+    try:
+        record = open_db(ctx).get(run_id)
+    except RegistryError as exc:
+        fail(str(exc), 1)
+    if as_json:
+        emit_json(record)
+        return
+    from perfsuite.analysis.tables import show_record
+
+    entry = load_host().workloads.get(record["workload"]["name"])
+    show_record(console(), record, entry.cls if entry else None)

@@ -1,0 +1,99 @@
+"""``perfsuite submit``: file registry runs into a submissions tree (MLPerf's
+``<org>/results/<system>/<workload>/<run_id>.json``), then check it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from perfsuite.cli._common import fail, open_db
+from perfsuite.cli.check import print_report
+
+
+@click.command("submit")
+@click.argument("run_ids", nargs=-1, required=True)
+@click.option("--org", required=True, help="The submitting organisation (a folder of the tree).")
+@click.option("--system", required=True, help="The system's name (systems/<system>.json).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("submissions"),
+    show_default=True,
+    help="The submissions tree.",
+)
+@click.option(
+    "--status",
+    type=click.Choice(["Available", "Preview", "Research"]),
+    default="Available",
+    show_default=True,
+    help="Availability, for a new system file.",
+)
+@click.option(
+    "--cooling",
+    type=click.Choice(["air", "liquid", "immersion", "unknown"]),
+    default="unknown",
+    show_default=True,
+    help="Cooling, for a new system file.",
+)
+@click.option(
+    "--price-per-hour",
+    "price_per_hour",
+    type=float,
+    default=None,
+    metavar="USD",
+    help="Price of one accelerator-hour, for a new system file: results without their own cost are priced at it.",
+)
+@click.pass_context
+def submit_cmd(
+    ctx: click.Context,
+    run_ids: tuple[str, ...],
+    org: str,
+    system: str,
+    root: Path,
+    status: str,
+    cooling: str,
+    price_per_hour: float | None,
+) -> None:
+    """Copy runs from the registry into ROOT/ORG/results/SYSTEM/<workload>/<run_id>.json (+ .mllog);
+    write ROOT/ORG/systems/SYSTEM.json from the first run's fingerprint when missing. Then check,
+    and print each run's cost (its own, else at the system file's price)."""
+    from perfsuite.engine import mllog
+    from perfsuite.registry import RegistryError, records_dir
+    from perfsuite.registry.submissions import check_tree, filed_cost, submit_runs
+    from perfsuite.schemas.cost import cost_text, validate_price
+
+    for name, value in (("--org", org), ("--system", system)):
+        if not value or "/" in value or value in (".", "..") or value.startswith("."):
+            fail(f"{name} {value!r} must be a plain folder name")
+    try:
+        validate_price(price_per_hour)
+    except ValueError as exc:
+        fail(f"--price-per-hour: {exc}")
+    registry = open_db(ctx)
+    try:
+        records = [registry.get(r) for r in run_ids]
+        written = submit_runs(
+            records,
+            root,
+            org,
+            system,
+            records_dir(),
+            mllog.write,
+            status=status,
+            cooling=cooling,
+            price_per_hour=price_per_hour,
+        )
+    except RegistryError as exc:
+        fail(str(exc), 1)
+    for path in written:
+        click.echo(f"wrote {path}")
+    report = check_tree(root)
+    submitted = {r["run_id"] for r in records}
+    for filed in report.records:
+        text = cost_text(filed_cost(report, filed)) if filed.record["run_id"] in submitted else None
+        if text:
+            click.echo(f"cost of {filed.record['run_id']}: {text}")
+    print_report(report)
+    if not report.ok:
+        raise SystemExit(1)

@@ -1,0 +1,374 @@
+"""How the measuring process is started: one local process, ranks through torchrun
+(``torch.distributed.run``), or a rank of a SLURM job step (``srun perfsuite run ...``).
+
+- One process: ``python -m perfsuite.engine.worker SPEC``.
+- torchrun: ``--standalone`` on one node; across nodes a static rendezvous at
+  ``--rdzv-endpoint`` with ``--node-rank``, so that global rank 0 is always on node 0,
+  the node that stores the record (c10d rendezvous hands out ranks in order of arrival).
+  The k-th launch of one command (several workloads, --repeat) uses port + k.
+- SLURM: inside a step of several tasks each task is one rank; rank, world size, local
+  rank and the master address come from SLURM's variables, the port from the job id.
+
+On GPUs every process is started with NVLink multicast (NVLS) off. torch's elastic agent
+starts each rank in a session of its own, so killing the launcher's process group does not
+reach the ranks: :func:`kill_tree` kills every descendant, and every process that carries
+this launch's tag in its environment (a rank re-parented after its agent died).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import sys
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
+# Python-launched collective: measured on 2xH200 with torch 2.11, an 8 B all_reduce loop took
+# 47 us per call with it and 21 us without, which made eager collectives up to 32 MiB
+# launch-bound against nccl-tests. Off for measuring processes unless the user set it.
+# torch 2.11 reads TORCH_FR_BUFFER_SIZE and still honours the older name, with a deprecation warning.
+FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+# NCCL's support for mixing graph and eager launches on one communicator puts an EVENT_RECORD
+# node after every captured kernel. Measured on 2xH200 (NCCL 2.28.9, bench/graph_probe.py):
+# a graph of 20 all_reduces of 8 B-64 KiB ran 9.3-11.3 us per call with it and 4.8-6.2 us
+# without; a graph of 200, 27-31 us with it (the gaps between kernels grow along the graph)
+# and 4.7-5.9 without. NCCL's rule with it off: no graph launch still running when an
+# eager NCCL call is issued. The suite's CUDA-graph loops keep it: every timed replay is
+# synchronised before any eager call. Off for --cuda-graph runs unless the user set it;
+# nccl-tests, started by rank 0 in the cross-check, inherits the same setting.
+GRAPH_MIXING_OFF = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
+
+
+def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
+    """The variables the suite sets for measuring processes on ``device`` (recorded in each
+    record's ``launch.env``): what they are is part of what was measured."""
+    if device != "cuda":
+        return {}
+    env = dict(NVLS_OFF)  # NVLink multicast stays off on shared hosts
+    env.update({k: v for k, v in FLIGHT_RECORDER_OFF.items() if k not in os.environ})
+    if cuda_graph:
+        env.update({k: v for k, v in GRAPH_MIXING_OFF.items() if k not in os.environ})
+    return env
+
+
+TAG_ENV = "PERFSUITE_LAUNCH_TAG"
+SPEC_ENV = "PERFSUITE_SPEC"  # read by perfsuite.distributed.note_progress
+# Rendezvous ports of SLURM steps: below Linux's ephemeral range (32768-60999), where other
+# jobs' stores and connections come and go and a rank could join a stranger's store.
+SLURM_PORT_BASE = 20000
+SLURM_PORT_SPAN = 12000
+KILL_WAIT_S = 10.0
+
+
+class LaunchError(ValueError):
+    """Launch options that cannot work together; the message is one line."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+
+
+@dataclass
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    launcher: str  # local | torchrun | slurm
+    world_size: int
+    nnodes: int
+    nproc_per_node: int
+    rdzv_endpoint: str | None
+    records: bool  # whether this process stores the record (rank 0's side only)
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex)  # in every process's env, for kill_tree
+
+
+# Launches made by this process so far: consecutive runs of one SLURM step (several
+# workloads, --repeat) each get their own rendezvous port, identical on every task because
+# every task runs the same command line.
+_launch_counter = itertools.count()
+
+
+def build(spec_path: str, opts: LaunchOptions, device: str, cuda_graph: bool = False) -> Launch:
+    """The command that runs ``python -m perfsuite.engine.worker SPEC`` as the options ask."""
+    env = dict(os.environ)
+    env.update(suite_env(device, cuda_graph))
+    env[SPEC_ENV] = str(spec_path)
+    index = next(_launch_counter)
+    worker = [sys.executable, "-m", "perfsuite.engine.worker", str(spec_path)]
+    if opts.nnodes == 1 and opts.rdzv_endpoint is None and slurm_world() > 1:
+        launch = _slurm(worker, env, index)
+    elif opts.nproc_per_node * opts.nnodes == 1:
+        launch = Launch(worker, env, "local", 1, 1, 1, None, True)
+    else:
+        launch = _torchrun(worker, env, opts, index)
+    launch.env[TAG_ENV] = launch.tag
+    return launch
+
+
+def validate(opts: LaunchOptions) -> None:
+    """Raise :class:`LaunchError` for options that cannot work together, before any run
+    starts (the same checks :func:`build` makes when it launches)."""
+    if opts.nnodes > 1 and opts.rdzv_endpoint is None:
+        raise LaunchError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+    if opts.rdzv_endpoint is not None:
+        endpoint_for_launch(opts.rdzv_endpoint, 0)
+        if "SLURM_NODEID" not in os.environ and not 0 <= opts.node_rank < opts.nnodes:
+            raise LaunchError(f"--node-rank {opts.node_rank} is outside 0..{opts.nnodes - 1}")
+
+
+def stores_records(opts: LaunchOptions) -> bool:
+    """Whether this process stores the records of runs launched with ``opts``: rank 0's
+    side only (the same decision :func:`build` makes in ``Launch.records``)."""
+    if opts.nnodes == 1 and opts.rdzv_endpoint is None and slurm_world() > 1:
+        return int(os.environ["SLURM_PROCID"]) == 0
+    if opts.nnodes > 1 or opts.rdzv_endpoint is not None:
+        node_rank = opts.node_rank
+        if node_rank == 0 and "SLURM_NODEID" in os.environ:
+            node_rank = int(os.environ["SLURM_NODEID"])
+        return node_rank == 0
+    return True
+
+
+def _torchrun(worker: list[str], env: dict[str, str], opts: LaunchOptions, index: int) -> Launch:
+    # torchrun runs under perfsuite.engine.lifeline: it and its ranks end when the runner dies.
+    argv = [
+        sys.executable,
+        "-m",
+        "perfsuite.engine.lifeline",
+        "torch.distributed.run",
+        f"--nproc-per-node={opts.nproc_per_node}",
+        f"--nnodes={opts.nnodes}",
+        "--max-restarts=0",
+    ]
+    node_rank = opts.node_rank
+    if opts.nnodes == 1 and opts.rdzv_endpoint is None:
+        argv.append("--standalone")
+    else:
+        if opts.rdzv_endpoint is None:
+            raise LaunchError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+        if node_rank == 0 and "SLURM_NODEID" in os.environ:
+            node_rank = int(os.environ["SLURM_NODEID"])  # one torchrun per node of a SLURM step
+        if not 0 <= node_rank < opts.nnodes:
+            raise LaunchError(f"--node-rank {node_rank} is outside 0..{opts.nnodes - 1}")
+        endpoint = endpoint_for_launch(opts.rdzv_endpoint, index)
+        argv += [
+            "--rdzv-backend=static",
+            f"--rdzv-endpoint={endpoint}",
+            f"--node-rank={node_rank}",
+            f"--rdzv-id=perfsuite-{index}",
+        ]
+        return Launch(
+            argv + worker[1:],
+            env,
+            "torchrun",
+            opts.nproc_per_node * opts.nnodes,
+            opts.nnodes,
+            opts.nproc_per_node,
+            endpoint,
+            node_rank == 0,
+        )
+    return Launch(
+        argv + worker[1:], env, "torchrun", opts.nproc_per_node * opts.nnodes, 1, opts.nproc_per_node, None, True
+    )
+
+
+def endpoint_for_launch(endpoint: str, index: int) -> str:
+    """``host:port`` of this process's ``index``-th launch: port + index, so that a node still
+    busy with the previous workload never serves the next one's rendezvous (every node runs
+    the same command line, so the indices agree)."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise LaunchError(f"--rdzv-endpoint {endpoint!r} is not HOST:PORT")
+    return f"{host}:{int(port) + index}"
+
+
+# -- SLURM ------------------------------------------------------------------------------
+def slurm_world() -> int:
+    """Tasks of the SLURM job step (``srun``) this process is one of; 1 outside a step.
+
+    SLURM_STEP_NUM_TASKS is set by srun only: a batch script itself (SLURM_NTASKS=8,
+    SLURM_PROCID=0 there too) is not one of eight ranks and must not wait for seven more."""
+    if "SLURM_PROCID" not in os.environ or "SLURM_STEP_NUM_TASKS" not in os.environ:
+        return 1
+    return int(os.environ["SLURM_STEP_NUM_TASKS"])
+
+
+def _slurm(worker: list[str], env: dict[str, str], index: int) -> Launch:
+    """This task is one rank: torch.distributed's env:// variables from SLURM's."""
+    rank, world = int(os.environ["SLURM_PROCID"]), slurm_world()
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        raise LaunchError("SLURM step without SLURM_STEP_NODELIST / SLURM_JOB_NODELIST: cannot find rank 0's host")
+    hosts = expand_hostlist(nodelist)
+    nnodes = int(os.environ.get("SLURM_STEP_NUM_NODES") or os.environ.get("SLURM_NNODES") or len(hosts))
+    local_world = _tasks_on_this_node(world, nnodes)
+    env.update(
+        {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
+            "LOCAL_WORLD_SIZE": str(local_world),
+            "MASTER_ADDR": env.get("MASTER_ADDR") or hosts[0],  # block distribution: task 0 on the first host
+            "MASTER_PORT": str(slurm_port(index)),
+        }
+    )
+    return Launch(
+        worker, env, "slurm", world, nnodes, local_world, f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}", rank == 0
+    )
+
+
+def slurm_port(index: int) -> int:
+    """Rendezvous port of this task's ``index``-th launch: the same on every task of the step
+    (derived from the job and step ids), different for consecutive launches and steps."""
+    job = os.environ.get("SLURM_JOB_ID", "0")
+    step = os.environ.get("SLURM_STEP_ID", "0")
+    base = (
+        int(os.environ["MASTER_PORT"])
+        if os.environ.get("MASTER_PORT")
+        else (SLURM_PORT_BASE + zlib.crc32(f"{job}.{step}".encode()) % SLURM_PORT_SPAN)
+    )
+    return base + index
+
+
+def _tasks_on_this_node(world: int, nnodes: int) -> int:
+    """SLURM_NTASKS_PER_NODE, else this node's entry of SLURM_STEP_TASKS_PER_NODE ("4(x2),3")."""
+    if os.environ.get("SLURM_NTASKS_PER_NODE"):
+        return int(os.environ["SLURM_NTASKS_PER_NODE"])
+    spec = os.environ.get("SLURM_STEP_TASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE")
+    node = int(os.environ.get("SLURM_NODEID", "0"))
+    if spec:
+        per_node = []
+        for part in spec.split(","):
+            m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+            if m is None:
+                raise LaunchError(f"cannot read SLURM tasks per node {spec!r}")
+            per_node += [int(m.group(1))] * int(m.group(2) or 1)
+        if node < len(per_node):
+            return per_node[node]
+    return max(1, world // max(1, nnodes))
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """SLURM's compressed host list in full: ``node[01-03,07],gpu7`` -> node01, node02,
+    node03, node07, gpu7 (zero padding kept; several bracket groups multiply out)."""
+    hosts: list[str] = []
+    for item in _split_top_level(text):
+        hosts += _expand_one(item)
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    items, depth, cur = [], 0, ""
+    for ch in text.strip():
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise LaunchError(f"unbalanced ']' in host list {text!r}")
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if depth != 0:
+        raise LaunchError(f"unbalanced '[' in host list {text!r}")
+    items.append(cur)
+    return [i for i in (s.strip() for s in items) if i]
+
+
+def _expand_one(item: str) -> list[str]:
+    m = re.search(r"\[([^\]]*)\]", item)
+    if m is None:
+        return [item]
+    prefix, rest = item[: m.start()], item[m.end() :]
+    out = []
+    for part in m.group(1).split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise LaunchError(f"cannot read range {part!r} in host list item {item!r}")
+        width = len(lo)
+        for n in range(int(lo), int(hi or lo) + 1):
+            out += [f"{prefix}{n:0{width}d}{tail}" for tail in _expand_one(rest)]
+    return out
+
+
+# -- cleaning up --------------------------------------------------------------------------
+def kill_tree(pid: int, tag: str | None = None) -> None:
+    """SIGKILL ``pid`` and everything it started, and (given the launch's ``tag``) every
+    process of this user whose environment carries it: torchrun's ranks live in sessions
+    of their own and outlive an agent that was killed first.
+
+    ``pid`` must be a process started from a :class:`Launch` (its environment carries a
+    launch tag): a pid that exited and was handed to an unrelated process is left alone.
+    The root is stopped first so that it starts nothing new while its tree is collected."""
+    import psutil
+
+    procs: list[psutil.Process] = []
+    try:
+        root = psutil.Process(pid)
+        # An exited root's pid may already belong to someone else: touch the root only if
+        # it carries this launch's tag (any launch's tag when none is given).
+        if _has_tag(root, tag):
+            procs = _stopped_family(root)
+    except psutil.NoSuchProcess:
+        pass  # the root already exited; tagged orphans may remain
+    if tag:
+        procs += [p for p in _tagged(tag) if p.pid not in {q.pid for q in procs}]
+    _kill_all(procs)
+
+
+def kill_family(pid: int) -> None:
+    """SIGKILL a child of this process that it has not yet waited for, and everything that
+    child started (an MPI launcher's proxies and ranks, which hold GPUs). Its pid cannot have
+    been handed to anyone else, so it needs no launch tag; the root is stopped first, as in
+    :func:`kill_tree`."""
+    import psutil
+
+    try:
+        procs = _stopped_family(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        procs = []
+    _kill_all(procs)
+
+
+def _stopped_family(root) -> list:
+    """``root``, stopped so that it starts nothing new, and all its descendants."""
+    root.send_signal(signal.SIGSTOP)
+    return [root, *root.children(recursive=True)]
+
+
+def _kill_all(procs: list) -> None:
+    import psutil
+
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            continue  # exited while we looked
+    psutil.wait_procs(procs, timeout=KILL_WAIT_S)
+
+
+def _has_tag(proc, tag: str | None) -> bool:
+    import psutil
+
+    try:
+        found = proc.environ().get(TAG_ENV)
+        return found is not None and (tag is None or found == tag)
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False  # other users' processes and the ones gone meanwhile are not ours
+
+
+def _tagged(tag: str) -> list:
+    import psutil
+
+    me = os.getpid()
+    return [p for p in psutil.process_iter() if p.pid != me and _has_tag(p, tag)]

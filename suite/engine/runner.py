@@ -1,0 +1,345 @@
+"""Runs workloads: one measuring subprocess per run, in its own process group, with a
+timeout that kills the whole tree; then the record, on disk first, in the registry second.
+
+A run, from the runner's side:
+
+1. static requirements (no process for a run that cannot happen here);
+2. the launch (one process, torchrun or a SLURM rank) and, on the side that stores the
+   record, the roofline ceilings read from the registry: the last time the registry is
+   touched before the measurement ends;
+3. the typed :class:`~perfsuite.engine.runspec.RunSpec` to the worker, its
+   :class:`~perfsuite.engine.runspec.WorkerResult` back (or the runner's own "timeout" / "failed");
+4. the record built, hashed and validated once, written atomically with its MLLOG twin;
+5. only then the registry commit: if that fails, :class:`RecordNotStored` says where the
+   file is, for ``perfsuite import``.
+
+Every process of a launch dies with this one (perfsuite.engine.lifeline) and the temporary folder
+goes with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from perfsuite import distributed
+from perfsuite.controls import Controls, process_env
+from perfsuite.engine import launcher, lifeline
+from perfsuite.engine import params as params_mod
+from perfsuite.engine.record import build_record, finalize, write_files
+from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
+from perfsuite.measure.roofline import CEILING_SOURCES
+
+LOG_TAIL_LINES = 15
+WORKDIR_PREFIX = "perfsuite-"
+
+
+class RegistryUnavailable(Exception):
+    """The registry failed before a measurement started: nothing measured is lost (one line)."""
+
+
+class StrictRefusal(Exception):
+    """``--strict`` and a failed pre-flight check: nothing was measured or recorded (one line)."""
+
+
+class RecordNotStored(Exception):
+    """The record is on disk but the registry refused or could not be reached (one line)."""
+
+    def __init__(self, record: dict, path: Path, reason: str) -> None:
+        self.record, self.path, self.reason = record, path, reason
+        super().__init__(
+            f"run {record['run_id']} ({record['workload']['name']}, {record['status']}) was not "
+            f"stored in the registry: {reason}; its record is at {path}: "
+            f"'perfsuite import {path}' will load it"
+        )
+
+
+def registry_failures() -> tuple[type[BaseException], ...]:
+    """What opening or using the registry raises when it is unusable: its own RegistryError,
+    and whatever SQLAlchemy or the file system raise beneath it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from perfsuite.registry import RegistryError
+
+    return (RegistryError, SQLAlchemyError, OSError)
+
+
+def failure_line(exc: BaseException) -> str:
+    """An exception as one line: SQLAlchemy's messages carry SQL and a link on further lines.
+    The registry's own errors are written for the user and keep their text as is."""
+    from perfsuite.registry import RegistryError
+
+    text = " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
+    if isinstance(exc, RegistryError) or text.startswith(type(exc).__name__):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def static_unmet(req: RunRequest) -> str | None:
+    """Requirements checked before any process starts (cheap, no torch import)."""
+    r = req.entry.cls.requirements
+    if req.controls.device not in r.devices:
+        return f"runs on {', '.join(r.devices)} only, not {req.controls.device}"
+    for pkg in r.packages:
+        try:
+            found = find_spec(pkg) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"needs the Python package {pkg!r}, which is not installed"
+    world = req.launch.nproc_per_node * req.launch.nnodes
+    if world < r.min_world_size and launcher.slurm_world() < r.min_world_size:
+        return f"needs a world size of at least {r.min_world_size} (this launch has {world})"
+    if r.max_world_size is not None and max(world, launcher.slurm_world()) > r.max_world_size:
+        return f"runs as at most {r.max_world_size} process(es) (this launch has {max(world, launcher.slurm_world())})"
+    return None
+
+
+def kill_tree(proc: subprocess.Popen, tag: str) -> None:
+    """SIGKILL the process group and every descendant (torchrun's ranks included)."""
+    launcher.kill_tree(proc.pid, tag)
+    with contextlib.suppress(ProcessLookupError):  # already gone: nothing to kill
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def device_keys(device: str) -> list[str]:
+    """The keys a run on ``device`` may be measured on here (the CPU, or each GPU NVML sees),
+    without torch: the ceilings of each are read before the run."""
+    import socket
+
+    from perfsuite.engine.environment import cpu_model, device_key
+    from perfsuite.measure import nvml
+
+    host = socket.gethostname()
+    if device == "cuda":
+        return [device_key("cuda", g["name"], g["uuid"], host) for g in nvml.describe_gpus()]
+    return [device_key("cpu", cpu_model(), None, host)]
+
+
+class Runner:
+    """Runs requests one after another and stores each record as soon as it is on disk."""
+
+    def __init__(
+        self, open_registry: Callable[[], Any], records_dir: Path, echo: Callable[[str], None] = lambda s: None
+    ) -> None:
+        self._open_registry = open_registry
+        self._registry = None
+        self.records_dir = records_dir
+        self.echo = echo
+
+    def _with_registry(self, use: Callable[[Any], Any]) -> Any:
+        """Use the registry, then release its connections: a run may last many minutes, and a
+        registry that went away meanwhile must fail the next use, not a stale connection."""
+        if self._registry is None:
+            self._registry = self._open_registry()
+        try:
+            return use(self._registry)
+        finally:
+            self._registry.close()
+
+    def check_registry(self) -> None:
+        """Open the registry (creating and migrating it) and read from it; RegistryUnavailable if that fails."""
+        try:
+            self._with_registry(lambda reg: reg.results(limit=1))
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be used: {failure_line(exc)}") from exc
+
+    def ceilings(self, device: str) -> dict[str, list[dict]]:
+        """device key -> the latest passed record of each ceiling workload measured on it."""
+
+        def read(reg: Any) -> dict[str, list[dict]]:
+            out = {}
+            for key in device_keys(device):
+                out[key] = [r for r in (reg.latest_passed(w, key) for w in CEILING_SOURCES) if r]
+            return out
+
+        try:
+            return self._with_registry(read)
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
+
+    def run(self, req: RunRequest) -> dict | None:
+        """The stored record, or None where another node's rank 0 stores it. Raises
+        RegistryUnavailable (nothing measured yet) or RecordNotStored (the file is on disk)."""
+        run_id = uuid.uuid4().hex
+        started = now()
+        unmet = static_unmet(req)
+        if unmet:
+            result = WorkerResult(status="skipped", error=unmet, started_at=started, finished_at=now())
+            return self._finish(req, run_id, result, None, {})
+        from perfsuite.doctor.preflight import preflight_section, refusal
+
+        checked = preflight_section(req.controls.device)  # before the worker starts: a quiet machine
+        if req.strict and refusal(checked):
+            raise StrictRefusal(refusal(checked))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{run_id[:8]}-"))
+        try:
+            spec = RunSpec(
+                run_id=run_id,
+                workload=req.entry.name,
+                params=params_mod.to_dict(req.params),
+                quick=req.quick,
+                controls=req.controls,
+                workdir=str(workdir),
+                result_path=str(workdir / "result.json"),
+                artifact_dir=str(self.records_dir / "artifacts" / run_id),
+            )
+            spec_path = workdir / "spec.json"
+            launch = launcher.build(str(spec_path), req.launch, req.controls.device, req.controls.cuda_graph)
+            ncu_log = workdir / "ncu.csv"
+            if req.controls.profile == "ncu":  # single local process only (checked in perfsuite.engine.session)
+                from perfsuite.engine.profiling import ncu_command
+
+                launch.argv = ncu_command(ncu_log) + launch.argv
+            ceilings = self.ceilings(req.controls.device) if launch.records else {}
+            spec_path.write_text(spec.to_json())
+            launch.env.update(process_env(req.controls))
+            launch.env.update(req.extra_env)
+            launch.env.update({lifeline.ANCESTOR_ENV: lifeline.ancestor_token(), lifeline.WORKDIR_ENV: str(workdir)})
+            result = self._launch(req, spec, spec_path, launch, started)
+            if not launch.records:
+                return None  # another node's rank 0 writes the record
+            if req.controls.profile == "ncu" and result.status == "success":
+                self._ncu_summary(result, ncu_log, Path(spec.artifact_dir))
+            return self._finish(req, run_id, result, launch, ceilings, checked)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _launch(
+        self, req: RunRequest, spec: RunSpec, spec_path: Path, launch: launcher.Launch, started: str
+    ) -> WorkerResult:
+        log_path = Path(spec.workdir) / "worker.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                launch.argv,
+                env=launch.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                proc.wait(timeout=req.controls.timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                kill_tree(proc, launch.tag)
+                timed_out = True
+            finally:
+                if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no orphan ranks behind
+                    kill_tree(proc, launch.tag)
+        # Anything the launch started and left behind (a rank that outlived torchrun) goes too.
+        launcher.kill_tree(proc.pid, launch.tag)
+        if not launch.records:
+            return WorkerResult(status="skipped", started_at=started, finished_at=now())  # not reported here
+        rank_errors = distributed.read_rank_errors(spec_path)
+        if timed_out:
+            msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
+            where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])
+            if where:
+                msg += "; " + "; ".join(where)
+            return WorkerResult(status="timeout", error=msg, started_at=started, finished_at=now())
+        result_path = Path(spec.result_path)
+        if result_path.exists():
+            result = WorkerResult.from_json(result_path.read_text())
+            if result.status == "failed" and rank_errors:
+                result.error = "; ".join(rank_errors)
+            return result
+        why = "; ".join(rank_errors) if rank_errors else f"measuring process {_exit_reason(proc.returncode)}"
+        tail = _tail(log_path)
+        self.echo(f"{req.entry.name}: {why}" + (f"\n{tail}" if tail else ""))
+        error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
+        return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
+
+    @staticmethod
+    def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
+        """Nsight Compute's CSV log into the record's ``details["profile"]``; the log itself is
+        kept beside the record. A log without kernels is stated, not ignored."""
+        from perfsuite.engine.profiling import PROFILE_CALLS, parse_ncu_csv
+
+        cases = result.details.pop("ncu_cases", [])
+        entry: dict = {"tool": "ncu", "calls": PROFILE_CALLS, "cases": cases, "log": "ncu.csv"}
+        try:
+            text = log.read_text(errors="replace")
+            artifacts.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, artifacts / "ncu.csv")
+            entry["top"] = parse_ncu_csv(text)
+        except (OSError, ValueError) as exc:
+            entry["top"], entry["error"] = [], f"{type(exc).__name__}: {exc}"
+        result.details["profile"] = {"ncu": entry}
+
+    def _finish(
+        self,
+        req: RunRequest,
+        run_id: str,
+        result: WorkerResult,
+        launch: launcher.Launch | None,
+        ceilings: dict[str, list[dict]],
+        checked: dict | None = None,
+    ) -> dict:
+        from perfsuite.engine.environment import collect
+
+        # A run that never reached its measuring process still gets a fingerprint (light: no torch).
+        environment = result.environment or collect(req.controls.device, deep=False)
+        record = build_record(req, run_id, result, launch, environment, ceilings)
+        if checked is not None:
+            record["preflight"] = checked
+        if req.price_per_hour is not None and record["status"] == "success":
+            from perfsuite.schemas.cost import (
+                RUN_OPTION_SOURCE,
+                accelerators_held,
+                cost_section,
+            )
+
+            held = accelerators_held(req.controls.device, record["launch"]["world_size"])
+            record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)
+        record = finalize(record)
+        path = write_files(record, self.records_dir)
+        try:
+            self._with_registry(lambda reg: reg.store(record))
+        except registry_failures() as exc:
+            raise RecordNotStored(record, path, failure_line(exc)) from exc
+        return record
+
+
+def resolve_controls(**kwargs: Any) -> Controls:
+    """Controls from CLI options; None means 'the default from Controls'."""
+    fields = {f.name for f in dataclasses.fields(Controls)}
+    return Controls(**{k: v for k, v in kwargs.items() if k in fields and v is not None})
+
+
+def repeat_seeds(seed: int | None, repeat: int) -> list[int]:
+    """Unique seeds for the N runs of a repeat (MLPerf asks for them): the given seed and the
+    next ones, or fresh random ones recorded in each record."""
+    if seed is None:
+        base = int.from_bytes(os.urandom(4), "little") & 0x3FFFFFFF
+    else:
+        base = seed
+    return [base + i for i in range(repeat)]

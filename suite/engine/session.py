@@ -1,0 +1,190 @@
+"""One ``perfsuite run`` command's worth of runs: the checks made before any of them
+starts, and the loop that runs them, so that every way it can end says what happened.
+
+- Before: launch options, memory footprints, the records folder and the registry are
+  checked; a problem is one line and exit 2, and nothing has been measured.
+- Ctrl-C or SIGTERM: the current run's process tree is killed and its folder removed (the
+  runner does that on the way out); exit 130 with the runs stored, the run interrupted
+  and the runs not started.
+- A registry that fails after a measurement: the record is on disk; one line names the
+  file and ``perfsuite import``; the remaining runs are not started; exit 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.engine import launcher
+from perfsuite.engine.footprint import too_large
+from perfsuite.engine.runner import (
+    RecordNotStored,
+    RegistryUnavailable,
+    Runner,
+    RunRequest,
+    StrictRefusal,
+    static_unmet,
+)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
+
+class PreflightError(Exception):
+    """A run that cannot start as asked; the message is one line and nothing was measured."""
+
+
+def check_records_dir(path: Path) -> None:
+    """The records folder exists (or can be made) and a file can be created in it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".perfsuite-write-check-"):
+            pass
+    except OSError as exc:
+        raise PreflightError(f"the records folder {path} cannot be written: {exc.strerror or exc}") from exc
+
+
+def profile_unmet(req: RunRequest) -> str | None:
+    """Why ``--profile`` cannot run for this request here (no torch import), or None."""
+    from perfsuite.engine.profiling import unavailable_reason
+
+    tool = req.controls.profile
+    if tool is None:
+        return None
+    why = unavailable_reason(tool, req.controls.device)
+    if why is None and tool == "ncu":
+        world = max(req.launch.nproc_per_node * req.launch.nnodes, launcher.slurm_world())
+        if world > 1 or req.launch.rdzv_endpoint is not None:
+            why = "Nsight Compute wraps a single local measuring process, not torchrun or SLURM ranks"
+    return None if why is None else f"--profile {tool}: {why}"
+
+
+def strict_unmet(requests: list[RunRequest]) -> str | None:
+    """``--strict``: the pre-flight checks of each device the runs use, made now, so that a
+    failed check stops the command before anything is measured."""
+    from perfsuite.doctor.preflight import preflight_section, refusal
+
+    for device in dict.fromkeys(r.controls.device for r in requests if r.strict):
+        why = refusal(preflight_section(device))
+        if why:
+            return why
+    return None
+
+
+def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[], Any] | None = None) -> None:
+    """Everything that can be known to fail before the first run starts; PreflightError.
+    ``check_url``: the registry URL's cheap check (registry.check_url), made before the
+    registry is opened, so that a bad ``--db`` is one line before any run."""
+    for req in requests:
+        try:
+            launcher.validate(req.launch)
+        except launcher.LaunchError as exc:
+            raise PreflightError(str(exc)) from exc
+        why = profile_unmet(req)
+        if why:
+            raise PreflightError(why)
+    for req in requests:
+        if static_unmet(req) is not None:
+            continue  # recorded as a skip with its reason; its size does not matter
+        opts = req.launch
+        world = max(opts.nproc_per_node * opts.nnodes, launcher.slurm_world())
+        why = too_large(req.entry.cls(req.params), req.controls.device, world, opts.nproc_per_node)
+        if why:
+            raise PreflightError(f"{req.entry.name}: {why}; not started")
+    if any(launcher.stores_records(req.launch) for req in requests):
+        check_records_dir(runner.records_dir)
+        if check_url is not None:
+            from perfsuite.registry import RegistryError
+
+            try:
+                check_url()
+            except RegistryError as exc:
+                raise PreflightError(f"the registry cannot be used: {exc}") from exc
+        try:
+            runner.check_registry()
+        except RegistryUnavailable as exc:
+            raise PreflightError(str(exc)) from exc
+    why = strict_unmet(requests)
+    if why:
+        raise PreflightError(why)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does (the process tree killed, folders removed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Outcome:
+    records: list[dict] = field(default_factory=list)  # stored (or, when not stored, on disk)
+    exit_code: int = 0
+    messages: list[str] = field(default_factory=list)  # one line each, for stderr
+
+
+def _label(req: RunRequest) -> str:
+    c = req.controls
+    return req.entry.name + (f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else "")
+
+
+def _summary(stored: list[dict], current: RunRequest, what: str, rest: list[RunRequest]) -> str:
+    done = ", ".join(f"{r['workload']['name']} {r['run_id'][:8]}" for r in stored) or "none"
+    not_run = ", ".join(_label(r) for r in rest) or "none"
+    return f"stored: {done}; {what}: {_label(current)}; not run: {not_run}"
+
+
+def run_all(
+    runner: Runner, requests: list[RunRequest], on_start: Callable[[RunRequest], None] = lambda req: None
+) -> Outcome:
+    """Run every request in order; the exit code says how it ended (0, 1, 2 or 130)."""
+    out = Outcome()
+    with sigterm_as_interrupt():
+        for i, req in enumerate(requests):
+            rest = requests[i + 1 :]
+            try:
+                on_start(req)
+                record = runner.run(req)
+            except KeyboardInterrupt:
+                out.messages.append("Interrupted: " + _summary(out.records, req, "not finished", rest))
+                out.exit_code = EXIT_INTERRUPTED
+                return out
+            except RecordNotStored as exc:
+                out.records.append(exc.record)
+                out.messages += [f"Error: {exc}", "Stopped: " + _summary(out.records[:-1], req, "not stored", rest)]
+                out.exit_code = EXIT_FAILED
+                return out
+            except RegistryUnavailable as exc:
+                out.messages += [f"Error: {exc}", "Stopped: " + _summary(out.records, req, "not started", rest)]
+                out.exit_code = EXIT_FAILED
+                return out
+            except (launcher.LaunchError, StrictRefusal) as exc:
+                out.messages.append(f"Error: {exc}")
+                out.exit_code = EXIT_USAGE
+                return out
+            if record is not None:
+                out.records.append(record)
+    bad = [
+        r
+        for r in out.records
+        if r["status"] in ("failed", "timeout", "invalid") or r["verification"]["status"] == "failed"
+    ]
+    out.exit_code = EXIT_FAILED if bad else 0
+    return out
