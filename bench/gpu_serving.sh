@@ -3,7 +3,7 @@
 # on one GPU (nvidia-h100-x1 or nvidia-h200): `transformers serve` with continuous batching in
 # bf16 on a Llama of 120.8M parameters written from a config (12 layers, hidden 768, 12 heads,
 # feed-forward 3072, the 4,902-word vocabulary of the synthetic prompts; no download), started
-# by the suite, stopped with the run; prompts of 256 +- 64 words asking for 128 tokens each.
+# by the suite, stopped with the run; prompts of 256 +- 64 words asking for 64 tokens each.
 #
 # Carry .parts (the core wheels, bench/gpu_env.sh) and .parts-serving (what `transformers serve`
 # and the client need and that machine lacks, 12 MB), made here with
@@ -12,10 +12,11 @@
 #     uvicorn==0.54.0 openai==3.54.0 httpx2==2.16.2 httpcore2==2.16.2 jiter==0.19.0 sniffio==1.3.1 \
 #     truststore==0.10.5 opentelemetry-api==1.45.2 pydantic==2.14.3 pydantic-core==2.50.4 \
 #     annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0
-# then, one call each (each stays under 10 minutes):
-#   bash bench/gpu_serving.sh sweep       # LoadGen SingleStream/Server/Offline, rates 2..128/s, find_peak
-#   bash bench/gpu_serving.sh crosscheck  # the same endpoint against the bare reference (AIPerf where
-#                                         # PERFSUITE_AIPERF points at one), 2 rounds, 16 in flight
+# then, one call each (each starts its own server and stays under 10 minutes):
+#   bash bench/gpu_serving.sh loadgen     # LoadGen SingleStream, Server (8 QPS), Offline; p90, >= 64 queries
+#   bash bench/gpu_serving.sh sweep       # open-loop rates 2..128/s (64 requests each), find_peak from 4/s
+#   bash bench/gpu_serving.sh crosscheck  # against AIPerf where carried (below), else the bare reference;
+#                                         # 2 rounds of 128 requests, 16 in flight
 # AIPerf there (optional): 68 wheels, 51 MiB, that machine lacks (aiperf==0.13.0 with its needs:
 # `pip download aiperf==0.13.0` for cp312 manylinux less KINDS.md's list). With the tree at 43 MB
 # a call carries about 20 MB more, so: split-wheels.sh .parts-aiperf 17 -- <that list>, three calls
@@ -28,7 +29,7 @@
 # request's row). The same runs as a plan: suite/plans/serving-gpu.toml.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-part=${1:-sweep}
+part=${1:-loadgen}
 : "${OUT:=$PWD/.device-out/gpu_serving}"
 mkdir -p "$OUT"
 export PERFSUITE_DB=${PERFSUITE_DB:-sqlite:////tmp/perfsuite/serving.db}
@@ -48,7 +49,7 @@ fi
 
 SERVER='{python} -m transformers.cli.transformers serve {model_dir} --port {port} --host 127.0.0.1 --device cuda:0 --dtype bfloat16 --continuous-batching'
 COMMON=(-p "server_command=$SERVER" -p build_model=true -p model_layers=12 -p model_hidden=768 -p model_heads=12
-        -p model_intermediate=3072 -p num_prompts=512 -p input_tokens=256 -p input_stddev=64 -p output_tokens=128
+        -p model_intermediate=3072 -p num_prompts=512 -p input_tokens=256 -p input_stddev=64 -p output_tokens=64
         -p slo_ttft_ms=1000 -p slo_tpot_ms=100 -p goodput_target=0.9 -p error_budget=0.01 -p client_processes=2
         -p server_ready_timeout_s=300 -p request_timeout_s=120 -p stall_timeout_s=30 -p warmup_requests=8)
 
@@ -59,18 +60,22 @@ from transformers.utils.import_utils import is_serve_available
 assert is_serve_available(), "transformers serve is missing a dependency"
 print("torch", torch.__version__, "transformers", transformers.__version__, "|", torch.cuda.get_device_name())' || return 1
 case "$part" in
+  loadgen)
+    step "inference.serving: LoadGen SingleStream, Server, Offline" packed loadgen \
+      python3 -m perfsuite run inference.serving "${COMMON[@]}" --device cuda \
+        -p scenarios=SingleStream,Server,Offline -p target_qps=8 -p target_latency_percentile=0.9 \
+        -p min_query_count=64 -p min_duration_ms=10000 --seed 1 --timeout 570 ;;
   sweep)
-    step "inference.serving: LoadGen, rate sweep, find_peak" packed sweep \
-      python3 -m perfsuite run inference.serving "${COMMON[@]}" --device cuda -p scenarios=SingleStream,Server,Offline -p target_qps=8 \
-        -p target_latency_percentile=0.9 -p min_query_count=64 -p min_duration_ms=10000 \
-        -p rates=2,4,8,16,32,64,128 -p sweep_requests=96 -p find_peak=true -p peak_start_rps=4 -p peak_steps=6 \
+    step "inference.serving: request-rate sweep to saturation, find_peak" packed sweep \
+      python3 -m perfsuite run inference.serving "${COMMON[@]}" --device cuda -p scenarios= \
+        -p rates=2,4,8,16,32,64,128 -p sweep_requests=64 -p find_peak=true -p peak_start_rps=4 -p peak_steps=5 \
         --seed 1 --timeout 570 ;;
   crosscheck)
     step "inference.serving: cross-check" packed crosscheck \
       python3 -m perfsuite crosscheck inference.serving "${COMMON[@]}" -p scenarios= -p concurrencies=1,16 \
         -p sweep_requests=128 -p crosscheck_concurrency=16 -p crosscheck_requests=128 --rounds 2 \
         --device cuda --seed 1 --timeout 570 ;;
-  *) echo "usage: bench/gpu_serving.sh sweep|crosscheck" >&2; return 2 ;;
+  *) echo "usage: bench/gpu_serving.sh loadgen|sweep|crosscheck" >&2; return 2 ;;
 esac
 run=$(python3 - <<'PY'
 from perfsuite.registry import open_registry
