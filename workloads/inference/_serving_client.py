@@ -27,6 +27,7 @@ from typing import Any
 REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event", "empty")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
 ERROR_BODY_BYTES = 300  # of an error response kept as detail
+KEEPALIVE_S = 2.0  # an idle keep-alive connection is closed by the client after this long
 
 
 @dataclass(frozen=True)
@@ -271,10 +272,12 @@ async def stream_request(
 
 def new_session(max_connections: int = 0) -> Any:
     """An aiohttp session for many concurrent streams to one server (no connection limit by
-    default: the load shape decides how many are in flight, not the pool)."""
+    default: the load shape decides how many are in flight, not the pool). An idle connection is
+    dropped after ``KEEPALIVE_S``, before servers drop theirs (uvicorn's default: 5 s): a request
+    sent on a connection the server has just closed would fail as a truncated stream."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(
-        limit=max_connections, limit_per_host=max_connections, force_close=False, keepalive_timeout=60
+        limit=max_connections, limit_per_host=max_connections, force_close=False, keepalive_timeout=KEEPALIVE_S
     )
     return aiohttp.ClientSession(connector=connector, auto_decompress=False)

@@ -211,7 +211,7 @@ QUICK: Mapping[str, Any] = {
     "request_timeout_s": 60.0,
     "error_budget": 0.0,
     "crosscheck_concurrency": 1,
-    "crosscheck_requests": 20,
+    "crosscheck_requests": 32,
 }
 # What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
 SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
@@ -253,10 +253,10 @@ class Serving(Workload):
 
     # -- setup: the endpoint, the prompts, the client ------------------------------------------
     def setup(self, ctx: "RunContext") -> None:
+        from perfsuite.workloads.inference import _serving_server as srv
         from perfsuite.workloads.inference._serving_client import Endpoint
         from perfsuite.workloads.inference._serving_load import ClientPool
         from perfsuite.workloads.inference._serving_prompts import Lengths, describe, synthetic_prompts
-        from perfsuite.workloads.inference import _serving_server as srv
 
         p = self.params
         root = ctx.artifact_dir()
