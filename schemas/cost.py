@@ -94,4 +94,4 @@ def cost_text(cost: dict | None, case: str | None = None) -> str | None:
     if not lines:
         return None
     text = "; ".join(f"{c['usd']:.4g} USD per {c['per']}" + (f" ({c['case']})" if case is None else "") for c in lines)
-    return f"{text} [from the system's price]" if cost["source"] == SYSTEM_PRICE_SOURCE else text
+    return f"{text} [from the system's price]" if (cost or {}).get("source") == SYSTEM_PRICE_SOURCE else text

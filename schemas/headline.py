@@ -40,5 +40,5 @@ def case_headline(metrics: list[dict], case: str, primary: str | None = None) ->
 
 def headline(metrics: list[dict], primary: str | None = None) -> dict | None:
     """The record's headline: the headline of its first case that has a candidate metric."""
-    heads = [case_headline(metrics, case, primary) for case in _cases(metrics)]
+    heads = [h for h in (case_headline(metrics, case, primary) for case in _cases(metrics)) if h is not None]
     return next((m for m in heads if is_candidate(m["name"])), heads[0] if heads else None)

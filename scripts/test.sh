@@ -14,5 +14,17 @@ if [ ! -x "$chromium" ]; then
     exit 1
   fi
 fi
+# The SLURM tests start a one-node cluster from Debian's slurm-wlm and munge (tests/slurm_cluster.py):
+# install them when missing and root can; otherwise say so, and those tests skip with the reason.
+if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing slurm-wlm and munge for the SLURM tests" >&2
+    if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge; } >&2; then
+      echo "warning: could not install slurm-wlm and munge (apt-get); the SLURM tests will skip" >&2
+    fi
+  else
+    echo "note: slurm-wlm and munge are not installed and this is not root with apt-get: the SLURM tests will skip" >&2
+  fi
+fi
 venv=${PERFSUITE_VENV:-.venv}
 exec "$venv/bin/python" -m pytest "$@"

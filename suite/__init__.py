@@ -11,7 +11,7 @@ exports (``__all__``) and the public modules named here::
     from perfsuite import dtypes          # "bf16" -> torch.bfloat16, sizes, nccl-tests names
     from perfsuite import fused_chain     # the bias+GELU+residual+LayerNorm chain: inputs, reference, tolerance
     from perfsuite import distributed     # for multi-rank drivers: ranks, progress notes, NCCL version, topology
-    from perfsuite.inputs import datasets, pipelines   # deterministic data sets; image input pipelines
+    from perfsuite.inputs import datasets, images, tensors   # data sets; batches of images or tensors
     from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
 
 The host behind it has one sub-package per wing: ``engine`` (running), ``measure`` (timing,

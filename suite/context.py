@@ -259,7 +259,20 @@ class RunContext:
         else:
             raise ValueError(f"unknown profiler {self.controls.profile!r}")
 
+    def record_work(self, label: str, work: Work) -> None:
+        """The work one call of ``label`` does, kept in ``details["work"]`` (flops, bytes, items per
+        call): ``perfsuite roofline`` places the case from it exactly (arithmetic intensity =
+        flops / bytes). Every case measured through :meth:`measure` is recorded; a driver that
+        times its own way records what it measured."""
+        self.details.setdefault("work", {})[label] = {
+            "flops": float(work.flops),
+            "bytes": float(work.bytes),
+            "items": float(work.items),
+            "item_unit": work.item_unit,
+        }
+
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        self.record_work(label, work)
         if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
             self.details.setdefault("throttle", {})[label] = m.throttle
         self.add_metric(label, "time_ms", "ms", [s * 1e3 for s in m.samples_s], higher_is_better=False, aggregate="max")

@@ -66,7 +66,8 @@ def reference(x: Any, bias: Any, residual: Any, weight: Any, beta: Any, eps: flo
     """The chain in float64 on the same inputs: what every implementation is judged against."""
     import torch
 
-    return eager(*(t.to(torch.float64) for t in (x, bias, residual, weight, beta)), eps=eps)
+    x64, bias64, residual64, weight64, beta64 = (t.to(torch.float64) for t in (x, bias, residual, weight, beta))
+    return eager(x64, bias64, residual64, weight64, beta64, eps=eps)
 
 
 def bytes_per_call(rows: int, hidden: int, dtype: str) -> float:

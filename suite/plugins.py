@@ -126,7 +126,7 @@ class Host:
 
         for modname in DEFAULT_PLUGINS:
             info = PluginInfo(modname, "perfsuite", __version__, builtin=True)
-            self._load(info, lambda m=modname: importlib.import_module(m))
+            self._load(info, functools.partial(importlib.import_module, modname))
 
     def load_entry_points(self, allowed: set[str] | None) -> None:
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):

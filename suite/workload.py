@@ -31,7 +31,7 @@ DEVICES = ("cpu", "cuda")
 
 def param(default: Any, help: str, choices: tuple | None = None) -> Any:
     """A typed workload parameter: use as a field of a workload's ``Params`` dataclass."""
-    meta = {"help": help}
+    meta: dict[str, Any] = {"help": help}
     if choices is not None:
         meta["choices"] = tuple(choices)
     if isinstance(default, (list, dict, set)):

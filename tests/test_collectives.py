@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from perfsuite.workloads.collectives import _sweep
+from perfsuite.workloads.collectives import _plan, _report, _sweep
 from perfsuite.workloads.collectives._ops import OPS, Counts
 from perfsuite.workloads.collectives.collective import COLLECTIVES
 from tests.conftest import run_cli
@@ -104,26 +104,26 @@ def test_counts_and_sizes_follow_nccl_tests():
     }
     for name, op in OPS.items():
         assert op.counts(1024, 4) == expect[name], name
-        pl = _sweep.plan(op, params(min_bytes=4096, max_bytes=4096), 4)
+        pl = _plan.plan(op, params(min_bytes=4096, max_bytes=4096), 4)
         assert pl.sizes == [(4096, expect[name])]
     # 8 B of float32 is two elements: not one per rank for a scatter over 4 ranks.
-    pl = _sweep.plan(OPS["all_gather"], params(min_bytes=8, max_bytes=64), 4)
+    pl = _plan.plan(OPS["all_gather"], params(min_bytes=8, max_bytes=64), 4)
     assert pl.skipped_sizes == [8] and [s for s, _ in pl.sizes] == [16, 32, 64]
     # 24 B over 3 ranks rounds to whole elements per rank, as nccl-tests does.
-    assert _sweep.plan(OPS["reduce_scatter"], params(min_bytes=28, max_bytes=28), 3).sizes[0][0] == 24
+    assert _plan.plan(OPS["reduce_scatter"], params(min_bytes=28, max_bytes=28), 3).sizes[0][0] == 24
 
 
 def test_modes_torch_cannot_express_are_reported_not_faked():
     for name, op in OPS.items():
-        pl = _sweep.plan(op, params(), 2)
+        pl = _plan.plan(op, params(), 2)
         assert set(pl.modes) == MODES[name], name
-        for m in set(_sweep.MODES) - MODES[name]:
+        for m in set(_plan.MODES) - MODES[name]:
             assert pl.unavailable[m]
 
 
 def test_merge_derives_algbw_and_busbw_from_the_time():
     op = OPS["all_reduce"]
-    pl = _sweep.plan(op, params(min_bytes=1 << 20, max_bytes=1 << 20), 4)
+    pl = _plan.plan(op, params(min_bytes=1 << 20, max_bytes=1 << 20), 4)
     per_rank = [
         [{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": list(s), "wrong": w}}}]
         for s, w in (((1e-3, 1e-3), 0), ((2e-3, 2e-3), 1), ((3e-3, 3e-3), 0), ((2e-3, 2e-3), 2))
@@ -145,7 +145,7 @@ def test_a_ranks_time_is_the_median_of_its_loops_as_nccl_tests_cycles_are_folded
     cycles (the lower middle one of an even count, on both sides)."""
     from perfsuite.crosscheck.nccl_tests import fold_cycles
 
-    pl = _sweep.plan(OPS["all_reduce"], params(min_bytes=1 << 20, max_bytes=1 << 20), 2)
+    pl = _plan.plan(OPS["all_reduce"], params(min_bytes=1 << 20, max_bytes=1 << 20), 2)
     loops = [15e-6, 15.2e-6, 19e-6, 15.1e-6]  # the third loop was slow
     per_rank = [[{"size_bytes": 1 << 20, "modes": {"ip": {"samples_s": loops, "wrong": 0}}}]] * 2
     row = _sweep.merge(pl, per_rank, "mean", 2, "loop")[0]
@@ -170,8 +170,8 @@ def test_a_ranks_time_is_the_median_of_its_loops_as_nccl_tests_cycles_are_folded
     ],
 )
 def test_exactness_limits(name, dtype, redop, ok, bad):
-    assert _sweep.exactness_problem(OPS[name], dtype, redop, ok) is None
-    assert "exactly" in _sweep.exactness_problem(OPS[name], dtype, redop, bad)
+    assert _plan.exactness_problem(OPS[name], dtype, redop, ok) is None
+    assert "exactly" in _plan.exactness_problem(OPS[name], dtype, redop, bad)
 
 
 def test_table_reads_like_nccl_tests():
@@ -200,7 +200,7 @@ def test_table_reads_like_nccl_tests():
         }
     }
     console = Console(record=True, width=250)
-    console.print(_sweep.render_table(record))
+    console.print(_report.render_table(record))
     text = console.export_text()
     header = [
         "size (B)",
@@ -216,7 +216,7 @@ def test_table_reads_like_nccl_tests():
     positions = [text.index(h) for h in header]
     assert positions == sorted(positions)
     assert "12.35" in text and "n/a" in text and "NCCL 2.27.3" in text and "Avg bus bandwidth" in text
-    assert _sweep.render_table({"details": {}}) is None
+    assert _report.render_table({"details": {}}) is None
 
 
 # -- real gloo runs through the CLI and torchrun ---------------------------------------------------
@@ -290,7 +290,7 @@ def test_every_collective_runs_with_gloo_through_torchrun(cli, perfsuite_env, wo
                 assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * HAND_FACTOR[world][op], rel=1e-12)
                 assert len(m["time_us_per_rank"]) == world
         peaks = [m for m in r["metrics"] if m["name"] == "busbw_gbps"]
-        assert {m["case"] for m in peaks} == {_sweep.MODE_LABELS[x] for x in MODES[op]}
+        assert {m["case"] for m in peaks} == {_plan.MODE_LABELS[x] for x in MODES[op]}
         assert all(len(m["per_rank"]) == world and m["aggregate"] == "mean" for m in peaks)
     # perfsuite show prints the nccl-tests table of a stored record
     shown = run_cli(perfsuite_env, "show", records[0]["run_id"], check=True).stdout

@@ -1,5 +1,5 @@
 """The suite's own data sets (perfsuite.inputs.datasets) and the image input pipelines over them
-(perfsuite.inputs.pipelines): deterministic, cached atomically, and every CPU path's output
+(perfsuite.inputs.images): deterministic, cached atomically, and every CPU path's output
 agrees with PIL's on the fixed centre crop."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from perfsuite.inputs import datasets
-from perfsuite.inputs import pipelines as ip
+from perfsuite.inputs import images as ip
 
 SMALL = datasets.JpegSpec(count=16, width=96, height=72, quality=85, seed=3)
 

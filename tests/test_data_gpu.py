@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfsuite.inputs import pipelines as ip  # noqa: E402
+from perfsuite.inputs import images as ip  # noqa: E402
 from perfsuite.workloads.data import WORKLOADS  # noqa: E402
 from perfsuite.workloads.data.image_pipeline import ImagePipeline  # noqa: E402
 from perfsuite.workloads.data.storage_read import StorageRead, kvikio_unavailable  # noqa: E402

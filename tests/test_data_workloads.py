@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfsuite.inputs import pipelines as ip  # noqa: E402
+from perfsuite.inputs import images as ip  # noqa: E402
 from perfsuite.workloads.data import host_to_device, storage_read  # noqa: E402
 from perfsuite.workloads.data.host_to_device import HostToDevice, size_label  # noqa: E402
 from perfsuite.workloads.data.image_pipeline import ImagePipeline  # noqa: E402
@@ -203,7 +203,7 @@ def test_the_data_family_imports_no_torch_and_no_other_family():
 
 
 def test_the_gds_reason_is_cufiles_own_line_not_dalis_wrapper():
-    from perfsuite.workloads.data._common import cufile_reason
+    from perfsuite.workloads.data._base import cufile_reason
 
     # DALI 2.4.0's message on an H200 without GDS, as record d299b755 holds it
     dali = RuntimeError(

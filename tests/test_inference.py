@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from perfsuite.engine import params as params_mod
+from perfsuite.workloads.inference._summary import SummaryParseError, parse_summary
 from perfsuite.workloads.inference.classifier import Classifier
 from perfsuite.workloads.inference.generate import Generate
-from perfsuite.workloads.inference.summary import SummaryParseError, parse_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loadgen"
 
@@ -138,7 +138,7 @@ class EchoBackend:
         self.release = threading.Event()
 
     def run_batch(self, indices, first_token):
-        from perfsuite.workloads.inference.sut import Output
+        from perfsuite.workloads.inference._sut import Output
 
         if self.hang:
             self.release.wait()
@@ -150,13 +150,13 @@ class EchoBackend:
 
 def _run(tmp_path, scenario: str, backend, inject: str = "none", tokens: bool = False, query_timeout_s: float = 1.0):
     lg = pytest.importorskip("mlperf_loadgen")
-    from perfsuite.workloads.inference.harness import run_test
-    from perfsuite.workloads.inference.settings import (
+    from perfsuite.workloads.inference._harness import run_test
+    from perfsuite.workloads.inference._settings import (
         Hints,
         LoadGenParams,
         loadgen_settings,
     )
-    from perfsuite.workloads.inference.sut import BatchingSUT
+    from perfsuite.workloads.inference._sut import BatchingSUT
 
     p = LoadGenParams(
         scenarios=(scenario,),
@@ -198,7 +198,7 @@ def test_sut_completes_every_sample_with_its_data(tmp_path, scenario):
 
 @pytest.mark.parametrize("scenario,tokens", [("Server", True), ("SingleStream", False), ("Offline", True)])
 def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario, tokens):
-    from perfsuite.workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference._sut import SUTFailure
 
     t0 = time.monotonic()
     with pytest.raises(SUTFailure, match=r"sample \d+ .*was not completed within 1 s.*dropped"):
@@ -207,14 +207,14 @@ def test_dropped_sample_fails_the_run_with_the_reason(tmp_path, scenario, tokens
 
 
 def test_model_call_that_raises_fails_the_run_with_the_reason(tmp_path):
-    from perfsuite.workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference._sut import SUTFailure
 
     with pytest.raises(SUTFailure, match=r"model call on a batch of .* raised RuntimeError: injected failure"):
         _run(tmp_path, "Server", EchoBackend(), inject="raise", tokens=True)
 
 
 def test_hung_model_call_is_caught_by_the_watchdog(tmp_path):
-    from perfsuite.workloads.inference.sut import SUTFailure
+    from perfsuite.workloads.inference._sut import SUTFailure
 
     backend = EchoBackend(hang=True)
     try:
@@ -279,12 +279,12 @@ def test_static_cache_generates_the_dynamic_caches_tokens():
     pytest.importorskip("transformers")
     import torch
 
-    from perfsuite.workloads.inference.generate import build_config
-    from perfsuite.workloads.inference.models import (
+    from perfsuite.workloads.inference._models import (
         GeneratorBackend,
         float32_and_measured,
         synthetic_sequences,
     )
+    from perfsuite.workloads.inference.generate import build_config
 
     p = params_mod.resolve(Generate, {"dtype": "fp32", "max_batch": "4"}, quick=True)
     from transformers import AutoModelForCausalLM

@@ -15,12 +15,12 @@ def test_compiled_static_cache_matches_dynamic_on_cuda():
     from transformers import AutoModelForCausalLM
 
     from perfsuite.engine import params as params_mod
-    from perfsuite.workloads.inference.generate import Generate, build_config
-    from perfsuite.workloads.inference.models import (
+    from perfsuite.workloads.inference._models import (
         GeneratorBackend,
         float32_and_measured,
         synthetic_sequences,
     )
+    from perfsuite.workloads.inference.generate import Generate, build_config
 
     p = params_mod.resolve(Generate, {"dtype": "fp32", "max_batch": "4"}, quick=True)
     device = torch.device("cuda")

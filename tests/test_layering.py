@@ -31,7 +31,8 @@ ROOTS = {
 PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[0].isupper() and name[0] != "_"} | {
     "perfsuite.checks",
     "perfsuite.inputs.datasets",
-    "perfsuite.inputs.pipelines",
+    "perfsuite.inputs.images",
+    "perfsuite.inputs.tensors",
     "perfsuite.testing",
 }
 # Not this repository's: a workload may import them (the standard library, torch, DALI ...).

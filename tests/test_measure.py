@@ -528,18 +528,18 @@ def test_a_host_loop_records_its_launch_time_and_the_caption_names_where_python_
 
 
 def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
-    from perfsuite.workloads.collectives import _sweep
+    from perfsuite.workloads.collectives import _report
 
     def row(size, time_us, launch_us, unheld=0):
         m = {"time_us": time_us, "launch_us": launch_us, "unheld_loops": unheld}
         return {"size_bytes": size, "oop": None, "ip": m}
 
     rows = [row(8, 10.0, 22.0), row(1 << 20, 24.0, 23.0, unheld=2), row(1 << 22, 35.0, 21.0)]
-    assert _sweep.host_bound(rows) == ([8], 22.0)
-    caption = _sweep._caption({"rows": rows, "hold_s": 0.002})
+    assert _report.host_bound(rows) == ([8], 22.0)
+    caption = _report._caption({"rows": rows, "hold_s": 0.002})
     assert "22.0 us per call (median); a Python loop is host-bound (issuing > running) up to 8 B" in caption
     assert "ran out before the calls were issued in 2 loops" in caption
-    assert "queued behind a stream hold" in _sweep.timing_label(
+    assert "queued behind a stream hold" in _report.timing_label(
         {"timing": "loop", "iters": 20, "repeats": 5, "hold_s": 0.002}
     )
 

@@ -20,12 +20,12 @@ torch = pytest.importorskip("torch")
 
 from perfsuite.analysis import scoring  # noqa: E402
 from perfsuite.engine import mllog  # noqa: E402
+from perfsuite.inputs.tensors import RankBatches, batches  # noqa: E402
 from perfsuite.workloads.training import MLPERF_RULES  # noqa: E402
 from perfsuite.workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask  # noqa: E402
 from perfsuite.workloads.training._language import IGNORE, SEP, SequenceTask  # noqa: E402
 from perfsuite.workloads.training._optim import lr_factor  # noqa: E402
 from perfsuite.workloads.training._phases import PhaseClock  # noqa: E402
-from perfsuite.workloads.training._pipelines import RankBatches, batches  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -26,6 +26,7 @@ from perfsuite.cli import (
     roofline,
     run,
     show,
+    slurm,
     submit,
 )
 from perfsuite.cli import list as list_
@@ -104,6 +105,8 @@ for _command in (
     plans.plans_cmd,
 ):
     cli.add_command(_command)
+slurm.attach(run.run_cmd, crosscheck.crosscheck_cmd)  # --slurm and the job's options on both
+cli.add_command(slurm.slurm_group)
 
 
 def main() -> None:

@@ -262,6 +262,21 @@ def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tupl
     """Every run of a plan, its options under those ``given`` on the command line; and how many
     of its entries are cross-checks. A bad plan is one line naming its file and entry."""
     from perfsuite.cli._reference import crosscheck_env
+
+    plan = load_plan(ctx, plan_name)
+    requests = []
+    for run in plan.runs:
+        options = {**run.options, **given}
+        reference = {k: options.pop(k) for k in ("rounds", "nccl_tests", "mpirun") if k in options}
+        env = crosscheck_env(**reference) if run.crosscheck else {}
+        requests += build_requests(host, run.workloads, run.params, options, extra_env=env)
+    click.echo(f"plan {plan.name} ({plan.source}): {len(plan.runs)} entries, {len(requests)} runs", err=True)
+    return requests, sum(run.crosscheck for run in plan.runs)
+
+
+def load_plan(ctx: click.Context, plan_name: str):
+    """The plan, each option of its entries checked and converted as the command line would
+    (run's options and the cross-check's); a bad plan is one line naming its file and entry."""
     from perfsuite.engine.plan import PlanError, load
 
     by_name = {p.name: p for p in run_cmd.params if p.name}
@@ -275,17 +290,9 @@ def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tupl
             raise ValueError(exc.format_message()) from None
 
     try:
-        plan = load(plan_name, check)
+        return load(plan_name, check)
     except PlanError as exc:
         fail(str(exc))
-    requests = []
-    for run in plan.runs:
-        options = {**run.options, **given}
-        reference = {k: options.pop(k) for k in ("rounds", "nccl_tests", "mpirun") if k in options}
-        env = crosscheck_env(**reference) if run.crosscheck else {}
-        requests += build_requests(host, run.workloads, run.params, options, extra_env=env)
-    click.echo(f"plan {plan.name} ({plan.source}): {len(plan.runs)} entries, {len(requests)} runs", err=True)
-    return requests, sum(run.crosscheck for run in plan.runs)
 
 
 def crosscheck_options() -> list[click.Option]:

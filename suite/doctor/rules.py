@@ -4,6 +4,7 @@ rule is tested on synthetic readings. Thresholds are named here, once, with why.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from perfsuite.doctor.findings import Finding
 from perfsuite.doctor.gpu_facts import GpuReading
@@ -31,7 +32,7 @@ def _unknown(check: str, scope: str, fact: Fact) -> Finding:
     return _f(check, scope, "unknown", "unknown", fact.reason or "not read")
 
 
-def _judge(check: str, scope: str, fact: Fact, rule: Callable[[object], tuple[str, str, str]]) -> Finding:
+def _judge(check: str, scope: str, fact: Fact, rule: Callable[[Any], tuple[str, str, str]]) -> Finding:
     """Apply ``rule(value) -> (verdict, value text, why)``, or unknown with the reason."""
     if fact.value is None:
         return _unknown(check, scope, fact)

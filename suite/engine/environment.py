@@ -15,6 +15,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from perfsuite.measure import nvml
 
@@ -182,7 +183,7 @@ def collect(device: str = "cpu", deep: bool = True) -> dict:
     except ImportError:
         physical, memory = None, int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     gpu_list = gpus(with_torch=deep)
-    env = {
+    env: dict[str, Any] = {
         "host": host,
         "os": f"{platform.system()} {platform.release()} ({platform.platform()})",
         "python": sys.version.split()[0],

@@ -17,10 +17,13 @@ this launch's tag in its environment (a rank re-parented after its agent died).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import uuid
 import zlib
@@ -245,15 +248,65 @@ def _tasks_on_this_node(world: int, nnodes: int) -> int:
     spec = os.environ.get("SLURM_STEP_TASKS_PER_NODE") or os.environ.get("SLURM_TASKS_PER_NODE")
     node = int(os.environ.get("SLURM_NODEID", "0"))
     if spec:
-        per_node = []
-        for part in spec.split(","):
-            m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-            if m is None:
-                raise LaunchError(f"cannot read SLURM tasks per node {spec!r}")
-            per_node += [int(m.group(1))] * int(m.group(2) or 1)
+        per_node = expand_tasks_per_node(spec)
         if node < len(per_node):
             return per_node[node]
     return max(1, world // max(1, nnodes))
+
+
+def expand_tasks_per_node(spec: str) -> list[int]:
+    """SLURM's compressed tasks per node in full, one entry per node: ``4(x2),3`` -> 4, 4, 3."""
+    per_node = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if m is None:
+            raise LaunchError(f"cannot read SLURM tasks per node {spec!r}")
+        per_node += [int(m.group(1))] * int(m.group(2) or 1)
+    return per_node
+
+
+def slurm_job() -> dict | None:
+    """The SLURM job (and step) this process runs in, as the record's ``launch.slurm`` states
+    it; None outside a job. The nodes and tasks per node are the step's where this is a task
+    of one (where the ranks ran), else the job's."""
+    env = os.environ
+    if not env.get("SLURM_JOB_ID"):
+        return None
+    in_step = "SLURM_STEP_ID" in env and "SLURM_STEP_NODELIST" in env
+    nodelist = (env.get("SLURM_STEP_NODELIST") if in_step else None) or env.get("SLURM_JOB_NODELIST") or ""
+    tasks = (env.get("SLURM_STEP_TASKS_PER_NODE") if in_step else None) or env.get("SLURM_TASKS_PER_NODE")
+    index = env.get("SLURM_ARRAY_TASK_ID")
+    return {
+        "job_id": env["SLURM_JOB_ID"],
+        "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+        "array_index": int(index) if index is not None else None,
+        "step_id": env.get("SLURM_STEP_ID") if in_step else None,
+        "nodelist": expand_hostlist(nodelist),
+        "tasks_per_node": expand_tasks_per_node(tasks) if tasks else [],
+        "partition": env.get("SLURM_JOB_PARTITION"),
+        "cluster": env.get("SLURM_CLUSTER_NAME"),
+        "version": slurm_version(),
+    }
+
+
+SLURM_VERSION_ENV = "PERFSUITE_SLURM_VERSION"  # set by perfsuite's job scripts from `scontrol --version`
+
+
+@functools.lru_cache(maxsize=1)
+def slurm_version() -> str | None:
+    """The scheduler's version ("22.05.8"): from the job script's ``PERFSUITE_SLURM_VERSION``,
+    else ``scontrol --version``; None where neither answers (no scontrol on this node)."""
+    text = os.environ.get(SLURM_VERSION_ENV)
+    if not text:
+        scontrol = shutil.which("scontrol")
+        if scontrol is None:
+            return None
+        try:
+            text = subprocess.run([scontrol, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None  # the record says "not known" rather than losing a finished measurement
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", text)
+    return m.group(1) if m else None
 
 
 def expand_hostlist(text: str) -> list[str]:

@@ -121,6 +121,9 @@ def build_record(
         "verification": {"status": verification, "checks": result.checks},
         "details": result.details,
     }
+    slurm = launcher.slurm_job()
+    if slurm is not None:
+        record["launch"]["slurm"] = slurm
     if req.reproduces:
         record["reproduces"] = req.reproduces
     return record

@@ -193,6 +193,8 @@ class Runner:
         started = now()
         unmet = static_unmet(req)
         if unmet:
+            if not launcher.stores_records(req.launch):
+                return None  # rank 0's side records the skip, once
             result = WorkerResult(status="skipped", error=unmet, started_at=started, finished_at=now())
             return self._finish(req, run_id, result, None, {})
         from perfsuite.doctor.preflight import preflight_section, refusal

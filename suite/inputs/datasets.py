@@ -8,7 +8,7 @@ Two kinds:
   images that scikit-image ships inside its package (read with PIL from the package's
   ``data`` folder; nothing is fetched), plus generated gradients and textures. Each image's
   label is the index of its source (``classes``): a learnable classification task, so a
-  training workload can use the same files (see :mod:`perfsuite.inputs.pipelines`).
+  training workload can use the same files (see :mod:`perfsuite.inputs.images`).
 - :func:`npy_shards`: ``.npy`` files of float32 values, one 1-D array per shard.
 
 The cache folder is ``$PERFSUITE_CACHE/datasets`` or ``$XDG_CACHE_HOME/perfsuite/datasets``

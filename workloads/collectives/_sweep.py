@@ -28,6 +28,8 @@ then also holds the launch skew between the ranks (65 us against nccl-tests' 12-
 an 8-byte all_reduce on 2xH200), which is why it is an option, named as such in the record
 and the table. With the run's ``--cuda-graph`` the loop of calls is captured once and each
 replay timed the same way.
+
+The plan of a sweep (sizes, modes, checks) is :mod:`._plan`; its table, :mod:`._report`.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check, distributed, dtypes
@@ -54,89 +56,15 @@ from perfsuite.workloads.collectives._ops import (
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
-MODES = ("oop", "ip")
-MODE_LABELS = {"oop": "out-of-place", "ip": "in-place"}
+from perfsuite.workloads.collectives._plan import MODE_LABELS, MODES, RANK_TIME_AGGREGATE, TIMINGS, Plan, plan
+
 CHECK_CHUNK = 1 << 22  # elements compared at once: bounds the float64 scratch memory
+
+
 HANG_SLEEP_S = 3600.0
 
-# The element types the collectives sweep (the exact-value check needs each one's EXACT_LIMIT).
-DTYPES = ("fp32", "fp64", "bf16", "fp16", "int8", "uint8", "int32", "int64")
-# Largest integer each dtype holds exactly (floats: 2^(significand bits)).
-EXACT_LIMIT = {
-    "fp32": 2**24,
-    "fp64": 2**53,
-    "bf16": 2**8,
-    "fp16": 2**11,
-    "int8": 127,
-    "uint8": 255,
-    "int32": 2**31 - 1,
-    "int64": 2**63 - 1,
-}
-# Largest finite value: products of powers of two (and the injected 7) stay exact up to it.
-FLOAT_MAX = {"fp32": 3.4e38, "fp64": 1.7e308, "bf16": 3.38e38, "fp16": 65504.0}
-# rank_time parameter -> how the per-rank busbw metric is aggregated (mean time <-> mean,
-# slowest rank's time <-> lowest bandwidth, fastest <-> highest).
-RANK_TIME_AGGREGATE = {"mean": "mean", "max": "min", "min": "max", "rank0": "rank0"}
-INJECTIONS = ("none", "wrong_element", "raise", "hang")
-# timing parameter -> what the record and the table say about it
-TIMINGS = {
-    "loop": "one interval around the iters back-to-back calls, divided by iters (nccl-tests); on the GPU "
-    "the calls are queued behind a stream hold so that they run back to back, as nccl-tests' C "
-    "loop runs them, and the host's time to issue each call is recorded beside (launch_us)",
-    "host_loop": "one interval around the iters calls as a Python loop issues them, divided by iters, no "
-    "hold: host-bound wherever issuing a call takes longer than running it",
-    "per_call": "each call timed with its own pair of events (includes launch skew between ranks)",
-}
+
 HOLD_TRIES = 5  # a hold that ran out before the host issued every call doubles, at most this often
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_MAX
-
-
-def modes_requested(in_place: str) -> tuple[str, ...]:
-    return {"both": MODES, "oop": ("oop",), "ip": ("ip",)}[in_place]
-
-
-def mode_available(op: OpSpec, mode: str) -> str | None:
-    """Why ``op`` has no ``mode`` form, or None when it has one."""
-    if mode == "oop":
-        return None if op.oop_views is not None else op.no_oop
-    return None if op.ip_views is not None else op.no_ip
-
-
-def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
-    out, s = [], min_bytes
-    while s <= max_bytes:
-        out.append(s)
-        s *= factor
-    return out
-
-
-def result_bound(op: OpSpec, redop: str | None, world: int) -> int:
-    """The largest value an output element can take, a self-test's injected one included."""
-    vmax = 2 if redop == "prod" else 3
-    injected = max(DEFAULT_INJECTED_VALUE, vmax)
-    if not op.reduces or redop in ("min", "max", "avg"):
-        return injected
-    if redop == "sum":
-        return vmax * (world - 1) + injected
-    return 2 ** (world - 1) * 8  # prod: 2^(n-1) times the injected 7, rounded up to 8
-
-
-def exactness_problem(op: OpSpec, dtype: str, redop: str | None, world: int) -> str | None:
-    """Why the expected values would not be exact in ``dtype`` at this world size, or None."""
-    bound = result_bound(op, redop, world)
-    if redop == "prod" and is_float(dtype):
-        limit = FLOAT_MAX[dtype]
-    else:
-        limit = EXACT_LIMIT[dtype]
-    if bound > limit:
-        return (
-            f"{op.name} {redop or ''} over {world} ranks reaches {bound}, beyond what {dtype} holds "
-            f"exactly ({limit:g}); the correctness count needs exact values (use a wider dtype or check=false)"
-        )
-    return None
 
 
 # -- timing -----------------------------------------------------------------------------
@@ -219,49 +147,6 @@ def _barrier() -> None:
     import torch.distributed as dist
 
     dist.barrier()
-
-
-# -- the sweep ----------------------------------------------------------------------------
-@dataclass
-class Plan:
-    """What one run sweeps, decided before any buffer exists."""
-
-    op: OpSpec
-    dtype: str
-    redop: str | None
-    root: int
-    modes: tuple[str, ...]
-    unavailable: dict[str, str]  # mode -> why torch.distributed has no such form
-    sizes: list[tuple[int, Counts]]  # (size in bytes as measured, counts)
-    skipped_sizes: list[int] = field(default_factory=list)  # too small to give each rank one element
-
-
-def plan(op: OpSpec, p: Any, world: int) -> Plan:
-    elem = dtypes.element_size(p.dtype)
-    modes, unavailable = [], {}
-    for m in modes_requested(p.in_place):
-        why = mode_available(op, m)
-        if why:
-            unavailable[m] = why
-        else:
-            modes.append(m)
-    measured, skipped = [], []
-    for s in sizes(p.min_bytes, p.max_bytes, p.step_factor):
-        c = op.counts(s // elem, world)
-        if c.param == 0:
-            skipped.append(s)
-        else:
-            measured.append((c.span * elem, c))
-    return Plan(
-        op,
-        p.dtype,
-        p.redop if op.reduces else None,
-        p.root if op.rooted else -1,
-        tuple(modes),
-        unavailable,
-        measured,
-        skipped,
-    )
 
 
 class Sweep:
@@ -628,94 +513,3 @@ def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
             "per_call: the mean of its calls) aggregated by rank_time (mean: nccl-tests' -a 1)"
         ),
     }
-
-
-# -- presentation ------------------------------------------------------------------------
-def _fmt_time(us: float) -> str:
-    """nccl-tests' precision: 2 decimals below 100 us, 1 below 10 ms, none above."""
-    if us >= 10000.0:
-        return f"{us:.0f}"
-    if us >= 100.0:
-        return f"{us:.1f}"
-    return f"{us:.2f}"
-
-
-def render_table(record: dict) -> Any:
-    """The nccl-tests table of a collectives record, as a rich Table (None without rows)."""
-    d = record.get("details") or {}
-    rows = d.get("rows")
-    if not rows:
-        return None
-    from rich.table import Table
-
-    title = (
-        f"{d.get('collective')}  world {d.get('world_size')}  backend {d.get('backend')}"
-        + (f"  NCCL {d['nccl_version']}" if d.get("nccl_version") else "")
-        + f"  timing: {timing_label(d)}"
-    )
-    t = Table(title=title, caption=_caption(d))
-    for name in ("size (B)", "count (elements)", "type", "redop", "root"):
-        t.add_column(name, justify="right")
-    for mode in MODES:
-        for name in ("time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
-            t.add_column(f"{MODE_LABELS[mode]}\n{name}", justify="right")
-    for r in rows:
-        cells = [str(r["size_bytes"]), str(r["count"]), r["dtype"], r["redop"], str(r["root"])]
-        for mode in MODES:
-            m = r.get(mode)
-            if m is None:
-                cells += ["n/a"] * 4
-            else:
-                cells += [
-                    _fmt_time(m["time_us"]),
-                    f"{m['algbw_gbps']:.2f}",
-                    f"{m['busbw_gbps']:.2f}",
-                    "N/A" if m["wrong"] is None else str(m["wrong"]),
-                ]
-        t.add_row(*cells)
-    return t
-
-
-def timing_label(d: dict) -> str:
-    """How the table's times were taken (records before ``timing`` existed: per call)."""
-    how = d.get("timing", "per_call")
-    if how == "per_call":
-        return "per-call events"
-    graph = " (CUDA graph)" if d.get("cuda_graph") else ""
-    held = ", queued behind a stream hold" if d.get("hold_s") is not None else ""
-    kind = "host loop" if how == "host_loop" else "loop"
-    return f"{kind} of {d.get('iters')} calls{graph}{held}, {d.get('repeats')} repeats"
-
-
-def host_bound(rows: list[dict]) -> tuple[list[int], float | None]:
-    """The sizes where issuing a call from Python took longer than the call ran (a loop
-    without the hold would measure the host there), and the median host time per call."""
-    bound, launches = [], []
-    for r in rows:
-        for mode in MODES:
-            m = r.get(mode)
-            if m and m.get("launch_us") is not None:
-                launches.append(m["launch_us"])
-                if m["launch_us"] > m["time_us"] and r["size_bytes"] not in bound:
-                    bound.append(r["size_bytes"])
-    launches.sort()
-    return bound, (launches[len(launches) // 2] if launches else None)
-
-
-def _caption(d: dict) -> str:
-    lines = []
-    if d.get("wrong_total") is not None:
-        lines.append(f"Out of bounds values : {d['wrong_total']} {'OK' if d['wrong_total'] == 0 else 'FAILED'}")
-    if d.get("avg_busbw_gbps") is not None:
-        lines.append(f"Avg bus bandwidth    : {d['avg_busbw_gbps']:.4g} GB/s")
-    bound, launch = host_bound(d.get("rows") or [])
-    if launch is not None and d.get("hold_s") is not None:
-        where = f"host-bound (issuing > running) up to {max(bound)} B" if bound else "never host-bound"
-        lines.append(f"Host launch          : {launch:.1f} us per call (median); a Python loop is {where}")
-    unheld = sum((r.get(m) or {}).get("unheld_loops", 0) for r in d.get("rows") or [] for m in MODES)
-    if unheld:
-        lines.append(f"Stream hold          : ran out before the calls were issued in {unheld} loops")
-    for label, why in (d.get("modes") or {}).items():
-        if why != "measured":
-            lines.append(f"{label} {why}")
-    return "\n".join(lines)

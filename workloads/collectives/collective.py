@@ -1,6 +1,6 @@
 """``collectives.<op>``: the nccl-tests measurements of the seven torch.distributed
 collectives, NCCL on GPUs and gloo on CPUs. One class per collective, all driven by
-``_sweep`` from the op table in ``_ops``; ``perfsuite show`` prints nccl-tests' table.
+``_sweep`` (planned by ``_plan``) from the op table in ``_ops``; ``perfsuite show`` prints nccl-tests' table.
 
 Parameters mirror nccl-tests' flags: ``min_bytes`` (-b), ``max_bytes`` (-e),
 ``step_factor`` (-f), ``dtype`` (-d), ``redop`` (-o), ``root`` (-r), ``iters`` (-n),
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfsuite import Requirements, Workload, dtypes, param
-from perfsuite.workloads.collectives import _sweep
+from perfsuite.workloads.collectives import _plan, _report, _sweep
 from perfsuite.workloads.collectives._ops import OPS, REDOPS, OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -35,14 +35,14 @@ class SweepParams:
     min_bytes: int = param(8, "smallest size in bytes (nccl-tests -b; K/M/G suffixes)")
     max_bytes: int = param(1 * GIB, "largest size in bytes (nccl-tests -e)")
     step_factor: int = param(2, "size multiplier between steps (nccl-tests -f)")
-    dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_sweep.DTYPES)
+    dtype: str = param("fp32", "element type (nccl-tests -d)", choices=_plan.DTYPES)
     iters: int = param(20, "timed calls per size and mode (nccl-tests -n)")
     timing: str = param(
         "loop",
         "loop: one interval around the iters calls / iters (nccl-tests), queued behind a "
         "stream hold on the GPU; host_loop: the same as a Python loop issues them; per_call: "
         "events around each call",
-        choices=tuple(_sweep.TIMINGS),
+        choices=tuple(_plan.TIMINGS),
     )
     repeats: int = param(5, "timed loops per size and mode (loop, host_loop): the samples of the statistics")
     in_place: str = param("both", "modes: out-of-place, in-place or both", choices=("both", "oop", "ip"))
@@ -50,10 +50,10 @@ class SweepParams:
     rank_time: str = param(
         "mean",
         "time reported across ranks, as nccl-tests -a (mean is its default)",
-        choices=tuple(_sweep.RANK_TIME_AGGREGATE),
+        choices=tuple(_plan.RANK_TIME_AGGREGATE),
     )
     inject: str = param(
-        "none", "self-test of the harness: wrong_element, raise or hang on inject_rank", choices=_sweep.INJECTIONS
+        "none", "self-test of the harness: wrong_element, raise or hang on inject_rank", choices=_plan.INJECTIONS
     )
     inject_rank: int = param(0, "the rank a self-test acts on")
 
@@ -104,7 +104,7 @@ class Collective(Workload):
 
     def footprint_bytes(self, world_size: int) -> int | None:
         """The send buffer (out of place) and the receive buffer, sized for the largest size."""
-        pl = _sweep.plan(self.op, self.params, world_size)
+        pl = _plan.plan(self.op, self.params, world_size)
         if not pl.sizes:
             return None  # unmet says why
         span = max(c.span for _, c in pl.sizes) * dtypes.element_size(pl.dtype)
@@ -116,27 +116,27 @@ class Collective(Workload):
             return "CUDA-graph capture (--cuda-graph) needs device cuda"
         if ctx.controls.cuda_graph and p.timing == "per_call":
             return "timing=per_call times each call; a CUDA graph replays the whole loop (use timing=loop)"
-        pl = _sweep.plan(op, p, n)
+        pl = _plan.plan(op, p, n)
         if not pl.modes:
-            return "; ".join(f"{_sweep.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())
+            return "; ".join(f"{_plan.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())
         if not pl.sizes:
             return f"no size in {p.min_bytes}..{p.max_bytes} B gives each of {n} ranks one {p.dtype} element"
         redop = getattr(p, "redop", None) if op.reduces else None
-        if redop == "avg" and not _sweep.is_float(p.dtype):
+        if redop == "avg" and not _plan.is_float(p.dtype):
             return f"avg needs a floating-point dtype, not {p.dtype}"
         root = getattr(p, "root", 0)
         if not 0 <= root < n:
             return f"root {root} is not a rank of a world of {n}"
         if p.inject != "none" and not 0 <= p.inject_rank < n:
             return f"inject_rank {p.inject_rank} is not a rank of a world of {n}"
-        return _sweep.exactness_problem(op, p.dtype, redop, n) if p.check else None
+        return _plan.exactness_problem(op, p.dtype, redop, n) if p.check else None
 
     def execute(self, ctx: "RunContext") -> None:
         _sweep.run_collective(ctx, self.op, self.params)
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:
-        return _sweep.render_table(dict(record))
+        return _report.render_table(dict(record))
 
 
 class AllReduce(Collective):

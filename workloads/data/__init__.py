@@ -6,7 +6,7 @@
 - ``data.storage_read``: .npy shards into GPU memory: numpy, DALI cpu/gpu (GDS), KvikIO;
 - ``data.loader_stall``: share of a training-shaped step spent waiting for data.
 
-The data sets (``perfsuite.inputs.datasets``) and image pipelines (``perfsuite.inputs.pipelines``) live in
+The data sets (``perfsuite.inputs.datasets``) and image pipelines (``perfsuite.inputs.images``) live in
 the host's public API, so training workloads use them without importing this family.
 One file per workload; none imports torch at module level.
 """

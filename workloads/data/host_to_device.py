@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Check, Requirements, Work, param
-from perfsuite.workloads.data._common import DataWorkload
+from perfsuite.workloads.data._base import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext

@@ -1,5 +1,5 @@
 """``data.image_pipeline``: JPEG decode, random-resized-crop, flip and normalise into batches
-on the device, through every input pipeline of :mod:`perfsuite.inputs.pipelines` side by side:
+on the device, through every input pipeline of :mod:`perfsuite.inputs.images` side by side:
 torch ``DataLoader`` (PIL in worker processes, pinned memory), ``torchvision.io.decode_jpeg``
 on the GPU, DALI on the CPU, DALI ``mixed`` (nvJPEG).
 
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from perfsuite import Check, Requirements, param
 from perfsuite.inputs import datasets
-from perfsuite.inputs import pipelines as input_pipelines
-from perfsuite.workloads.data._common import (
+from perfsuite.inputs import images as pipelines
+from perfsuite.workloads.data._base import (
     MB,
     DataWorkload,
     record_passes,
@@ -33,7 +33,7 @@ from perfsuite.workloads.data._common import (
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
-PATHS = input_pipelines.PATHS
+PATHS = pipelines.PATHS
 
 
 @dataclass(frozen=True)
@@ -99,16 +99,16 @@ class ImagePipeline(DataWorkload):
             "encoded_bytes": self.dataset.encoded_bytes,
             "mean_file_kb": round(self.dataset.encoded_bytes / len(self.dataset) / 1e3, 2),
         }
-        ctx.details["pixel_tolerance"] = input_pipelines.PIXEL_TOLERANCE
+        ctx.details["pixel_tolerance"] = pipelines.PIXEL_TOLERANCE
 
     def execute(self, ctx: "RunContext") -> None:
         p = self.params
         for path in dict.fromkeys(p.paths):
-            why = input_pipelines.unavailable(path, ctx.device)
+            why = pipelines.unavailable(path, ctx.device)
             if why:
                 ctx.skip_case(path, why)
                 continue
-            spec = input_pipelines.LoaderSpec(
+            spec = pipelines.LoaderSpec(
                 path,
                 batch_size=p.batch_size,
                 out_size=p.out_size,
@@ -117,7 +117,7 @@ class ImagePipeline(DataWorkload):
                 seed=ctx.controls.seed,
                 device=ctx.device,
             )
-            with input_pipelines.build_loader(self.dataset, spec) as loader:
+            with pipelines.build_loader(self.dataset, spec) as loader:
 
                 def epoch() -> None:
                     for _batch in loader:
@@ -137,13 +137,13 @@ class ImagePipeline(DataWorkload):
                 f"{path}: {loader.images_per_epoch / min(seconds):,.0f} images/s at best, "
                 f"{loader.encoded_bytes_per_epoch / min(seconds) / MB:,.1f} MB/s"
             )
-            error, compared = input_pipelines.centre_crop_error(self.dataset, spec, p.verify_images)
+            error, compared = pipelines.centre_crop_error(self.dataset, spec, p.verify_images)
             ctx.add_check(
                 Check(
                     label=path,
-                    passed=error <= input_pipelines.PIXEL_TOLERANCE,
+                    passed=error <= pipelines.PIXEL_TOLERANCE,
                     error=error,
-                    tolerance=input_pipelines.PIXEL_TOLERANCE,
+                    tolerance=pipelines.PIXEL_TOLERANCE,
                     method="mean absolute error, 0-255 units, of the centre square (no flip) resized to out_size, "
                     "against PIL decode + bilinear resize of the same box",
                     detail=f"{compared} images",

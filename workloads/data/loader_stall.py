@@ -1,6 +1,6 @@
 """``data.loader_stall``: the data side of goodput. A training-shaped consumer (a fixed
 amount of matmul work per batch) is fed by each input pipeline of
-:mod:`perfsuite.inputs.pipelines`; the share of step time spent waiting for data is the time a
+:mod:`perfsuite.inputs.images`; the share of step time spent waiting for data is the time a
 real training step would lose to its input pipeline.
 
 One step: take the next batch and wait until it is on the device (data wait), then run
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check, Requirements, param
 from perfsuite.inputs import datasets
-from perfsuite.inputs import pipelines as input_pipelines
-from perfsuite.workloads.data._common import DataWorkload
+from perfsuite.inputs import images as pipelines
+from perfsuite.workloads.data._base import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
-PATHS = input_pipelines.PATHS
+PATHS = pipelines.PATHS
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,11 @@ class LoaderStall(DataWorkload):
         fixed = torch.zeros((p.batch_size, 3, p.out_size, p.out_size), device=ctx.torch_device)
         self.run_steps(ctx, "compute_only", _repeat(fixed, p.batch_size, self.dataset.labels))
         for path in dict.fromkeys(p.paths):
-            why = input_pipelines.unavailable(path, ctx.device)
+            why = pipelines.unavailable(path, ctx.device)
             if why:
                 ctx.skip_case(path, why)
                 continue
-            spec = input_pipelines.LoaderSpec(
+            spec = pipelines.LoaderSpec(
                 path,
                 batch_size=p.batch_size,
                 out_size=p.out_size,
@@ -126,7 +126,7 @@ class LoaderStall(DataWorkload):
                 seed=ctx.controls.seed,
                 device=ctx.device,
             )
-            with input_pipelines.build_loader(self.dataset, spec) as loader:
+            with pipelines.build_loader(self.dataset, spec) as loader:
                 self.run_steps(ctx, path, _epochs(loader))
 
     def run_steps(self, ctx: "RunContext", label: str, batches: Iterator[Any]) -> None:
@@ -177,7 +177,7 @@ def _epochs(loader: Any) -> Iterator[Any]:
 def _repeat(images: Any, batch_size: int, labels: tuple) -> Iterator[Any]:
     import torch
 
-    batch = input_pipelines.Batch(images, torch.tensor(labels[:batch_size], device=images.device))
+    batch = pipelines.Batch(images, torch.tensor(labels[:batch_size], device=images.device))
     while True:
         yield batch
 

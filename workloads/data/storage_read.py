@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check, Requirements, param
 from perfsuite.inputs import datasets
-from perfsuite.workloads.data._common import (
+from perfsuite.workloads.data._base import (
     PAGE_CACHE_METHOD,
     DataWorkload,
     cufile_reason,
@@ -109,7 +109,7 @@ class StorageRead(DataWorkload):
         p = self.params
         self.shards = datasets.npy_shards(datasets.ShardSpec(count=p.count, shard_bytes=p.shard_bytes, seed=0))
         self.on_gpu = ctx.device == "cuda"
-        self.dst = torch.empty((p.count, self.shards.elements), device=ctx.torch_device) if self.on_gpu else None
+        self.dst: Any = torch.empty((p.count, self.shards.elements), device=ctx.torch_device) if self.on_gpu else None
         files = [str(f) for f in self.shards.files]
         page = {"mode": p.page_cache}
         if p.page_cache == "drop":
@@ -168,7 +168,7 @@ class StorageRead(DataWorkload):
         from nvidia.dali import fn, pipeline_def
 
         @pipeline_def
-        def pipeline():  # type: ignore[no-untyped-def]
+        def pipeline():
             return fn.readers.numpy(
                 device=device, file_root=str(self.shards.root), files=[f.name for f in self.shards.files], name="reader"
             )

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfsuite import param
-from perfsuite.workloads.inference.base import LoadGenWorkload
-from perfsuite.workloads.inference.settings import LoadGenParams
+from perfsuite.workloads.inference._base import LoadGenWorkload
+from perfsuite.workloads.inference._settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
-    from perfsuite.workloads.inference.driver import Model
+    from perfsuite.workloads.inference._driver import Model
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Classifier(LoadGenWorkload):
         return self.params.min_len, self.params.max_len
 
     def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
-        from perfsuite.workloads.inference.models import ClassifierBackend
+        from perfsuite.workloads.inference._models import ClassifierBackend
 
         return (
             ClassifierBackend(measured, samples, ctx.torch_device, ctx.synchronize),
@@ -105,8 +105,8 @@ class Classifier(LoadGenWorkload):
         )
 
     def model(self) -> "Model":
-        from perfsuite.workloads.inference.driver import Model
-        from perfsuite.workloads.inference.models import decode_class, score_agreement
+        from perfsuite.workloads.inference._driver import Model
+        from perfsuite.workloads.inference._models import decode_class, score_agreement
 
         return Model(
             backend=self.backend,

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfsuite import param
-from perfsuite.workloads.inference.base import LoadGenWorkload
-from perfsuite.workloads.inference.settings import LoadGenParams
+from perfsuite.workloads.inference._base import LoadGenWorkload
+from perfsuite.workloads.inference._settings import LoadGenParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
-    from perfsuite.workloads.inference.driver import Model
+    from perfsuite.workloads.inference._driver import Model
 
 ARCHS = ("llama", "gpt2")
 CACHES = ("dynamic", "static")
@@ -138,7 +138,7 @@ class Generate(LoadGenWorkload):
         return self.params.min_prompt, self.params.max_prompt
 
     def backends(self, ctx: "RunContext", measured: Any, reference: Any, samples: list) -> tuple[Any, Any]:
-        from perfsuite.workloads.inference.models import GeneratorBackend
+        from perfsuite.workloads.inference._models import GeneratorBackend
 
         p = self.params
         return (
@@ -150,8 +150,8 @@ class Generate(LoadGenWorkload):
         return {"cache": self.params.cache, "compiled_decoding": self.params.cache == "static" and ctx.device == "cuda"}
 
     def model(self) -> "Model":
-        from perfsuite.workloads.inference.driver import Model
-        from perfsuite.workloads.inference.models import (
+        from perfsuite.workloads.inference._driver import Model
+        from perfsuite.workloads.inference._models import (
             decode_tokens,
             score_token_match,
         )

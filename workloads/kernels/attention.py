@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Check, Work, param
 from perfsuite.dtypes import element_size, torch_dtype
-from perfsuite.workloads.kernels._common import (
+from perfsuite.workloads.kernels._base import (
     KernelWorkload,
-    declare,
     first_line,
     fp32_matmul_precision,
 )
@@ -177,7 +176,9 @@ class Attention(KernelWorkload):
             )
             for b, fn in self._fns.items()
         ]
-        return declare(ctx, built, self._skipped)
+        for label, reason in self._skipped.items():
+            ctx.skip_case(label, reason)
+        return built
 
     def teardown(self, ctx: "RunContext") -> None:
         self.q = self.k = self.v = None

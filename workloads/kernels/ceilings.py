@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, param
-from perfsuite.workloads.kernels._common import KernelWorkload, declare
+from perfsuite.workloads.kernels._base import KernelWorkload
 from perfsuite.workloads.kernels.gemm import (
     MATMUL_DTYPES,
     MatmulOperands,
@@ -202,7 +202,9 @@ class Ceilings(KernelWorkload):
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         # A ceiling is the roof itself: no case names a roofline to be judged against.
-        return declare(ctx, [c.case for group in self._groups.values() for c in group] + self._transfers, self._skipped)
+        for label, reason in self._skipped.items():
+            ctx.skip_case(label, reason)
+        return [c.case for group in self._groups.values() for c in group] + self._transfers
 
     def execute(self, ctx: "RunContext") -> None:
         self.cases(ctx)
@@ -296,12 +298,7 @@ class Ceilings(KernelWorkload):
                 metric["value"] = max(metric["samples"])
         ctx.add_metric(resource, "time_ms", "ms", [s * 1e3 for s in winner[2].samples_s], higher_is_better=False)
         work = winner[1].case.work
-        ctx.details["work"][resource] = {
-            "flops": float(work.flops),
-            "bytes": float(work.bytes),
-            "items": float(work.items),
-            "item_unit": work.item_unit,
-        }
+        ctx.record_work(resource, work)
         if winner[2].throttle is not None:
             ctx.details.setdefault("throttle", {})[resource] = winner[2].throttle
         ctx.details["ceilings"][resource] = {

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Work, fused_chain, param
 from perfsuite.checks import close
-from perfsuite.workloads.kernels._common import KernelWorkload, declare, first_line
+from perfsuite.workloads.kernels._base import KernelWorkload, first_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
@@ -116,7 +116,9 @@ class Fusion(KernelWorkload):
                     ),
                 )
             )
-        return declare(ctx, built, self._skipped)
+        for label, reason in self._skipped.items():
+            ctx.skip_case(label, reason)
+        return built
 
     def teardown(self, ctx: "RunContext") -> None:
         self.inputs = ()

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Check, Work, param
 from perfsuite.dtypes import element_size, torch_dtype
-from perfsuite.workloads.kernels._common import (
+from perfsuite.workloads.kernels._base import (
     KernelWorkload,
     all_unsupported,
-    declare,
     fp32_matmul_precision,
 )
 from perfsuite.workloads.kernels._verify import check_matmul
@@ -203,7 +202,9 @@ class Gemm(KernelWorkload):
             )
 
     def cases(self, ctx: "RunContext") -> list[Case]:
-        return declare(ctx, self._cases, self._skipped)
+        for label, reason in self._skipped.items():
+            ctx.skip_case(label, reason)
+        return self._cases
 
     def teardown(self, ctx: "RunContext") -> None:
         self._cases = []

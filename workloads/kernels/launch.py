@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from perfsuite import Case, Check, Work, capture_graph, param
 from perfsuite.checks import equal
-from perfsuite.workloads.kernels._common import KernelWorkload, declare
+from perfsuite.workloads.kernels._base import KernelWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
@@ -92,7 +92,9 @@ class Launch(KernelWorkload):
             )
             for label, fn in self._fns.items()
         ]
-        return declare(ctx, built, self._skipped)
+        for label, reason in self._skipped.items():
+            ctx.skip_case(label, reason)
+        return built
 
     def execute(self, ctx: "RunContext") -> None:
         n = self.params.launches

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from perfsuite import Case, Check, Work, copy_case, param
 from perfsuite.checks import close
 from perfsuite.dtypes import element_size, torch_dtype
-from perfsuite.workloads.kernels._common import KernelWorkload, declare
+from perfsuite.workloads.kernels._base import KernelWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
@@ -105,7 +105,7 @@ class Memory(KernelWorkload):
             "copy": copy_case(self.a, self.b, label="copy", work_bytes=2 * size, roofline="memory", fn=self.copy),
             "triad": Case("triad", self.triad, Work(bytes=3 * size), roofline="memory", verify=self._verify_triad),
         }
-        return declare(ctx, [built[op] for op in dict.fromkeys(self.params.ops)], {})
+        return [built[op] for op in dict.fromkeys(self.params.ops)]
 
     def teardown(self, ctx: "RunContext") -> None:
         self.a = self.b = self.c = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfsuite import Requirements, param
-from perfsuite.workloads.training._driver import TimeToTarget, TrainingParams
+from perfsuite.workloads.training._base import TimeToTarget, TrainingParams
 from perfsuite.workloads.training._images import EVAL_STREAM, TRAIN_STREAM, ImageTask
 
 DEPTHS = {

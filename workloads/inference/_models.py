@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite.workloads.inference.sut import Output
+from perfsuite.workloads.inference._sut import Output
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 

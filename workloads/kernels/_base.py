@@ -1,10 +1,8 @@
-"""What every kernel workload shares: dtype names, the float32 matmul precision switch,
-and the bookkeeping of cases (work per call, cases skipped with their reason).
-
-Every kernel workload stores ``details["work"]`` (per case: flops, bytes, items per call)
-so that ``perfsuite roofline`` can place a case exactly (arithmetic intensity =
-flops / bytes), and ``details["skipped_cases"]`` (case -> why it did not run), so that a
-requested case never disappears silently. No torch at import time.
+"""What every kernel workload shares: the family's base class, the float32 matmul precision
+switch, and one-line reasons for cases that cannot run. The host records each measured
+case's work per call (``details["work"]``, which ``perfsuite roofline`` places exactly) and
+each skipped case's reason (``ctx.skip_case``), for built-ins and plugins alike. No torch at
+import time.
 """
 
 from __future__ import annotations
@@ -13,10 +11,10 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from perfsuite import Case, Requirements, Workload
+from perfsuite import Requirements, Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from perfsuite import RunContext
+    pass
 
 
 @contextlib.contextmanager
@@ -41,24 +39,6 @@ def first_line(exc: BaseException) -> str:
     """An exception as one readable line (torch errors often carry pages of context)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def declare(ctx: "RunContext", cases: list[Case], skipped: Mapping[str, str]) -> list[Case]:
-    """Record each case's work per call and each skipped case's reason in the run's
-    details; return the cases to run."""
-    ctx.details["work"] = {
-        c.label: {
-            "flops": float(c.work.flops),
-            "bytes": float(c.work.bytes),
-            "items": float(c.work.items),
-            "item_unit": c.work.item_unit,
-        }
-        for c in cases
-    }
-    ctx.details["skipped_cases"] = dict(skipped)
-    for label, reason in skipped.items():
-        ctx.log(f"skipping case {label}: {reason}")
-    return cases
 
 
 def all_unsupported(reasons: Mapping[str, str | None]) -> str | None:

@@ -1,5 +1,6 @@
-"""Input pipelines of the training workloads: the same deterministic sample order, three
-ways of getting it to the device (the ``pipeline`` parameter).
+"""Batches of an in-memory data set (a training split held as tensors) delivered to the
+device: the same deterministic sample order, three ways of getting it there (a training
+workload's ``pipeline`` parameter). Image files go through :mod:`perfsuite.inputs.images`.
 
 Order: epoch ``e`` is a permutation of the training split drawn from (run seed, e); the
 ``k``-th global batch is its ``k``-th slice of ``global_batch`` samples (the incomplete

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.workloads.inference.summary import LoadGenSummary, read_summary
-from perfsuite.workloads.inference.sut import BatchingSUT, SUTFailure, SUTStats
+from perfsuite.workloads.inference._summary import LoadGenSummary, read_summary
+from perfsuite.workloads.inference._sut import BatchingSUT, SUTFailure, SUTStats
 
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
 GRACE_S = 30.0  # after failing the SUT, how long LoadGen gets to notice and return

@@ -19,7 +19,7 @@ probability 1/2, and normalise with ImageNet's mean and std into float32 NCHW:
 
 Use (a training workload)::
 
-    from suite import datasets, input_pipelines as ip
+    from perfsuite.inputs import datasets, images as ip
     data = datasets.jpeg_images(datasets.JpegSpec(count=2048, width=500, height=375, seed=0))
     why = ip.unavailable("dali_mixed", "cuda")          # None, or why not (e.g. DALI missing)
     with ip.build_loader(data, ip.LoaderSpec("dali_mixed", batch_size=64, shuffle=True)) as loader:
@@ -190,7 +190,8 @@ def centre_crop_error(dataset: "JpegDataset", spec: LoaderSpec, count: int) -> t
     n = min(count, len(dataset))
     subset = dataclasses.replace(dataset, files=dataset.files[:n], labels=dataset.labels[:n])
     fixed = dataclasses.replace(spec, random_crop=False, shuffle=False, batch_size=min(spec.batch_size, n))
-    outputs, labels = [], []
+    outputs: list[Any] = []
+    labels: list[Any] = []
     with build_loader(subset, fixed) as loader:
         for batch in loader:
             outputs.append(to_pixels(batch.images))
@@ -243,7 +244,7 @@ class _PilImages:
 
     def __init__(self, files: tuple, labels: tuple, spec: LoaderSpec) -> None:
         self.files, self.labels, self.spec = files, labels, spec
-        self._rng = None
+        self._rng: Any = None
 
     def __len__(self) -> int:
         return len(self.files)
@@ -371,7 +372,7 @@ def dali_image_pipeline(dataset: "JpegDataset", spec: LoaderSpec) -> Any:
     left, top, w, h = crop_box(dataset.spec.width, dataset.spec.height, None)  # the fixed crop
 
     @pipeline_def
-    def pipeline():  # type: ignore[no-untyped-def]
+    def pipeline():
         jpegs, labels = fn.readers.file(
             files=[str(f) for f in dataset.files],
             labels=list(dataset.labels),

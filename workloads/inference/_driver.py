@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check
-from perfsuite.workloads.inference.harness import (
+from perfsuite.workloads.inference._harness import (
     LoadGenResult,
     read_accuracy_log,
     run_test,
 )
-from perfsuite.workloads.inference.settings import Hints, LoadGenParams, loadgen_settings
-from perfsuite.workloads.inference.sut import Backend, BatchingSUT
+from perfsuite.workloads.inference._settings import Hints, LoadGenParams, loadgen_settings
+from perfsuite.workloads.inference._sut import Backend, BatchingSUT
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfsuite.workloads.inference.settings import SCENARIOS
+from perfsuite.workloads.inference._settings import SCENARIOS
 
 
 def _ms(summary: Mapping[str, Any], kind: str, pct: str) -> str:

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfsuite import Check, Workload, param
+from perfsuite.inputs.tensors import PIPELINES, RankBatches, batches
 from perfsuite.workloads.training import _optim
 from perfsuite.workloads.training._events import Events
 from perfsuite.workloads.training._phases import PhaseClock
-from perfsuite.workloads.training._pipelines import PIPELINES, RankBatches, batches
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext

@@ -17,7 +17,7 @@ from perfsuite import Requirements, Workload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
-    from perfsuite.workloads.inference.driver import Model
+    from perfsuite.workloads.inference._driver import Model
 
 
 class LoadGenWorkload(Workload):
@@ -56,7 +56,7 @@ class LoadGenWorkload(Workload):
 
     # -- the shared lifecycle -----------------------------------------------------------
     def setup(self, ctx: "RunContext") -> None:
-        from perfsuite.workloads.inference.models import (
+        from perfsuite.workloads.inference._models import (
             float32_and_measured,
             offline_hub,
             synthetic_sequences,
@@ -78,7 +78,7 @@ class LoadGenWorkload(Workload):
         }
 
     def execute(self, ctx: "RunContext") -> None:
-        from perfsuite.workloads.inference.driver import Driver
+        from perfsuite.workloads.inference._driver import Driver
 
         Driver(ctx, self.params, self.model()).run()
 
@@ -87,6 +87,6 @@ class LoadGenWorkload(Workload):
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from perfsuite.workloads.inference.report import render_table
+        from perfsuite.workloads.inference._report import render_table
 
         return render_table(record)
