@@ -11,7 +11,7 @@ A request that fails (HTTP error, stall, malformed chunk, truncation, timeout) i
 answered to LoadGen, at once, with no data and one token, and counted with its reason: LoadGen
 always finishes. ``fail`` (the harness's bound passed) answers everything outstanding.
 
-It offers what ``perfsuite.workloads.inference.harness.run_test`` uses of a SUT (``handle``, ``reset``,
+It offers what ``perfsuite.workloads.inference._harness.run_test`` uses of a SUT (``handle``, ``reset``,
 ``fail``, ``failure``, ``raise_if_failed``, ``stats``).
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
 from perfsuite.workloads.inference._serving_load import event_loop
-from perfsuite.workloads.inference.sut import SUTFailure, SUTStats
+from perfsuite.workloads.inference._sut import SUTFailure, SUTStats
 
 
 class HTTPSUT:

@@ -422,11 +422,11 @@ class Serving(Workload):
     def _loadgen(self, ctx: "RunContext") -> None:
         import mlperf_loadgen
 
+        from perfsuite.workloads.inference._driver import loadgen_version
         from perfsuite.workloads.inference._serving_load import token_counter
         from perfsuite.workloads.inference._serving_loadgen import ServingLoadGen
         from perfsuite.workloads.inference._serving_sut import HTTPSUT
-        from perfsuite.workloads.inference.driver import loadgen_version
-        from perfsuite.workloads.inference.settings import LoadGenParams
+        from perfsuite.workloads.inference._settings import LoadGenParams
 
         p = self.params
         lgp = LoadGenParams(
