@@ -268,9 +268,14 @@ def test_a_server_that_dies_before_it_is_ready_is_one_line_with_its_log():
     assert "the server exited with code 3 before" in text and "no model here" in text and "\n" not in text
 
 
-def test_a_started_server_dies_with_a_run_that_times_out(cli, perfsuite_env):
+def test_a_started_server_dies_with_its_run_when_the_run_is_killed(perfsuite_env):
+    """``perfsuite run`` killed outright (SIGKILL: no cleanup of its own): the measuring process's
+    lifeline kills what it started, the server included."""
     command = "{python} -m perfsuite.workloads.inference._serving_null --port {port}"
-    proc = cli(
+    argv = [
+        sys.executable,
+        "-m",
+        "perfsuite",
         "run",
         "inference.serving",
         "-p",
@@ -283,15 +288,31 @@ def test_a_started_server_dies_with_a_run_that_times_out(cli, perfsuite_env):
         "min_duration_ms=600000",
         "-p",
         "measure_client=false",
-        "--timeout",
-        "15",
-        "--json",
-    )
-    (record,) = json.loads(proc.stdout)
-    assert record["status"] == "timeout", record.get("error")
-    log = Path(perfsuite_env["PERFSUITE_RECORDS"]) / "artifacts" / record["run_id"] / "server.log"
-    url = log.read_text().split("listening on ", 1)[1].split()[0]  # the port the suite gave it
-    port = int(url.rsplit(":", 1)[1])
+    ]
+    artifacts = Path(perfsuite_env["PERFSUITE_RECORDS"]) / "artifacts"
+    run = subprocess.Popen(argv, env=perfsuite_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        port = None
+        while port is None and time.monotonic() < deadline and run.poll() is None:
+            for log in artifacts.glob("*/server.log"):
+                text = log.read_text()
+                if "listening on " in text:  # the port the suite gave the server
+                    port = int(text.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+            time.sleep(0.2)
+        assert port is not None, "the server never started"
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # it serves while the run runs
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            break
+        time.sleep(0.2)
     with socket.socket() as s, pytest.raises(ConnectionRefusedError):
         s.connect(("127.0.0.1", port))
 

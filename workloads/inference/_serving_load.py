@@ -110,8 +110,7 @@ async def _run(job: Job) -> list[RequestResult]:
             tasks = []
             for k in positions:
                 due = job.start_ns + int(job.offsets_s[k] * 1e9)
-                wait = (due - perf_counter_ns()) / 1e9
-                if wait > 0:
+                while (wait := (due - perf_counter_ns()) / 1e9) > 0:  # a timer may fire a little early
                     await asyncio.sleep(wait)
                 index = job.order[k]
                 tasks.append(
