@@ -72,3 +72,35 @@ def test_key_settings_leave_out_what_only_steers_the_harness():
         "params": {"iters": 20, "inject_rank": 0, "inject": "none", "max_bytes": 1, "check": True},
     }
     assert key_settings(workload) == {"version": 3, "division": "open", "param.iters": 20}
+
+
+def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_rate(tmp_path):
+    import json
+
+    from perfsuite.registry.leaderboard import build_site
+
+    steps = [
+        {"load": rate, "ttft_ms": {"p50": 10.0 * rate, "p99": 20.0 * rate}, "tpot_ms": {"p50": 2.0, "p99": 3.0 + rate}}
+        for rate in (1.0, 2.0, 4.0)
+    ]
+    metrics = [make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [3.5], higher_is_better=True)]
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(
+            make_record(
+                workload_name="inference.serving",
+                category="inference",
+                host="box",
+                metrics=metrics,
+                details={"rate_sweep": {"steps": steps}},
+            )
+        )
+        build_site(reg, tmp_path / "site")
+    page = (tmp_path / "site" / "workloads" / "inference.serving.html").read_text()
+    data = json.loads(page.split('id="board-data">')[1].split("</script>")[0])
+    (chart,) = data["charts"].values()
+    assert chart["kind"] == "serving"
+    assert chart["series"] == {
+        "box TTFT p99": [[1.0, 20.0], [2.0, 40.0], [4.0, 80.0]],
+        "box TPOT p99": [[1.0, 4.0], [2.0, 5.0], [4.0, 7.0]],
+    }
+    assert data["configs"][0]["columns"][0]["metric"] == "goodput_at_slo_rps"

@@ -30,7 +30,7 @@ LOADGEN_HEADLINE = {
     "Server": ("completed_samples_per_s", "peak_valid_qps", "tokens_per_s"),
     "Offline": ("samples_per_s", "tokens_per_s"),
 }
-SERVING_HEADLINE = ("goodput_rps", "goodput_qps", "completed_requests_per_s")
+SERVING_HEADLINE = ("goodput_at_slo_rps", "goodput_rps", "completed_rps")
 COLLECTIVES_HEADLINE = ("busbw_gbps",)
 TRAINING_HEADLINE = ("time_to_target_s", "time_to_train_s")
 

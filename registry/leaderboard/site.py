@@ -194,6 +194,10 @@ def _family_charts(session, board: Board) -> dict:
             if curves:
                 out[config.id] = {"kind": "busbw", "series": curves}
         elif board.category == "inference":
+            curves = _serving_curves(session, latest)
+            if curves:
+                out[config.id] = {"kind": "serving", "series": curves}
+                continue
             series: dict[str, list] = {}
             pk_of = dict(session.execute(select(Run.run_id, Run.id).where(Run.run_id.in_(list(latest.values())))).all())
             metrics: dict[tuple, dict] = defaultdict(dict)
@@ -231,6 +235,29 @@ def _family_charts(session, board: Board) -> dict:
             bars = {row.system.name: {case: c.value for case, c in row.cells.items()} for row in config.rows}
             out[config.id] = {"kind": "time_to_target", "series": bars}
     return out
+
+
+def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
+    """TTFT and TPOT (p99) against the offered rate, per system, from the latest run's rate
+    sweep (``inference.serving``'s ``details.rate_sweep.steps``)."""
+    curves: dict[str, list] = {}
+    for chunk in _chunks(list(latest.items())):
+        sweeps = dict(
+            session.execute(
+                select(Run.run_id, Run.record[("details", "rate_sweep")]).where(Run.run_id.in_([r for _, r in chunk]))
+            ).all()
+        )
+        for system, rid in chunk:
+            steps = (sweeps.get(rid) or {}).get("steps") or []
+            for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
+                points = sorted(
+                    [step["load"], step[key]["p99"]]
+                    for step in steps
+                    if isinstance(step.get(key), dict) and step[key].get("p99") and step.get("load")
+                )
+                if points:
+                    curves[f"{system} {label}"] = points
+    return curves
 
 
 def _chunks(items: list) -> list[list]:

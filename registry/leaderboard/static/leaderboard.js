@@ -126,6 +126,13 @@
         series: [{ label: "size", value: function (u, v) { return v === null ? "" : bytes(v); } }]
           .concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
       }, align(list));
+    } else if (chart.kind === "serving") {
+      drawChart(el, {
+        title: "time to first token and time per output token (p99) against the offered rate",
+        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
+        axes: [{ label: "offered rate (requests/s)" }, { label: "ms" }],
+        series: [{ label: "rate" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+      }, align(names.map(function (n) { return { points: chart.series[n] }; })));
     } else if (chart.kind === "latency") {
       var lat = names.map(function (n) { return { points: chart.series[n] }; });
       drawChart(el, {
