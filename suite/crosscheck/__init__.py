@@ -7,7 +7,8 @@ and the same call, both figures and their ratio stored in the record
   calls on both sides, the same untimed calls first, the same number of timed calls compared,
   each round's two SM clocks compared and a round at different clocks not paired), so that a
   burst (``--iterations 20``) is compared with a burst and a sustained run (``--min-time 2``)
-  with a sustained one. The two take turns for ``rounds`` rounds (``--rounds``,
+  with a sustained one (do_bench's default 100 ms is neither: on an H200 it gives 732 TFLOP/s
+  where a burst gives 790 and two seconds 670). The two take turns for ``rounds`` rounds (``--rounds``,
   ``PERFSUITE_CROSSCHECK_ROUNDS``, default 4: each goes first as often as the other), each
   from a GPU rested for ``perfsuite.context.COOL_REST_S``, and the ratio is of the medians over
   the paired rounds: one 20-call burst of either varies by a few percent (on an H200 do_bench's
@@ -18,6 +19,9 @@ and the same call, both figures and their ratio stored in the record
   optimizer and compile setting (``bench/training_reference.py``), served as a subprocess on the
   same GPU, its blocks of steps taking turns with the suite's; the ratio of throughputs is the
   instrumentation's cost;
+- serving endpoints (``inference.serving``): AIPerf, else the bare asyncio client
+  ``perfsuite.crosscheck.serving_reference``, against the same endpoint with the same prompts and
+  load, in turns with the suite's own client (``perfsuite.crosscheck.aiperf``);
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``perfsuite.workloads.collectives._sweep``), as one process per
@@ -77,7 +81,8 @@ def take_turns(
 class CrossCheck:
     """The reference tools as a workload's driver reaches them: ``ctx.crosscheck``. Kernels need
     none of it (``ctx.measure`` times do_bench beside each case); a collective sweep asks it
-    whether to run nccl-tests, runs it in turns with its own loops and folds the tables."""
+    whether to run nccl-tests, runs it in turns with its own loops and folds the tables; a
+    serving endpoint is measured by AIPerf in turns with the suite's client (``serving``)."""
 
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx  # the perfsuite.context.RunContext of the run (which imports this module)
@@ -110,6 +115,13 @@ class CrossCheck:
         from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
 
         return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"))
+
+    def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
+        """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns
+        with ``suite_once`` (the suite's client, one run; its figures) (``aiperf.versus_reference``)."""
+        from perfsuite.crosscheck.aiperf import versus_reference
+
+        return versus_reference(suite_once, spec, rounds(), take_turns)
 
     def compare_nccl_tests(self, runs: list[dict], rows: list[dict]) -> dict:
         """nccl-tests' runs folded into one table beside the sweep's rows."""
