@@ -17,7 +17,8 @@ The two are timed alike, so that they load the GPU alike and run in the same pow
   one side and all n of the other are not the same load). do_bench's own median over all its
   calls is recorded beside;
 - the same clocks: NVML is sampled during each side of each round, and a round whose two
-  median SM clocks differ by more than ``CLOCK_TOLERANCE`` is not paired. The verdict is over
+  median SM clocks differ by more than ``CLOCK_TOLERANCE`` (both from ``MIN_CLOCK_SAMPLES``
+  readings or more: a loop long enough to have them) is not paired. The verdict is over
   the paired rounds; where no round paired, the record says which side ran at which clock
   instead of a bare disagreement (:func:`verdict`).
 """
@@ -45,6 +46,10 @@ REP_MARGIN = 1.25
 # 1,455), which a power-capped clock's median moves by from loop to loop.
 CLOCK_TOLERANCE = AGREEMENT / 2
 CLOCK_STEP_MHZ = 15.0
+# NVML readings a side needs before its median clock is trusted: the sampler reads every 20 ms and
+# once at each end, and a reading at an end can catch an idle GPU's clock; a 20-call burst of a few
+# tens of milliseconds has two or three readings, which cannot tell a clock from an idle moment.
+MIN_CLOCK_SAMPLES = 5
 
 
 @dataclass
@@ -156,11 +161,12 @@ def _round(order: str, suite: SuiteLoop, reference: dict) -> dict:
 
 def same_clock(suite: dict | None, reference: dict | None, tolerance: float = CLOCK_TOLERANCE) -> bool | None:
     """Whether two timings ran at the same SM clock (their medians within ``tolerance`` of the
-    higher, or one clock step apart); None where NVML could not say for either."""
-    a = (suite or {}).get("sm_clock_mhz_median")
-    b = (reference or {}).get("sm_clock_mhz_median")
-    if not a or not b:
+    higher, or one clock step apart); None where NVML cannot say: no clock for a side, or fewer
+    than ``MIN_CLOCK_SAMPLES`` readings behind its median."""
+    sides = [c or {} for c in (suite, reference)]
+    if any(not c.get("sm_clock_mhz_median") or (c.get("samples") or 0) < MIN_CLOCK_SAMPLES for c in sides):
         return None
+    a, b = (c["sm_clock_mhz_median"] for c in sides)
     return abs(a - b) <= max(tolerance * max(a, b), CLOCK_STEP_MHZ)
 
 
@@ -231,4 +237,5 @@ def _clocks(nvml: dict | None) -> dict | None:
         "sm_clock_mhz_min": nvml.get("sm_clock_mhz_min"),
         "sm_clock_mhz_median": nvml.get("sm_clock_mhz_median"),
         "clock_events": nvml.get("clock_events") or [],
+        "samples": nvml.get("samples"),
     }
