@@ -17,7 +17,7 @@ from sqlalchemy import insert, select
 from .errors import RegistryError
 from .models import Environment, Metric, Run, System, Workload
 from .records import canonical_json, check_sha256, parse_timestamp, validate_record
-from .store import _get_or_create, system_key
+from .store import _get_or_create, key_columns, system_key
 
 DEFAULT_BATCH = 1000
 
@@ -120,7 +120,7 @@ def _run_values(session, record: dict, sha256: str, shared: dict[tuple, int]) ->
         "workload_id": shared[wkey],
         "system_id": shared[("system", key)],
         "environment_id": shared[("env", env_sha)],
-        "comparability_key": record["comparability_key"],
+        **key_columns(record),
         "params": wl["params"],
         "device": record["controls"]["device"],
         "device_key": env["measured_device"]["key"],

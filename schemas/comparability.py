@@ -140,3 +140,17 @@ def flat_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def settings_line(settings: Mapping[str, Any]) -> str:
+    """Key settings as one line a table title shows: regime, timing, world, then parameters."""
+    flat = flat_settings(settings)
+    order = ["regime", *(k for k in flat if k.startswith(("timing.", "world."))), "device", "deterministic"]
+    shown = [k for k in order if k in flat] + [k for k in flat if k.startswith(("param.", "self_test."))]
+    return " · ".join(f"{k.split('.', 1)[-1] if '.' in k else k} {_text(flat[k])}" for k in shown)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
