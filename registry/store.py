@@ -12,6 +12,7 @@ instead of one losing a unique-constraint race.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -51,6 +52,7 @@ def key_columns(record: dict) -> dict:
 
 def _insert_ignore(session: Session, model, conflict_columns: list[str], values: dict) -> None:
     dialect = session.get_bind().dialect.name
+    insert: Any
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     elif dialect == "sqlite":

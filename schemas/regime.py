@@ -40,7 +40,7 @@ CAPPED_CLOCK_FRACTION = 0.9
 def _max_sm_clock(record: Mapping[str, Any], summary: Mapping[str, Any]) -> float | None:
     """The GPU's maximum SM clock as NVML reported it before the run, else the highest seen."""
     seen = [
-        g.get("max_sm_clock_mhz")
+        float(g["max_sm_clock_mhz"])
         for g in ((record.get("gpu_state") or {}).get("before") or [])
         if isinstance(g, Mapping) and isinstance(g.get("max_sm_clock_mhz"), (int, float))
     ]

@@ -143,7 +143,9 @@ def _ids(records: list[dict]) -> str:
     return ",".join(r["run_id"][:12] for r in records)
 
 
-def test_compare_cli_between_repeats_of_real_cpu_runs_gates_a_planted_slowdown(cli, add_plugin, perfsuite_env, tmp_path):
+def test_compare_cli_between_repeats_of_real_cpu_runs_gates_a_planted_slowdown(
+    cli, add_plugin, perfsuite_env, tmp_path
+):
     """Two repeats of the same code (four runs each): no significant change, with a p-value over
     runs; a planted 10% slowdown: exit 3 with --fail-on slower, a Markdown table and a JUnit failure."""
     add_plugin("sleep", SLEEP_PLUGIN)

@@ -56,9 +56,7 @@ def test_history_finds_a_planted_regression_across_runs_and_not_a_change_of_sett
     rng = np.random.default_rng(11)
     regression = [_write(tmp_path, i, float(rng.normal(1.0 if i < 6 else 1.10, 0.005))) for i in range(12)]
     # another day, another setting: L2 flushed between calls, 15% slower, and no regression in it
-    flushed = [
-        _write(tmp_path, 20 + i, float(rng.normal(1.15, 0.005)), controls={"l2_flush": True}) for i in range(4)
-    ]
+    flushed = [_write(tmp_path, 20 + i, float(rng.normal(1.15, 0.005)), controls={"l2_flush": True}) for i in range(4)]
     cli("import", *(f for f, _ in regression + flushed), check=True)
     plot = tmp_path / "h.svg"
     out = json.loads(cli("history", "--workload", "kernels.gemm", "--json", "--plot", str(plot), check=True).stdout)

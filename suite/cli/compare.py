@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from perfsuite.cli._common import fmt_p, pct, text, verdict_text
+from perfsuite.cli._common import fail, fmt_p, open_db, pct, text, verdict_text
 
 # The exit status of a comparison whose verdict is one --fail-on names (errors stay 1, usage 2).
 EXIT_REGRESSION = 3
@@ -104,7 +104,7 @@ def compare_cmd(
     CI of B/A over runs); with one run a side the figures are within run (over its calls) and
     say so."""
     from perfsuite.analysis.compare import DEFAULT_THRESHOLD, NotComparable, compare_runs
-    from perfsuite.cli._common import emit_json, fail
+    from perfsuite.cli._common import emit_json
 
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     side_a, side_b = _sides(ctx, runs, workload, systems, commits, last)
@@ -139,7 +139,6 @@ def _sides(
     last: int,
 ) -> tuple[list[dict], list[dict]]:
     """The records of side A and side B, as the arguments name them."""
-    from perfsuite.cli._common import fail, open_db
     from perfsuite.registry import RegistryError
     from perfsuite.registry.compare import latest_run, runs_of_key
     from perfsuite.schemas.comparability import comparability_key
@@ -149,9 +148,8 @@ def _sides(
         if runs:
             if len(runs) != 2 or workload or systems or commits:
                 fail("give two sides (run ids, several joined by commas), or --workload with two --system or --commit")
-            return tuple(  # type: ignore[return-value]
-                [registry.get(rid.strip()) for rid in side.split(",") if rid.strip()] for side in runs
-            )
+            a, b = ([registry.get(rid.strip()) for rid in side.split(",") if rid.strip()] for side in runs)
+            return a, b
         if not workload or not (
             (len(systems) == 2 and not commits)
             or (len(commits) == 2 and not systems)
@@ -167,12 +165,12 @@ def _sides(
         ]
         with registry.session() as session:
             key = comparability_key(latest_run(session, workload, **sides[0]))
-            return (
-                runs_of_key(session, workload, key, limit=last, **sides[0]),
-                runs_of_key(session, workload, key, limit=last, **sides[1]),
-            )
+            a = runs_of_key(session, workload, key, limit=last, **sides[0])
+            b = runs_of_key(session, workload, key, limit=last, **sides[1])
+        return a, b
     except RegistryError as exc:
         fail(str(exc), 1)
+    raise AssertionError("not reached: fail() exits")  # for mypy, which sees the registry's session as Any
 
 
 def _columns(result) -> list[tuple[str, str]]:

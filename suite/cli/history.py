@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -138,7 +139,7 @@ def _plot(series: list[dict], workload: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for s in series:
-        xs = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
+        xs: list[Any] = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
         ys = [p["median"] for p in s["points"]]
         low = [p["median"] - p["ci_low"] if p["ci_low"] is not None else 0 for p in s["points"]]
         high = [p["ci_high"] - p["median"] if p["ci_high"] is not None else 0 for p in s["points"]]

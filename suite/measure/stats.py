@@ -14,7 +14,10 @@ BOOTSTRAP_SEED = 20260101  # fixed, so the same samples always give the same int
 
 
 def bootstrap_ci(
-    samples: Sequence[float], statistic=np.median, confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
+    samples: Sequence[float] | np.ndarray,
+    statistic=np.median,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of ``statistic`` over ``samples``."""
     x = np.asarray(samples, dtype=np.float64)
