@@ -146,15 +146,15 @@ def _ids(records: list[dict]) -> str:
 def test_compare_cli_between_repeats_of_real_cpu_runs_gates_a_planted_slowdown(
     cli, add_plugin, perfsuite_env, tmp_path
 ):
-    """Two repeats of the same code (four runs each): no significant change, with a p-value over
+    """Two repeats of the same code (three runs each): no significant change, with a p-value over
     runs; a planted 10% slowdown: exit 3 with --fail-on slower, a Markdown table and a JUnit failure."""
     add_plugin("sleep", SLEEP_PLUGIN)
-    base = json.loads(cli(*RUN_ARGS, "--repeat", "4", check=True).stdout)
-    same = json.loads(cli(*RUN_ARGS, "--repeat", "4", check=True).stdout)
+    base = json.loads(cli(*RUN_ARGS, "--repeat", "3", check=True).stdout)
+    same = json.loads(cli(*RUN_ARGS, "--repeat", "3", check=True).stdout)
     perfsuite_env["PS_TEST_SLOWDOWN"] = "0.10"
-    slow = json.loads(cli(*RUN_ARGS, "--repeat", "4", check=True).stdout)
+    slow = json.loads(cli(*RUN_ARGS, "--repeat", "3", check=True).stdout)
     del perfsuite_env["PS_TEST_SLOWDOWN"]
-    assert len(base) == len(same) == len(slow) == 4
+    assert len(base) == len(same) == len(slow) == 3
 
     gate = ("--threshold", "5%", "--fail-on", "slower")
     unchanged = cli("compare", _ids(base), _ids(same), *gate, "--json")
@@ -162,8 +162,8 @@ def test_compare_cli_between_repeats_of_real_cpu_runs_gates_a_planted_slowdown(
     out = json.loads(unchanged.stdout)
     head = next(m for m in out["metrics"] if m["headline"])
     assert out["verdict"] == "no significant change" and out["basis"] == "between runs"
-    assert head["metric"] == "items_per_s" and head["n_a"] == head["n_b"] == 4 and 0 <= head["p_value"] <= 1
-    assert "between runs: 4 runs of A against 4 of B" in out["note"] and not out["failed"]
+    assert head["metric"] == "items_per_s" and head["n_a"] == head["n_b"] == 3 and 0 <= head["p_value"] <= 1
+    assert "between runs: 3 runs of A against 3 of B" in out["note"] and not out["failed"]
 
     junit = tmp_path / "compare.xml"
     regression = cli("compare", _ids(base), _ids(slow), *gate, "--format", "markdown", "--junit", str(junit))
@@ -177,9 +177,6 @@ def test_compare_cli_between_repeats_of_real_cpu_runs_gates_a_planted_slowdown(
     assert suite is not None and suite.get("failures") == "1"
     (failure,) = suite.iter("failure")
     assert failure.get("type") == "slower" and "between runs" in failure.get("message", "")
-
-    table = cli("compare", _ids(base), _ids(slow), check=True).stdout  # no gate: exit 0
-    assert "verdict: slower" in table and "between runs: 4 runs of A" in table
 
 
 def test_compare_of_single_runs_says_within_run_refuses_other_settings_and_reproduce_links(cli, add_plugin):
