@@ -225,3 +225,35 @@ def test_reproduce_passes_the_stored_run_exactly():
         i = args.index(expected[0]) if expected[0] != "-p" else args.index(expected[1]) - 1
         assert args[i : i + 2] == expected
     assert "--l2-flush" in args and "--iterations" not in args
+
+
+def test_compare_by_system_takes_the_newest_runs_of_the_baselines_settings(cli, tmp_path):
+    """--workload with two --system: the newest --last runs of each side with the settings of A's
+    newest run (an L2-flushed run on B is not among them); B 10% slower: exit 3 with --fail-on."""
+    from datetime import timedelta
+
+    from factories import DEFAULT_START
+
+    from perfsuite.registry.submissions import record_text
+
+    files = []
+    for i in range(8):
+        for host, scale in (("box-a", 1.0), ("box-b", 1.10)):
+            level = scale * (1.0 + 0.004 * ((i * 7) % 5 - 2))  # runs vary by about 1%
+            record = make_record(
+                host=host,
+                started_at=DEFAULT_START + timedelta(hours=i),
+                metrics=gemm_metrics(time_ms=_samples(i, level)),
+            )
+            files.append(tmp_path / f"{host}-{i}.json")
+            files[-1].write_text(record_text(record))
+    flushed = make_record(host="box-b", started_at=DEFAULT_START + timedelta(days=1), controls={"l2_flush": True})
+    files.append(tmp_path / "flushed.json")
+    files[-1].write_text(record_text(flushed))
+    cli("import", *map(str, files), check=True)
+    args = ("compare", "--workload", "kernels.gemm", "--system", "box-a", "--system", "box-b", "--last", "4")
+    proc = cli(*args, "--fail-on", "slower", "--json")
+    assert proc.returncode == 3, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["verdict"] == "slower" and out["basis"] == "between runs" and len(out["runs_b"]) == 4
+    assert flushed["run_id"] not in out["runs_b"] and out["failed"]
