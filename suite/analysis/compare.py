@@ -30,6 +30,7 @@ import numpy as np
 from perfsuite.measure import stats
 from perfsuite.schemas.comparability import comparability_key, flat_settings, key_settings
 from perfsuite.schemas.headline import case_metric_names
+from perfsuite.schemas.samples import metric_samples
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.05
@@ -231,26 +232,29 @@ def _within_run(a: dict, b: dict, heads: dict[str, str], threshold: float, alpha
     rows = []
     for ma in a["metrics"]:
         mb = by_b.get((ma["case"], ma["name"]))
-        if mb is None or not ma["samples"] or not mb["samples"]:
+        if mb is None:
             continue
-        ratio, low, high = stats.ratio_of_medians_ci(ma["samples"], mb["samples"])
+        sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
+        if not sa or not sb:
+            continue
+        ratio, low, high = stats.ratio_of_medians_ci(sa, sb)
         p = None
-        if len(ma["samples"]) > 1 and len(mb["samples"]) > 1:
-            _, p = stats.mann_whitney_u(ma["samples"], mb["samples"])
+        if len(sa) > 1 and len(sb) > 1:
+            _, p = stats.mann_whitney_u(sa, sb)
         rows.append(
             MetricComparison(
                 case=ma["case"],
                 metric=ma["name"],
                 unit=ma["unit"],
                 higher_is_better=ma["higher_is_better"],
-                median_a=float(np.median(ma["samples"])),
-                median_b=float(np.median(mb["samples"])),
+                median_a=float(np.median(sa)),
+                median_b=float(np.median(sb)),
                 ratio=ratio,
                 ratio_ci_low=low,
                 ratio_ci_high=high,
                 p_value=p,
-                n_a=len(ma["samples"]),
-                n_b=len(mb["samples"]),
+                n_a=len(sa),
+                n_b=len(sb),
                 verdict=metric_verdict(ratio, low, high, p, ma["higher_is_better"], threshold, alpha),
                 headline=heads.get(ma["case"]) == ma["name"],
                 basis=WITHIN_RUN,
