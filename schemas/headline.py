@@ -145,9 +145,9 @@ def declared(record: Mapping[str, Any]) -> Headline | None:
     """The record's headline declaration: its own, else its family's (records written before
     workloads declared one), else None (the generic rule, with the record's ``primary_metric``)."""
     w = record["workload"]
-    own = w.get("headline")
-    if isinstance(own, Mapping):
-        return Headline.from_dict(own)
+    if "headline" in w:  # written since workloads declare one: null is the generic rule
+        own = w["headline"]
+        return Headline.from_dict(own) if isinstance(own, Mapping) else None
     category = w.get("category")
     if category == "inference":
         generated = any(m["name"].startswith("tokens_per_s") for m in record.get("metrics") or ())
