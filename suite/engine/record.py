@@ -8,7 +8,6 @@ depends on the registry being reachable when the measurement ends.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
