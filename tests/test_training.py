@@ -372,14 +372,15 @@ def test_on_the_gpu_a_compiled_gpt_runs_beside_its_bare_loop_and_prints_the_rati
 
 
 def test_a_bare_loop_that_cannot_run_is_recorded_with_its_reason(tmp_path):
+    from perfsuite.crosscheck import take_turns
     from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
 
-    missing = BareLoopCheck(BareLoop(["gpt"], tmp_path / "a.log", script=tmp_path / "nowhere.py"))
+    missing = BareLoopCheck(BareLoop(["gpt"], tmp_path / "a.log", script=tmp_path / "nowhere.py"), take_turns)
     out = missing.compare(1, [1.0], lambda steps: 1.0, 1, 1, 2)
     assert out["status"] == "failed" and "nowhere.py is not there" in out["reason"]
     broken = tmp_path / "broken.py"
     broken.write_text("import sys\nprint('no such model: gpt', file=sys.stderr)\nsys.exit(3)\n")
-    check = BareLoopCheck(BareLoop(["gpt"], tmp_path / "b.log", script=broken))
+    check = BareLoopCheck(BareLoop(["gpt"], tmp_path / "b.log", script=broken), take_turns)
     out = check.compare(1, [1.0], lambda steps: 1.0, 1, 1, 2)
     assert out["status"] == "failed" and out["reason"] == "the bare loop exited with code 3: no such model: gpt"
     check.close()  # closing twice is harmless

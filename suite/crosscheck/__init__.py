@@ -114,7 +114,7 @@ class CrossCheck:
         (``wait_ready()`` before the timed run, ``compare(...)`` after it)."""
         from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
 
-        return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"))
+        return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"), take_turns)
 
     def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
         """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns

@@ -31,8 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfsuite.crosscheck import take_turns
-
 ENV_SCRIPT = "PERFSUITE_TRAINING_REFERENCE"
 AGREEMENT = 0.03  # the issue's bar: the instrumented loop within 3% of a bare loop of the same model
 READY_TIMEOUT_S = 900.0  # building and compiling the bare loop's model (torch.compile of ResNet-50, GPT-2)
@@ -132,8 +130,9 @@ class BareLoopCheck:
     initialises, waited for before the timed run, compared after it, and always closed. A
     failure at any step is kept and recorded (``status: failed`` with the reason), never raised."""
 
-    def __init__(self, bare: BareLoop) -> None:
+    def __init__(self, bare: BareLoop, take_turns: Callable[..., list[dict]]) -> None:
         self.bare = bare
+        self.take_turns = take_turns  # perfsuite.crosscheck.take_turns (passed in: no import cycle)
         self.failure: str | None = None
         self.info: dict = {}
         try:
@@ -172,7 +171,7 @@ class BareLoopCheck:
             if self.failure is None:
                 try:
                     found = versus_bare_loop(
-                        self.bare, suite_rates, suite_block, steps, samples_per_step, n_rounds, sampler
+                        self.bare, suite_rates, suite_block, steps, samples_per_step, n_rounds, self.take_turns, sampler
                     )
                     return {**out, **found, "reference": self.info}
                 except ReferenceFailed as exc:
@@ -192,12 +191,14 @@ def versus_bare_loop(
     steps: int,
     samples_per_step: int,
     n_rounds: int,
+    take_turns: Callable[..., list[dict]],
     sampler: Callable[[], Any] | None = None,
 ) -> dict:
     """The suite's training loop beside the bare loop (already ``ready``), in turns for
-    ``n_rounds`` rounds: round 1's suite side is the run's own blocks (``suite_rates``, samples
-    per second), later ones ``suite_block(steps)`` (seconds for ``steps`` more steps, timed as
-    the run's blocks are); each bare side is one block of ``steps`` steps. ``sampler`` (a fresh
+    ``n_rounds`` rounds (``take_turns``: ``perfsuite.crosscheck.take_turns``): round 1's suite
+    side is the run's own blocks (``suite_rates``, samples per second), later ones
+    ``suite_block(steps)`` (seconds for ``steps`` more steps, timed as the run's blocks are);
+    each bare side is one block of ``steps`` steps. ``sampler`` (a fresh
     NVML sampler) samples the GPU during every block of either side, so that a round shows the
     clocks each ran at. Figures are samples per second; the ratio is the suite's over the bare
     loop's (below 1: the suite is slower), of the medians over rounds."""
