@@ -16,12 +16,12 @@ import hashlib
 import json
 import os
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from perfsuite import schemas
 
 from .errors import RecordInvalid, one_line
+from .reading import load_json_file, nesting_depth
 
 SHA256_KEY = "sha256"
 TIMESTAMP_FIELDS = ("started_at", "finished_at")
@@ -96,25 +96,10 @@ def validate_record(record: dict) -> None:
         parse_timestamp(record[field], field)
 
 
-def nesting_depth(document: Any, limit: int = MAX_RECORD_DEPTH) -> int:
-    """Depth of nested objects/arrays (a scalar is 0), counted without recursion; stops
-    counting just past ``limit``."""
-    deepest = 0
-    stack = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, depth)
-            if depth > limit:
-                break
-            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return deepest
-
-
 def check_record(record: Any) -> str:
     """Everything that must hold before a record is stored: its nesting depth, the schema
     (:func:`validate_record`) and its hash; return its sha256 or raise :class:`RecordInvalid`."""
-    if nesting_depth(record) > MAX_RECORD_DEPTH:
+    if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
         raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
     validate_record(record)
     try:
@@ -124,32 +109,11 @@ def check_record(record: Any) -> str:
 
 
 def load_record_file(path: str | os.PathLike) -> Any:
-    """Read and parse one record file, refusing (as :class:`RecordInvalid`) a file over
-    :data:`MAX_RECORD_BYTES` before reading it, text that is not UTF-8 and text that is not
-    JSON. The document is returned unchecked: pass it to :func:`check_record`."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise RecordInvalid(f"{size:,} bytes is over the {MAX_RECORD_BYTES:,}-byte limit of a record file")
-        with open(path, "rb") as f:
-            data = f.read(MAX_RECORD_BYTES + 1)  # a file that grew since stat, or a pipe
-    except OSError as exc:
-        raise RecordInvalid(one_line(f"cannot read: {exc.strerror or exc}")) from exc
-    if len(data) > MAX_RECORD_BYTES:
-        raise RecordInvalid(f"over the {MAX_RECORD_BYTES:,}-byte limit of a record file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordInvalid(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise RecordInvalid(
-            f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)"
-        ) from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
-        raise RecordInvalid(one_line(f"not JSON: {exc}")) from exc
+    """Read and parse one record file, refusing (as :class:`RecordInvalid`) anything but a
+    regular file, a file over :data:`MAX_RECORD_BYTES` (before reading it), text that is not
+    UTF-8 and text that is not JSON (nesting and integer size bounded: perfsuite.registry.reading).
+    The document is returned unchecked: pass it to :func:`check_record`."""
+    return load_json_file(path, MAX_RECORD_BYTES, MAX_RECORD_DEPTH)
 
 
 def check_sha256(record: dict) -> str:

@@ -1,4 +1,4 @@
-"""``perfsuite import``: record files or a submissions tree into the registry, all or none."""
+"""``perfsuite import``: record files, a records folder or a submissions tree into the registry."""
 
 from __future__ import annotations
 
@@ -7,58 +7,85 @@ from pathlib import Path
 import click
 
 from perfsuite.cli._common import fail, open_db
-from perfsuite.text import clean
+from perfsuite.cli.check import print_report, shown
 
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.pass_context
 def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
-    """Load record files into the registry, all or none: every file is checked (size limit,
-    UTF-8, JSON, schema, sha256) before one transaction stores them. A directory is a
-    submissions tree: checked (perfsuite check), then loaded. Idempotent by run id and hash."""
+    """Load record files into the registry, all or none: every file is checked (regular file,
+    size limit, UTF-8, JSON, schema, sha256, figures within physics) before one transaction
+    stores them. A directory is a records folder (the runner's <run_id>.json files: those the
+    registry lacks are stored, a refused one named) or a submissions tree (checked as
+    'perfsuite check' does, then loaded). Idempotent by run id and hash."""
     if any(f.is_dir() for f in files):
         if len(files) != 1:
-            fail("give record files, or one submissions directory")
+            fail("give record files, or one records folder or submissions directory")
+        from perfsuite.registry.recovery import is_records_folder
+
+        if is_records_folder(files[0]):
+            return import_records_folder(ctx, files[0])
         return import_directory(ctx, files[0])
-    from perfsuite.registry import (
-        RecordInvalid,
-        RegistryError,
-        check_record,
-        load_record_file,
-    )
+    from perfsuite.registry import RegistryError
+    from perfsuite.registry.errors import RecordInvalid
+    from perfsuite.registry.records import load_record_file
+    from perfsuite.registry.store import check_storable
 
     records, refused = [], []
     for f in files:
         try:
             record = load_record_file(f)
-            check_record(record)
+            check_storable(record)
         except RecordInvalid as exc:
-            refused.append(f"{f}: {exc}")
+            refused.append(f"{shown(f)}: {shown(exc)}")
             continue
         records.append(record)
     if refused:
         for line in refused[:-1]:
-            click.echo(f"Error: {clean(line)}", err=True)
+            click.echo(f"Error: {line}", err=True)
         fail(f"{refused[-1]} (nothing imported: {len(refused)} of {len(files)} files refused)", 1)
     try:
         outcomes = open_db(ctx).store_all(records)
     except RegistryError as exc:
         fail(f"{exc} (nothing imported)", 1)
     for f, record, outcome in zip(files, records, outcomes):
-        click.echo(f"{outcome}: {record['run_id']} ({clean(f)})")
+        click.echo(f"{outcome}: {record['run_id']} ({shown(f)})")
+
+
+def import_records_folder(ctx: click.Context, folder: Path) -> None:
+    """``perfsuite import RECORDS``: store the folder's records the registry lacks; each file
+    refused is one line (the others are stored); exit 1 if any was refused."""
+    from perfsuite.registry import RegistryError
+    from perfsuite.registry.recovery import import_folder
+
+    try:
+        done = import_folder(open_db(ctx), folder)
+    except RegistryError as exc:
+        fail(f"{exc} (nothing imported)", 1)
+    for path, why in done.refused:
+        click.echo(f"Error: {shown(path)}: {shown(why)}", err=True)
+    refused = f", {len(done.refused)} refused" if done.refused else ""
+    click.echo(f"{shown(folder)}: {done.stored} stored, {done.duplicate} already there{refused}")
+    if done.refused:
+        raise SystemExit(1)
 
 
 def import_directory(ctx: click.Context, directory: Path) -> None:
-    """``perfsuite import DIR``: check the tree, then load it (idempotent). Exit 1 on any problem."""
-    from perfsuite.cli._common import fail, open_db
+    """``perfsuite import DIR``: check the tree, then load it (idempotent). Every problem is
+    one line, as 'perfsuite check' prints it; exit 1 on any."""
     from perfsuite.registry import RegistryError
-    from perfsuite.registry.submissions import import_tree
+    from perfsuite.registry.submissions import check_tree, import_tree
 
+    report = check_tree(directory)
+    if not report.ok:
+        print_report(report)
+        fail(f"{directory} does not check clean: nothing imported", 1)
     try:
-        counts = import_tree(open_db(ctx), directory)
+        counts = import_tree(open_db(ctx), directory, report)
     except RegistryError as exc:
         fail(str(exc), 1)
     click.echo(
-        f"{directory}: {counts['stored']} stored, {counts['duplicate']} already there, {counts['systems']} systems"
+        f"{shown(directory)}: {counts['stored']} stored, {counts['duplicate']} already there, "
+        f"{counts['systems']} systems"
     )
