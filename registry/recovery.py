@@ -23,7 +23,8 @@ SUBMISSION_FOLDERS = ("systems", "results")
 
 
 def record_files(folder: Path) -> dict[str, Path]:
-    """Run id -> file, for the regular files named ``<run id>.json`` directly in ``folder``."""
+    """Run id -> file, for the entries named ``<run id>.json`` directly in ``folder`` but
+    folders (a FIFO or a symlink so named is listed, and refused when it is read)."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -31,7 +32,7 @@ def record_files(folder: Path) -> dict[str, Path]:
     return {
         entry.name[: -len(".json")]: Path(entry.path)
         for entry in entries
-        if RECORD_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False)
+        if RECORD_NAME.fullmatch(entry.name) and not entry.is_dir(follow_symlinks=False)
     }
 
 

@@ -24,8 +24,15 @@ MAX_PROCESSES = 4096  # ranks on one node
 MAX_NODES = 65536
 
 
+MAX_NUMBER_CHARS = 40  # no number these options take is written longer
+
+
 def _ascii(value: Any, param: click.Parameter | None, ctx: click.Context | None, kind: click.ParamType) -> None:
-    if isinstance(value, str) and not value.isascii():
+    if not isinstance(value, str):
+        return
+    if len(value) > MAX_NUMBER_CHARS:
+        kind.fail(f"a value of {len(value):,} characters is not a number it takes", param, ctx)
+    if not value.isascii():
         kind.fail(f"{value!r} is not written in ASCII digits", param, ctx)
 
 

@@ -348,7 +348,9 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s)))
+    runner = Runner(
+        lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s), soft_wrap=True)
+    )
     try:
         preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
