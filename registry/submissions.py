@@ -257,7 +257,7 @@ def _rel(root: Path, path: Path) -> str:
         return str(path)
 
 
-def _symlink_problem(root: Path, real_root: Path, path: Path) -> str | None:
+def _symlink_problem(real_root: Path, path: Path) -> str | None:
     """Why a symlink in the tree is wrong: a loop, dangling, or leading outside; None for one
     that stays inside (it is still never followed)."""
     try:
@@ -338,7 +338,7 @@ def _list_tree(root: Path) -> _Listing:
             continue
         listing.modes[path] = info.st_mode
         if stat.S_ISLNK(info.st_mode):
-            why = _symlink_problem(root, real_root, path)
+            why = _symlink_problem(real_root, path)
             if why:
                 listing.problems.append(Problem(rel, why))
         elif not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
