@@ -280,7 +280,8 @@ class Registry:
         self._read_sessions = sessionmaker(engine)
         self._write_sessions = sessionmaker(engine.execution_options(sqlite_begin="IMMEDIATE"))
 
-    def _writable(self) -> None:
+    def writable(self) -> None:
+        """Raise :class:`RegistryError` (one line) when this registry is open read-only."""
         if self.read_only:
             raise RegistryError(f"registry {self.url} is open read-only ({self.read_only}): nothing can be stored")
 
@@ -299,7 +300,7 @@ class Registry:
         Raises :class:`RecordInvalid` for a record that breaks the schema or whose sha256 is
         wrong, :class:`RegistryError` when its run id is stored with a different hash.
         """
-        self._writable()
+        self.writable()
         return store_record(self._write_sessions, record)
 
     @translated
@@ -310,7 +311,7 @@ class Registry:
         refusal (:class:`RecordInvalid` naming the record's position, or a conflict with a
         stored run) leaves the registry as it was. Returns "stored"/"duplicate" per record.
         """
-        self._writable()
+        self.writable()
         return store_records(self._write_sessions, records)
 
     @translated

@@ -22,7 +22,7 @@ from perfsuite.schemas import physics
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import canonical_json, check_record, parse_timestamp
+from .records import canonical_json, check_record, compact_record, parse_timestamp
 
 STORED = "stored"
 DUPLICATE = "duplicate"
@@ -78,6 +78,9 @@ def _existing(session: Session, run_id: str, sha256: str) -> str | None:
 
 
 def _run_row(session: Session, record: dict, sha256: str) -> Run:
+    from perfsuite.schemas.samples import standalone
+
+    record = compact_record(record)  # long sample lists encoded; the same sha256
     env = record["environment"]
     wl = record["workload"]
     key, system_columns = system_key(env)
@@ -119,7 +122,7 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
                 unit=m["unit"],
                 value=m["value"],
                 higher_is_better=m["higher_is_better"],
-                samples=m["samples"],
+                samples=standalone(m, record["metrics"]),
                 statistics=m["statistics"],
                 roofline_resource=roofline.get("resource"),
                 roofline_fraction=roofline.get("fraction"),
@@ -144,13 +147,16 @@ def _store_in(session: Session, record: dict, sha256: str) -> str:
     return STORED
 
 
+IMPOSSIBLE = "impossible figure: "  # how a refusal of check_physics begins
+
+
 def check_physics(record: dict) -> None:
     """Raise :class:`RecordInvalid` for a figure no measurement can produce
     (:mod:`perfsuite.schemas.physics`): the first, and how many more."""
     found = physics.problems(record)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise RecordInvalid(f"impossible figure: {found[0]}{more}")
+        raise RecordInvalid(f"{IMPOSSIBLE}{found[0]}{more}")
 
 
 def check_storable(record) -> str:

@@ -49,25 +49,22 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from perfsuite import schemas
-from perfsuite.schemas import physics
 from perfsuite.schemas.cost import result_cost, validate_price
 
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
 from .reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
-from .records import (
-    MAX_RECORD_BYTES,
-    MAX_RECORD_DEPTH,
-    canonical_json,
-    check_sha256,
-    load_record_file,
-    validate_record,
-)
+from .records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, canonical_json, load_record_file, record_text
+from .store import IMPOSSIBLE
 from .tree_writer import TreeWriter
+
+if TYPE_CHECKING:
+    from .bulk import Prepared
 
 SYSTEMS_DIR = "systems"
 RESULTS_DIR = "results"
@@ -114,6 +111,7 @@ class FiledRecord:
     path: Path  # absolute
     relpath: str
     record: dict
+    prepared: "Prepared | None" = None  # its rows, rendered while it was checked (import_tree stores them)
 
 
 @dataclass
@@ -348,6 +346,72 @@ def _list_tree(root: Path) -> _Listing:
     return listing
 
 
+def _record_paths(root: Path, listing: _Listing) -> list[Path]:
+    """The regular files at results/<system>/<workload>/<run_id>.json that the checks read."""
+    out = []
+    for org_dir in _org_dirs(root, listing):
+        results_dir = org_dir / RESULTS_DIR
+        if not listing.is_dir(results_dir):
+            continue
+        for path in listing.below(results_dir):
+            if (
+                path.suffix == RECORD_SUFFIX
+                and stat.S_ISREG(listing.modes[path])
+                and len(path.relative_to(results_dir).parts) == 3
+            ):
+                out.append(path)
+    return out
+
+
+def record_files(root: Path) -> list[Path]:
+    """The record files a check of ``root`` reads (for a progress bar's total)."""
+    root = Path(root)
+    return _record_paths(root, _list_tree(root)) if root.is_dir() else []
+
+
+def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
+    """Read and check one record file once (regular file, size, UTF-8, bounded JSON, schema,
+    sha256, physics) and render its registry rows; or the problem, worded for ``perfsuite check``."""
+    from .bulk import prepare_checked
+    from .records import validate_schema
+
+    try:
+        record = load_record_file(path)  # regular file, size limit, UTF-8, bounded JSON
+    except RecordInvalid as exc:
+        return f"not a readable record: {exc}"
+    try:
+        if not isinstance(record, dict):
+            raise RecordInvalid(f"a run record must be a JSON object, not {type(record).__name__}")
+        validate_schema(record)
+    except RecordInvalid as exc:
+        return f"schema: {exc}"
+    try:
+        prepared = prepare_checked(record)
+    except RecordInvalid as exc:
+        if str(exc).startswith(IMPOSSIBLE):
+            return str(exc)
+        return f"record hash: {exc} (the record was changed after it was written)"
+    return record, prepared
+
+
+def _check_chunk(paths: list[Path]) -> list[tuple[dict, "Prepared"] | str]:
+    return [check_record_file(p) for p in paths]
+
+
+def _check_files(
+    paths: list[Path], progress: Callable[[int], None] | None
+) -> dict[Path, tuple[dict, "Prepared"] | str]:
+    """Each file's :func:`check_record_file`, in worker processes when there are many."""
+    from .bulk import map_chunks
+
+    out: dict[Path, tuple[dict, Prepared] | str] = {}
+    for chunk, results in map_chunks(_check_chunk, paths):
+        out.update(zip(chunk, results))
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
 def _org_dirs(root: Path, listing: _Listing) -> list[Path]:
     """``root`` is a submissions root (``<org>/...`` below) or one org's folder."""
     if listing.is_dir(root / SYSTEMS_DIR) or listing.is_dir(root / RESULTS_DIR):
@@ -365,8 +429,9 @@ def _not_regular(listing: _Listing, path: Path) -> str | None:
     return "not read"  # a special file: named by the listing already
 
 
-def check_tree(root: Path) -> TreeReport:
-    """Check a submissions tree; every problem is reported with its file."""
+def check_tree(root: Path, progress: Callable[[int], None] | None = None) -> TreeReport:
+    """Check a submissions tree; every problem is reported with its file. ``progress`` is
+    called with the number of record files just checked."""
     root = Path(root)
     report = TreeReport(root=root)
     problems = report.problems
@@ -382,6 +447,7 @@ def check_tree(root: Path) -> TreeReport:
     problems.extend(listing.problems)
     named = {p.path for p in problems}
     real_root = Path(os.path.realpath(root))
+    checked = _check_files(_record_paths(root, listing), progress)
 
     for org_dir in _org_dirs(root, listing):
         org = org_dir.name if org_dir != root else real_root.name
@@ -429,7 +495,11 @@ def check_tree(root: Path) -> TreeReport:
             if path.suffix != RECORD_SUFFIX or len(parts) != 3:
                 problems.append(Problem(rel, "not at results/<system>/<workload>/<run_id>.json"))
                 continue
-            _check_record_file(report, listing, root, org, path, rel, parts)
+            result = checked.get(path)
+            if isinstance(result, str):
+                problems.append(Problem(rel, result))
+            elif result is not None:
+                _check_filed_record(report, listing, root, FiledRecord(org, parts[0], path, rel, *result))
 
     _check_across_records(report)
     if not report.records and not report.problems:
@@ -444,31 +514,11 @@ def check_tree(root: Path) -> TreeReport:
     return report
 
 
-def _check_record_file(
-    report: TreeReport, listing: _Listing, root: Path, org: str, path: Path, rel: str, parts: tuple[str, ...]
-) -> None:
-    """The checks of one record file of the tree; a record that passes joins the report."""
-    problems = report.problems
-    try:
-        record = load_record_file(path)  # regular file, size limit, UTF-8, bounded JSON
-    except RecordInvalid as exc:
-        problems.append(Problem(rel, f"not a readable record: {exc}"))
-        return
-    try:
-        validate_record(record)
-    except RecordInvalid as exc:
-        problems.append(Problem(rel, f"schema: {exc}"))
-        return
-    try:
-        check_sha256(record)
-    except RecordInvalid as exc:
-        problems.append(Problem(rel, f"record hash: {exc} (the record was changed after it was written)"))
-        return
-    impossible = physics.problems(record)
-    if impossible:
-        problems.extend(Problem(rel, f"impossible figure: {why}") for why in impossible)
-        return
-    system, workload, _ = parts
+def _check_filed_record(report: TreeReport, listing: _Listing, root: Path, filed: FiledRecord) -> None:
+    """The checks of one readable, valid record that depend on where it is filed; it joins
+    the report."""
+    problems, record, rel, path = report.problems, filed.record, filed.relpath, filed.path
+    workload = path.parent.name
     if record["workload"]["name"] != workload:
         problems.append(
             Problem(rel, f"filed under workload {workload!r} but is a run of {record['workload']['name']!r}")
@@ -500,7 +550,7 @@ def _check_record_file(
                 missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k not in found]
                 if missing:
                     problems.append(Problem(_rel(root, mllog), f"MLLOG lacks required keys: {', '.join(missing)}"))
-    report.records.append(FiledRecord(org, system, path, rel, record))
+    report.records.append(filed)
 
 
 def _check_across_records(report: TreeReport) -> None:
@@ -587,21 +637,32 @@ def _system_row(session, org: str, name: str, description: dict) -> int:
     return row.id
 
 
-def import_tree(registry, root: Path, report: TreeReport | None = None) -> dict[str, int]:
-    """Check ``root`` (or take its ``report`` from :func:`check_tree`), then store its records
-    and their systems; idempotent.
+def import_tree(
+    registry, root: Path, progress: Callable[[int], None] | None = None, checked: TreeReport | None = None
+) -> dict[str, int]:
+    """Check ``root`` (or take its ``checked`` report), then store its records and their
+    systems; idempotent. Each record is read and checked once.
 
     Raises :class:`RegistryError` listing the problems when the tree does not check clean
     (nothing is stored then). Returns counts: stored, duplicate, systems.
     """
-    report = report if report is not None else check_tree(root)
+    report = checked if checked is not None else check_tree(root)
     if not report.ok:
         shown = "; ".join(str(p) for p in report.problems[:5])
         more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
         raise RegistryError(f"{root} does not check clean, nothing imported: {shown}{more}")
-    outcomes = {"stored": 0, "duplicate": 0, "systems": len(report.systems)}
-    for outcome in registry.store_all([filed.record for filed in report.records]):  # all or none
-        outcomes[outcome] += 1
+    from .bulk import BulkOutcome, store_prepared
+
+    outcome = BulkOutcome()
+    batches = [
+        [f.prepared for f in report.records[i : i + 2000] if f.prepared is not None]
+        for i in range(0, len(report.records), 2000)
+    ]
+    from .errors import translated_errors
+
+    with translated_errors(f"registry {registry.url}"):
+        store_prepared(registry.engine, batches, outcome, atomic=True, progress=progress)  # all or none
+    outcomes = {"stored": outcome.stored, "duplicate": outcome.duplicate, "systems": len(report.systems)}
     with registry._write_sessions() as session, session.begin():
         system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
         run_pks = dict(
@@ -621,11 +682,6 @@ def import_tree(registry, root: Path, report: TreeReport | None = None) -> dict[
 
 
 # -- filing runs into a tree -------------------------------------------------------------------
-def record_text(record: dict) -> str:
-    """A record file's text as the runner writes it (the sha256 covers content, not layout)."""
-    return json.dumps(record, indent=1, sort_keys=True)
-
-
 def submit_runs(
     records: list[dict],
     root: Path,

@@ -53,10 +53,24 @@ def _bound(spec: GpuSpec | None, fields: tuple[str, ...]) -> float:
     return max(f for f in (highest(s, fields) for s in SPECS) if f is not None)
 
 
-def _numbers(metric: dict) -> list[tuple[str, Any]]:
+def _samples(metric: dict, metrics: list) -> list:
+    """A metric's samples as numbers: encoded ones (perfsuite.schemas.samples) decoded; ones
+    that do not decode are left to the hash check, which refuses them."""
+    samples = metric.get("samples")
+    if not isinstance(samples, dict):
+        return samples if isinstance(samples, list) else []
+    from perfsuite.schemas.samples import SamplesError, metric_samples
+
+    try:
+        return metric_samples(metric, metrics)
+    except (SamplesError, KeyError, TypeError, ValueError):
+        return []
+
+
+def _numbers(metric: dict, metrics: list) -> list[tuple[str, Any]]:
     """(where, number) for every number a metric holds."""
     out: list[tuple[str, Any]] = [("value", metric.get("value"))]
-    out += [(f"samples[{i}]", v) for i, v in enumerate(metric.get("samples") or [])]
+    out += [(f"samples[{i}]", v) for i, v in enumerate(_samples(metric, metrics))]
     out += [(f"per_rank[{i}]", v) for i, v in enumerate(metric.get("per_rank") or [])]
     statistics = metric.get("statistics") or {}
     if isinstance(statistics, dict):
@@ -84,11 +98,12 @@ def _timestamp(text: Any) -> datetime | None:
     return value if value.tzinfo is not None else None
 
 
-def metric_problems(metric: dict, spec: GpuSpec | None, world_size: int) -> list[str]:
-    """Every impossible figure of one metric, as ``name: why``."""
+def metric_problems(metric: dict, spec: GpuSpec | None, world_size: int, metrics: list | None = None) -> list[str]:
+    """Every impossible figure of one metric, as ``name: why`` (``metrics``: the record's
+    others, which encoded samples may refer to)."""
     name = f"{metric.get('case')}/{metric.get('name')}"
     unit = str(metric.get("unit"))
-    numbers = _numbers(metric)
+    numbers = _numbers(metric, metrics or [])
     compared = unit in FLOPS_UNITS or unit in BYTES_UNITS  # bounded by a datasheet below, far tighter
     bad = [where for where, v in numbers if not (_finite(v) or (compared and _real(v)))]
     if bad:
@@ -129,7 +144,8 @@ def problems(record: dict) -> list[str]:
     spec = lookup(device.get("name")) if device.get("kind") == "cuda" else None
     world = (record.get("launch") or {}).get("world_size")
     world_size = world if isinstance(world, int) and world > 0 else 1
-    for i, metric in enumerate(record.get("metrics") or []):
+    metrics = record.get("metrics") or []
+    for i, metric in enumerate(metrics):
         if isinstance(metric, dict):
-            out += [f"$.metrics[{i}] {p}" for p in metric_problems(metric, spec, world_size)]
+            out += [f"$.metrics[{i}] {p}" for p in metric_problems(metric, spec, world_size, metrics)]
     return out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import emit_json
+from perfsuite.cli._common import emit_json, progress_bar
 from perfsuite.text import clean
 
 
@@ -37,9 +37,10 @@ def check_cmd(path: Path, as_json: bool) -> None:
     keys of training runs, system files matching the records' GPUs, no path escaping the tree,
     no symlink followed, no special file opened, no duplicate run ids. Lists every problem with
     its file, one per line; exit 1 if any."""
-    from perfsuite.registry.submissions import check_tree
+    from perfsuite.registry.submissions import check_tree, record_files
 
-    report = check_tree(path)
+    with progress_bar(len(record_files(path)), "checking") as advance:
+        report = check_tree(path, progress=advance)
     if as_json:
         emit_json(
             {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import fail, open_db
+from perfsuite.cli._common import fail, open_db, progress_bar
 from perfsuite.cli.check import print_report, shown
 
 
@@ -17,7 +17,7 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
     """Load record files into the registry, all or none: every file is checked (regular file,
     size limit, UTF-8, JSON, schema, sha256, figures within physics) before one transaction
     stores them. A directory is a records folder (the runner's <run_id>.json files: those the
-    registry lacks are stored, a refused one named) or a submissions tree (checked as
+    registry lacks are stored, each refused one named) or a submissions tree (checked as
     'perfsuite check' does, then loaded). Idempotent by run id and hash."""
     if any(f.is_dir() for f in files):
         if len(files) != 1:
@@ -27,30 +27,32 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         if is_records_folder(files[0]):
             return import_records_folder(ctx, files[0])
         return import_directory(ctx, files[0])
-    from perfsuite.registry import RegistryError
-    from perfsuite.registry.errors import RecordInvalid
-    from perfsuite.registry.records import load_record_file
-    from perfsuite.registry.store import check_storable
+    from perfsuite.registry import RecordInvalid, RegistryError
+    from perfsuite.registry.bulk import BulkOutcome, prepare, store_prepared
 
-    records, refused = [], []
-    for f in files:
-        try:
-            record = load_record_file(f)
-            check_storable(record)
-        except RecordInvalid as exc:
-            refused.append(f"{shown(f)}: {shown(exc)}")
-            continue
-        records.append(record)
+    prepared, refused = [], []
+    with progress_bar(len(files), "checking") as advance:
+        for f in files:
+            try:
+                prepared.append(prepare(f))  # read and checked (file, size, UTF-8, JSON, schema, sha256, physics) once
+            except RecordInvalid as exc:
+                refused.append(f"{shown(f)}: {shown(exc)}")
+            advance(1)
     if refused:
         for line in refused[:-1]:
             click.echo(f"Error: {line}", err=True)
         fail(f"{refused[-1]} (nothing imported: {len(refused)} of {len(files)} files refused)", 1)
+    registry = open_db(ctx)
+    outcome = BulkOutcome()
     try:
-        outcomes = open_db(ctx).store_all(records)
+        registry.writable()
+        existing = set(registry.stored_hashes([p.run_id for p in prepared]))
+        with progress_bar(len(prepared), "storing") as advance:
+            store_prepared(registry.engine, [prepared], outcome, atomic=True, progress=advance)
     except RegistryError as exc:
         fail(f"{exc} (nothing imported)", 1)
-    for f, record, outcome in zip(files, records, outcomes):
-        click.echo(f"{outcome}: {record['run_id']} ({shown(f)})")
+    for f, p in zip(files, prepared):
+        click.echo(f"{'duplicate' if p.run_id in existing else 'stored'}: {p.run_id} ({shown(f)})")
 
 
 def import_records_folder(ctx: click.Context, folder: Path) -> None:
@@ -75,14 +77,18 @@ def import_directory(ctx: click.Context, directory: Path) -> None:
     """``perfsuite import DIR``: check the tree, then load it (idempotent). Every problem is
     one line, as 'perfsuite check' prints it; exit 1 on any."""
     from perfsuite.registry import RegistryError
-    from perfsuite.registry.submissions import check_tree, import_tree
+    from perfsuite.registry.submissions import check_tree, import_tree, record_files
 
-    report = check_tree(directory)
+    with progress_bar(len(record_files(directory)), "checking") as advance:
+        report = check_tree(directory, progress=advance)
     if not report.ok:
         print_report(report)
         fail(f"{directory} does not check clean: nothing imported", 1)
     try:
-        counts = import_tree(open_db(ctx), directory, report)
+        registry = open_db(ctx)
+        registry.writable()
+        with progress_bar(len(report.records), "storing") as advance:
+            counts = import_tree(registry, directory, progress=advance, checked=report)
     except RegistryError as exc:
         fail(str(exc), 1)
     click.echo(
