@@ -99,7 +99,7 @@ def prepare(item: Item) -> Prepared:
 def prepare_checked(record: dict) -> Prepared:
     """Render the rows of a record whose schema was checked; checks its sha256 (its only
     serialisation). Raises :class:`RecordInvalid`."""
-    if nesting_depth(record) > MAX_RECORD_DEPTH:
+    if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
         raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
     sha, text = checked_body(record)
     return _render(record, sha, text)

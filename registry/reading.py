@@ -77,6 +77,25 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+def nesting_depth(document: Any, limit: int) -> int:
+    """Depth of nested objects/arrays (a scalar is 0), counted without recursion; stops
+    counting just past ``limit``."""
+    if type(document) not in (dict, list):
+        return 0
+    deepest = 0
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if depth > limit:
+                break
+        for child in value.values() if type(value) is dict else value:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return deepest
+
+
 def parse_json(data: bytes, max_depth: int) -> Any:
     """A JSON document from UTF-8 bytes, refusing (:class:`RecordInvalid`) text that is not
     UTF-8 or not JSON, integers over :data:`MAX_INTEGER_DIGITS` digits and nesting deeper than
@@ -91,8 +110,6 @@ def parse_json(data: bytes, max_depth: int) -> Any:
         raise RecordInvalid(f"JSON nested too deeply to parse (at most {max_depth} levels)") from None
     except ValueError as exc:  # JSONDecodeError, or one of the refusals above
         raise RecordInvalid(one_line(f"not JSON: {exc}")) from exc
-    from .records import nesting_depth  # the one walk (records imports this module)
-
     if nesting_depth(document, max_depth) > max_depth:
         raise RecordInvalid(f"JSON nests objects or arrays more than {max_depth} deep")
     return document

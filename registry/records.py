@@ -31,7 +31,7 @@ from perfsuite import schemas
 from perfsuite.schemas.samples import SamplesError, compact_metrics, inline_metrics
 
 from .errors import RecordInvalid, one_line
-from .reading import parse_json, read_regular
+from .reading import nesting_depth, parse_json, read_regular
 
 SHA256_KEY = "sha256"
 TIMESTAMP_FIELDS = ("started_at", "finished_at")
@@ -157,25 +157,6 @@ def validate_schema(record: dict) -> None:
         parse_timestamp(record[field], field)
 
 
-def nesting_depth(document: Any, limit: int = MAX_RECORD_DEPTH) -> int:
-    """Depth of nested objects/arrays (a scalar is 0), counted without recursion; stops
-    counting just past ``limit``."""
-    if type(document) not in (dict, list):
-        return 0
-    deepest = 0
-    stack = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if depth > limit:
-                break
-        for child in value.values() if type(value) is dict else value:
-            if type(child) is dict or type(child) is list:
-                stack.append((child, depth + 1))
-    return deepest
-
-
 def check_record(record: Any) -> str:
     """Everything that must hold before a record is stored: its nesting depth, the schema
     (:func:`validate_record`) and its hash; return its sha256 or raise :class:`RecordInvalid`."""
@@ -190,7 +171,7 @@ def check_record_body(record: Any) -> tuple[str, str]:
     recursive pure Python validator runs): a record the schema accepts nests deeper only in its
     free-form parts, and serialising one that nests too deeply for Python is refused as such."""
     if not isinstance(record, dict) or not _schema_ok(record):
-        if nesting_depth(record) > MAX_RECORD_DEPTH:
+        if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
             raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
         validate_schema(record)
     else:
