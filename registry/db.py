@@ -324,7 +324,8 @@ class Registry:
             for start in range(0, len(run_ids), ID_QUERY_CHUNK):
                 chunk = run_ids[start : start + ID_QUERY_CHUNK]
                 query = select(Run.run_id, Run.record_sha256).where(Run.run_id.in_(chunk))
-                found.update(dict(session.execute(query).tuples().all()))
+                for run_id, sha in session.execute(query):
+                    found[run_id] = sha
         return found
 
     @translated

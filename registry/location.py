@@ -54,8 +54,8 @@ def _existing_database(path: Path) -> bool:
     journal and the lock file beside ``/dev/null``)."""
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # what is in the way is named by the folder checks
     except OSError as exc:
         raise RegistryError(f"registry {path} cannot be looked at: {exc.strerror or exc}") from exc
     if stat.S_ISDIR(mode):

@@ -41,8 +41,8 @@ def kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
-def read_regular(path: str | os.PathLike, limit: int) -> bytes:
-    """The bytes of the regular file at ``path``, at most ``limit`` of them.
+def read_regular(path: str | os.PathLike, limit: int, what: str = "a record file") -> bytes:
+    """The bytes of the regular file at ``path`` (``what`` it is, in messages), at most ``limit``.
 
     Refuses (:class:`RecordInvalid`) anything but a regular file (a symlink is not followed),
     a file over ``limit`` bytes, and a file that cannot be read.
@@ -53,7 +53,7 @@ def read_regular(path: str | os.PathLike, limit: int) -> bytes:
         if not stat.S_ISREG(before.st_mode):
             raise RecordInvalid(f"{kind(before.st_mode)}, not a regular file: not opened")
         if before.st_size > limit:
-            raise RecordInvalid(f"{before.st_size:,} bytes is over the {limit:,}-byte limit")
+            raise RecordInvalid(f"{before.st_size:,} bytes is over the {limit:,}-byte limit of {what}")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             after = os.fstat(fd)
@@ -66,7 +66,7 @@ def read_regular(path: str | os.PathLike, limit: int) -> bytes:
     except OSError as exc:
         raise RecordInvalid(one_line(f"cannot read: {exc.strerror or exc}")) from exc
     if len(data) > limit:
-        raise RecordInvalid(f"over the {limit:,}-byte limit")
+        raise RecordInvalid(f"over the {limit:,}-byte limit of {what}")
     return data
 
 
@@ -115,6 +115,6 @@ def parse_json(data: bytes, max_depth: int) -> Any:
     return document
 
 
-def load_json_file(path: str | os.PathLike, limit: int, max_depth: int) -> Any:
+def load_json_file(path: str | os.PathLike, limit: int, max_depth: int, what: str = "a JSON file") -> Any:
     """:func:`read_regular` then :func:`parse_json`."""
-    return parse_json(read_regular(path, limit), max_depth)
+    return parse_json(read_regular(path, limit, what), max_depth)

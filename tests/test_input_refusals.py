@@ -50,7 +50,7 @@ def test_a_bad_number_is_one_line_and_exit_2_before_anything_runs(cli_here, perf
 def test_a_non_finite_timeout_is_refused_by_a_real_process(perfsuite_env, tmp_path):
     proc = run_cli(perfsuite_env, *RUN, "--timeout", "nan")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "Error: Invalid value for '--timeout': 'nan' is not a finite number."
+    assert proc.stderr.strip() == "Error: Invalid value for '--timeout': 'nan' is not a finite number"
     assert json.loads(run_cli(perfsuite_env, "results", "--json", check=True).stdout) == []
     _nothing_ran(perfsuite_env, tmp_path)
 
