@@ -37,7 +37,8 @@ class PerfsuiteGroup(click.Group):
     """Adds the commands plugins register before any command runs; a plugin whose hook
     raises is reported (``plugins``, one warning on stderr) and cannot stop the others.
     A :class:`registry.RegistryError` or a database error escaping any command is one line
-    and exit 1."""
+    and exit 1; a usage error (an option's value out of range, a missing argument) is one
+    line and exit 2."""
 
     def _plugin_commands(self) -> None:
         if getattr(self, "_loaded", False):
@@ -59,6 +60,8 @@ class PerfsuiteGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            fail(exc.format_message(), exc.exit_code)
         except Exception as exc:
             registry = sys.modules.get("perfsuite.registry")  # only loaded by commands that open it
             if registry is not None and isinstance(exc, registry.RegistryError):

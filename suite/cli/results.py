@@ -7,6 +7,7 @@ import datetime as dt
 import click
 
 from perfsuite.cli._common import console, emit_json, fail, open_db
+from perfsuite.text import clean
 
 
 @click.command("results")
@@ -17,18 +18,30 @@ from perfsuite.cli._common import console, emit_json, fail, open_db
 @click.pass_context
 def results_cmd(ctx: click.Context, workload: str | None, since: str | None, limit: int, as_json: bool) -> None:
     """List recorded runs, newest first."""
-    since_dt = None
+    since_dt: dt.datetime | None = None
     if since:
         try:
-            since_dt = dt.datetime.fromisoformat(since)
+            parsed = dt.datetime.fromisoformat(since)
         except ValueError:
             fail(f"--since {since!r} is not an ISO date")
-        if since_dt.tzinfo is None:
-            since_dt = since_dt.replace(tzinfo=dt.UTC)
-    rows = open_db(ctx).results(workload=workload, since=since_dt, limit=limit)
+        since_dt = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+    registry = open_db(ctx)
+    rows = registry.results(workload=workload, since=since_dt, limit=limit)
     if as_json:
         emit_json(rows)
-        return
-    from perfsuite.analysis.tables import runs_table
+    else:
+        from perfsuite.analysis.tables import runs_table
 
-    console().print(runs_table(rows))
+        console().print(runs_table(rows))
+    notice_unstored(registry)
+
+
+def notice_unstored(registry) -> None:
+    """One line on stderr when the records folder holds records the registry does not."""
+    from perfsuite.registry import records_dir
+    from perfsuite.registry.recovery import unstored_notice, unstored_records
+
+    folder = records_dir()
+    notice = unstored_notice(unstored_records(registry, folder), folder)
+    if notice:
+        click.echo(clean(notice), err=True)

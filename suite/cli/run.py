@@ -8,6 +8,16 @@ import sys
 import click
 
 from perfsuite.cli._common import console, default_device, emit_json, fail, load_host
+from perfsuite.cli._types import (
+    MAX_CALLS,
+    MAX_NODES,
+    MAX_PROCESSES,
+    MAX_REPEAT,
+    MAX_SECONDS,
+    MAX_SEED,
+    AsciiIntRange,
+    FiniteFloat,
+)
 from perfsuite.text import clean, plain
 
 
@@ -58,26 +68,49 @@ def _order(names: list[str]) -> list[str]:
 @click.option(
     "--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda if a GPU is visible, else cpu."
 )
-@click.option("--repeat", type=click.IntRange(min=1), default=1, help="Runs of each workload (unique seeds).")
+@click.option(
+    "--repeat",
+    type=AsciiIntRange(min=1, max=MAX_REPEAT),
+    default=1,
+    help=f"Runs of each workload (unique seeds), at most {MAX_REPEAT}.",
+)
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(low=0, high=MAX_SECONDS, low_open=True),
     default=None,
-    help="Seconds before a run's process tree is killed.",
+    help="Seconds before a run's process tree is killed (at most thirty days).",
 )
 @click.option(
-    "--seed", type=click.IntRange(min=0), default=None, help="Seed of the first run (default: random, recorded)."
+    "--seed",
+    type=AsciiIntRange(min=0, max=MAX_SEED),
+    default=None,
+    help="Seed of the first run, 0 to 2**32-1 (default: random, recorded).",
 )
 @click.option("--deterministic", is_flag=True, help="Ask torch for deterministic algorithms.")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Untimed calls first.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed calls (default: by --min-time).")
-@click.option("--min-time", "min_time_s", type=click.FloatRange(min=0), default=None, help="Seconds of timed calls.")
+@click.option("--warmup", type=AsciiIntRange(min=0, max=MAX_CALLS), default=None, help="Untimed calls first.")
+@click.option(
+    "--iterations", type=AsciiIntRange(min=1, max=MAX_CALLS), default=None, help="Timed calls (default: by --min-time)."
+)
+@click.option(
+    "--min-time",
+    "min_time_s",
+    type=FiniteFloat(low=0, high=MAX_SECONDS),
+    default=None,
+    help="Seconds of timed calls.",
+)
 @click.option("--l2-flush", is_flag=True, help="Flush the GPU's L2 between timed calls.")
 @click.option("--cuda-graph", is_flag=True, help="Time replays of a CUDA graph of each call.")
-@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, help="Ranks on this node (torchrun).")
-@click.option("--nnodes", type=click.IntRange(min=1), default=1, help="Nodes (torchrun).")
-@click.option("--node-rank", type=click.IntRange(min=0), default=0, help="This node's rank (torchrun).")
+@click.option(
+    "--nproc-per-node",
+    type=AsciiIntRange(min=1, max=MAX_PROCESSES),
+    default=None,
+    help="Ranks on this node (torchrun).",
+)
+@click.option("--nnodes", type=AsciiIntRange(min=1, max=MAX_NODES), default=1, help="Nodes (torchrun).")
+@click.option(
+    "--node-rank", type=AsciiIntRange(min=0, max=MAX_NODES - 1), default=0, help="This node's rank (torchrun)."
+)
 @click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
@@ -98,7 +131,7 @@ def _order(names: list[str]) -> list[str]:
 @click.option(
     "--price-per-hour",
     "price_per_hour",
-    type=float,
+    type=FiniteFloat(low=0),
     default=None,
     metavar="USD",
     help="Price of one accelerator-hour: the record gets a cost per unit of work.",
@@ -195,6 +228,11 @@ def build_requests(
         validate_price(o["price_per_hour"])
     except ValueError as exc:
         fail(f"--price-per-hour: {exc}")
+    if o["seed"] is not None and o["seed"] + o["repeat"] - 1 > MAX_SEED:
+        fail(
+            f"--seed {o['seed']} with --repeat {o['repeat']}: the last run's seed would be "
+            f"{o['seed'] + o['repeat'] - 1}, above {MAX_SEED} (2**32-1, the most the seeders take)"
+        )
     quick = o["quick"]
     if not names:
         if not quick:
@@ -311,7 +349,9 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s)))
+    runner = Runner(
+        lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s), soft_wrap=True)
+    )
     try:
         preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
