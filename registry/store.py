@@ -12,7 +12,6 @@ instead of one losing a unique-constraint race.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
