@@ -328,7 +328,22 @@ class Runner:
             self._with_registry(lambda reg: reg.store(record))
         except registry_failures() as exc:
             raise RecordNotStored(record, path, failure_line(exc)) from exc
+        self._announce_stored(record)
         return record
+
+    def _announce_stored(self, record: dict) -> None:
+        """The ``perfsuite_record_stored`` hook, each plugin with its own copy of the record; a
+        plugin that raises is one warning line, and the stored record is untouched."""
+        import copy
+
+        from perfsuite.plugins import get_host
+
+        url = self._registry.url if self._registry is not None else ""
+        failures = get_host().call_each(
+            "perfsuite_record_stored", per_plugin=lambda info: {"record": copy.deepcopy(record)}, registry_url=url
+        )
+        for failure in failures:
+            self.echo(f"Warning: plugin {failure.plugin} failed in {failure.hook}: {failure.error}")
 
 
 def resolve_controls(**kwargs: Any) -> Controls:
