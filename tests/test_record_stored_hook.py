@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
-
 WORKLOAD = """
 from dataclasses import dataclass
 from suite import hookimpl, Workload, Case, Work, Check, param
