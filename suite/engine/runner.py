@@ -151,7 +151,7 @@ class Runner:
         self, open_registry: Callable[[], Any], records_dir: Path, echo: Callable[[str], None] = lambda s: None
     ) -> None:
         self._open_registry = open_registry
-        self._registry = None
+        self._registry: Any = None
         self.records_dir = records_dir
         self.echo = echo
 
