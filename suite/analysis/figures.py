@@ -73,7 +73,7 @@ def throttle_cell(record: dict, case: str) -> str:
 def throttle_summary_cell(summary: dict | None) -> str:
     """:func:`throttle_cell` of one NVML summary (what the registry's run summaries carry)."""
     flag = throttle_flag(summary)
-    if not flag:
+    if not flag or summary is None:
         return ""
     lo, hi = summary.get("sm_clock_mhz_min"), summary.get("sm_clock_mhz_max")
     return f"{flag} (SM {_num(lo)}-{_num(hi)} MHz)" if lo is not None else flag
