@@ -8,7 +8,7 @@ when it is printed (:class:`FittedTable` is a rich renderable), so the same tabl
 - a column that is not ``wrap`` (names, run ids, numbers with their units) is never cut and
   never folded: it is as wide as its widest cell;
 - a ``wrap`` column (descriptions, errors) breaks between words only; a single word longer
-  than :data:`MAX_WORD` (a path, a URL) is the one thing that may fold;
+  than :data:`MAX_WORD` (a long path, a URL) is the one thing that may fold;
 - when the columns cannot fit, those with the highest ``drop`` rank are left out first
   (``drop=0``: always shown); a header may break between its words;
 - where even the columns always shown cannot fit, each row is printed as ``header  value``
@@ -26,7 +26,7 @@ from typing import Any
 
 from perfsuite.text import clean, plain
 
-MAX_WORD = 24  # a longer unbroken word in a wrapping column may fold rather than widen the table
+MAX_WORD = 40  # a longer unbroken word (a path, a URL) in a wrapping column may fold rather than widen the table
 COMFORT = 16  # a wrapping column is not made narrower than this (or its longest cell), lest it fold into a tower
 GAP = 2  # columns are two spaces apart: one separator and one cell of padding
 

@@ -30,9 +30,22 @@ def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict
                 per[n][key] = value
                 hit = True
         if not hit:
-            where = target or ", ".join(names)
-            raise ParamError(f"unknown parameter {key!r} for {where} (see 'perfsuite list --json')")
+            raise ParamError(unknown_param_text(key, [target] if target else names, host))
     return per
+
+
+def unknown_param_text(key: str, names: list[str], host) -> str:
+    """One line naming the parameters the workloads do have, the closest first."""
+    import difflib
+
+    from perfsuite.engine.params import param_fields
+
+    valid = sorted({p for n in names for p in param_fields(host.get(n).cls.Params)})
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    where = ", ".join(names)
+    listed = ", ".join(valid) or "none"
+    return f"unknown parameter {key!r} for {where}: {hint}valid: {listed} (perfsuite describe {names[0]})"
 
 
 def _order(names: list[str]) -> list[str]:
@@ -344,11 +357,25 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
         from perfsuite.analysis.scoring import print_scores
         from perfsuite.analysis.tables import results_table
 
-        out.print(results_table(outcome.records))
+        out.print(results_table(outcome.records, summary_ids(ctx, outcome.records)))
         print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
     for line in outcome.messages:
         click.echo(clean(line), err=True)
     return outcome
+
+
+def summary_ids(ctx: click.Context, records: list[dict]) -> dict[str, str] | None:
+    """The run ids of the summary as their shortest prefixes unique in the registry; None (unique
+    among themselves) where the registry cannot be read now: the summary is printed regardless."""
+    from perfsuite.cli._common import run_id_prefixes
+    from perfsuite.engine.runner import registry_failures
+    from perfsuite.registry import open_registry
+
+    try:
+        with open_registry(ctx.obj.get("db_url")) as registry:
+            return run_id_prefixes(registry, [r["run_id"] for r in records])
+    except registry_failures():
+        return None
 
 
 # The run options' defaults, as the command line has them (build_requests starts from these).
