@@ -138,16 +138,16 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
 
 RUNS_COLUMNS = (
     Column("run"),
-    Column("started (UTC)", drop=1),
+    Column("started (UTC)", drop=2),
     Column("workload"),
     Column("v", justify="right", drop=5),
     Column("device", drop=6),
-    Column("case", wrap=True),
+    Column("case", wrap=True, drop=1),  # which case the headline is of: `perfsuite show` has every case
     Column("value", justify="right"),
     Column("unit"),
     Column("throttled", drop=3),
     Column("status"),
-    Column("error", wrap=True, drop=2),
+    Column("error", wrap=True, drop=4),
 )
 
 
