@@ -34,7 +34,7 @@ from typing import Any
 
 from perfsuite import distributed
 from perfsuite.controls import Controls, process_env
-from perfsuite.engine import launcher, lifeline
+from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
 from perfsuite.engine.record import build_record, finalize, write_files
 from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
@@ -148,12 +148,17 @@ class Runner:
     """Runs requests one after another and stores each record as soon as it is on disk."""
 
     def __init__(
-        self, open_registry: Callable[[], Any], records_dir: Path, echo: Callable[[str], None] = lambda s: None
+        self,
+        open_registry: Callable[[], Any],
+        records_dir: Path,
+        echo: Callable[[str], None] = lambda s: None,
+        on_progress: Callable[[RunRequest, progress.Note], None] | None = None,
     ) -> None:
         self._open_registry = open_registry
         self._registry: Any = None
         self.records_dir = records_dir
         self.echo = echo
+        self.on_progress = on_progress  # each progress note of a running run (perfsuite.engine.progress)
 
     def _with_registry(self, use: Callable[[Any], Any]) -> Any:
         """Use the registry, then release its connections: a run may last many minutes, and a
@@ -249,7 +254,7 @@ class Runner:
                 start_new_session=True,
             )
             try:
-                proc.wait(timeout=req.controls.timeout_s)
+                progress.wait(proc, req.controls.timeout_s, spec_path, self._watcher(req))
                 timed_out = False
             except subprocess.TimeoutExpired:
                 kill_tree(proc, launch.tag)
@@ -279,6 +284,12 @@ class Runner:
         self.echo(f"{req.entry.name}: {why}" + (f"\n{tail}" if tail else ""))
         error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
         return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
+
+    def _watcher(self, req: RunRequest) -> Callable[[progress.Note], None] | None:
+        watch = self.on_progress
+        if watch is None:
+            return None
+        return lambda note: watch(req, note)
 
     @staticmethod
     def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
