@@ -177,6 +177,55 @@ def runs_table(rows: list[dict], ids: Mapping[str, str] | None = None) -> Fitted
     return t
 
 
+SWEEP_HEADERS = {"time": "time (us)", "alg_bw": "algbw (GB/s)", "bus_bw": "busbw (GB/s)", "nwrong": "#wrong"}
+SWEEP_MODE_LABELS = {"out_of_place": "out-of-place", "in_place": "in-place"}
+
+
+def sweep_table(record: dict, run: str) -> FittedTable:
+    """A collective's sweep as nccl-tests prints it: per size, time, algbw and busbw out of place
+    and in place, and the wrong elements (modes the collective does not have are left out)."""
+    from perfsuite.analysis.export import SWEEP_COLUMNS, sweep_rows
+
+    columns = [
+        Column("size (B)", justify="right"),
+        Column("count (elements)", justify="right", drop=3),
+        Column("type", drop=2),
+        Column("redop", drop=2),
+        Column("root", justify="right", drop=2),
+    ]
+    for name in SWEEP_COLUMNS[5:]:
+        mode, _, field = name.partition("_place_")
+        label = SWEEP_MODE_LABELS[mode + "_place"]
+        columns.append(Column(f"{label} {SWEEP_HEADERS[field]}", justify="right", drop=1 if field == "alg_bw" else 0))
+    d = record.get("details") or {}
+    title = f"{record['workload']['name']} {run}: the sweep as nccl-tests prints it"
+    title += f" ({record['launch']['world_size']} ranks, {d.get('backend') or record['launch'].get('backend')})"
+    t = FittedTable(columns, title=title)
+    for row in sweep_rows(record):
+        cells = [str(row[c]) for c in SWEEP_COLUMNS[:5]]
+        for name in SWEEP_COLUMNS[5:]:
+            v = row[name]
+            if v is None:
+                cells.append("")
+            elif name.endswith("_nwrong"):
+                cells.append(str(int(v)))
+            elif name.endswith("_time"):
+                cells.append(f"{v:.2f}" if v < 100 else f"{v:.1f}" if v < 10_000 else f"{v:.0f}")
+            else:
+                cells.append(f"{v:.2f}")
+        t.add_row(*cells)
+    return t
+
+
+def sweep_tables(records: list[dict], ids: Mapping[str, str] | None = None) -> list[FittedTable]:
+    """The nccl-tests table of each collective record among ``records`` (the run summary prints
+    them below its own table: a collective's headline is its busbw at every size)."""
+    from perfsuite.analysis.export import is_sweep
+
+    ids = _ids(records, ids)
+    return [sweep_table(r, ids[r["run_id"]]) for r in records if r["status"] == "success" and is_sweep(r)]
+
+
 METRIC_COLUMNS = (
     Column("case"),
     Column("metric"),

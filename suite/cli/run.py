@@ -340,9 +340,12 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
         emit_json(outcome.records)
     else:
         from perfsuite.analysis.scoring import print_scores
-        from perfsuite.analysis.tables import results_table
+        from perfsuite.analysis.tables import results_table, sweep_tables
 
-        out.print(results_table(outcome.records, summary_ids(ctx, outcome.records)))
+        ids = summary_ids(ctx, outcome.records)
+        out.print(results_table(outcome.records, ids))
+        for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
+            out.print(sweep)
         print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
     for line in outcome.messages:
         click.echo(clean(line), err=True)
