@@ -68,7 +68,8 @@ def examples(name: str, cls: Any, device: str) -> list[str]:
         opts += f" --device {reqs.devices[0]}"
     if reqs.min_world_size > 1:
         opts += f" --nproc-per-node {reqs.min_world_size}"
-    shown = [p for p in parameters(cls) if not p["name"].startswith("inject")][:2]
+    short = [p for p in parameters(cls) if not p["name"].startswith("inject") and len(value_text(p["default"])) <= 24]
+    shown = short[:2]
     params = "".join(f" -p {p['name']}={value_text(p['default'])}" for p in shown)
     lines = [f"perfsuite run {name} --quick{opts}"]
     if params:
@@ -159,11 +160,16 @@ def print_description(info: dict[str, Any]) -> None:
     for p in info["params"]:
         choices = ", ".join(map(str, p["choices"])) if p["choices"] else ""
         quick = value_text(p["quick"]) if p["name"] in info["quick"] else ""
-        table.add_row(p["name"], p["type"], value_text(p["default"]), quick, choices, p["help"])
+        table.add_row(p["name"], p["type"], _cell(p["default"]), _cell(p["quick"]) if quick else "", choices, p["help"])
     out.print(table)
     out.print(plain("examples:"))
     for line in info["examples"]:
         out.print(plain(f"  {line}"))
+
+
+def _cell(value: Any) -> str:
+    """A value in the parameters table: list items apart, so that a long list wraps between them."""
+    return ", ".join(map(value_text, value)) if isinstance(value, (list, tuple)) else value_text(value)
 
 
 def describe_or_fail(names: tuple[str, ...], device: str | None, as_json: bool) -> None:
