@@ -26,9 +26,9 @@ def ceiling_cell(metric: dict, long: bool = False) -> str:
         return ""
     if roof.get("fraction") is None:
         return (roof.get("reason") or "") if long else ""
-    run = (roof.get("ceiling_run_id") or "")[:8]
+    run = roof.get("ceiling_run_id") or ""  # whole: a table cannot know which prefix is unique
     if understated(metric):
-        return f"ceiling understated: above {roof['resource']} of run {run}; redo {CEILINGS_WORKLOAD} (run {run})"
+        return f"ceiling understated: above {roof['resource']} of run {run}; redo {CEILINGS_WORKLOAD}"
     pct = f"{roof['fraction'] * 100:.1f}%"
     if long:
         unit = roof.get("ceiling_unit") or ""
