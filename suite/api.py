@@ -153,8 +153,9 @@ def run(
 
     A run that fails, times out or is skipped still returns its record (see ``Record.status``).
     Raises ValueError for a workload, parameter or control that does not exist or a run that
-    cannot start as asked (nothing ran), and ``perfsuite.engine.runner.RecordNotStored`` when the
-    registry refused the record (its file is on disk: ``exc.path``).
+    cannot start as asked (nothing ran); ``perfsuite.engine.runner.RegistryUnavailable`` when the
+    registry fails before the measurement (nothing measured); ``RecordNotStored`` from the same
+    module when the registry refused the record after it (its file is on disk: ``exc.path``).
     """
     from perfsuite.engine import params as params_mod
     from perfsuite.engine.launcher import LaunchOptions
