@@ -207,9 +207,10 @@ class FittedTable:
 NO_VALUE = frozenset({"", "n/a", "N/A", "-"})
 
 
-def _text(value: Any) -> str:
-    plain_text = getattr(value, "plain", None)  # rich Text
-    return plain_text if isinstance(plain_text, str) else ("" if value is None else str(value))
+def plain_text(value: Any) -> str:
+    """The characters of a rich Text, or ``str(value)``; '' for None."""
+    text = getattr(value, "plain", None)  # rich Text
+    return text if isinstance(text, str) else ("" if value is None else str(value))
 
 
 def refit(renderable: Any) -> Any:
@@ -223,14 +224,15 @@ def refit(renderable: Any) -> Any:
         return Group(*(refit(r) for r in renderable.renderables))
     if not isinstance(renderable, Table):
         return renderable
-    cells = [[_text(c) for c in col.cells] for col in renderable.columns]
+    cells = [[plain_text(c) for c in col.cells] for col in renderable.columns]
     keep = [i for i, col in enumerate(cells) if not col or any(c.strip() not in NO_VALUE for c in col)]
     columns = [
-        Column(_text(renderable.columns[i].header).replace("\n", " "), justify=renderable.columns[i].justify)
+        Column(plain_text(renderable.columns[i].header).replace("\n", " "), justify=renderable.columns[i].justify)
         for i in keep
     ]
     rows = [[cells[i][r] for i in keep] for r in range(renderable.row_count)]
-    return FittedTable(columns, rows, title=_text(renderable.title) or None, caption=_text(renderable.caption) or None)
+    title, caption = plain_text(renderable.title) or None, plain_text(renderable.caption) or None
+    return FittedTable(columns, rows, title=title, caption=caption)
 
 
 def markdown(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str | None = None) -> str:

@@ -346,7 +346,23 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
     if cls is not None:
         extra = cls.render_details(record)
         if extra is not None:
-            console.print(refit(extra))
+            console.print(_sweep_in_place_of(extra, record) or refit(extra))
+
+
+def _sweep_in_place_of(report: Any, record: dict) -> FittedTable | None:
+    """A collective's nccl-tests table as the host lays it out (its columns ranked, so that it
+    fits), with the title and caption the workload's own report gave it; None for other reports."""
+    from rich.table import Table
+
+    from perfsuite.analysis.export import is_sweep
+    from perfsuite.analysis.layout import plain_text
+
+    if not (isinstance(report, Table) and is_sweep(record)):
+        return None
+    table = sweep_table(record, record["run_id"])
+    table.title = plain_text(report.title) or table.title
+    table.caption = plain_text(report.caption) or None
+    return table
 
 
 def skipped_cases_table(record: dict) -> FittedTable | None:
