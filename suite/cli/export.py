@@ -27,7 +27,10 @@ def write_out(out: Path | None, data: str | bytes) -> None:
     if out.is_dir():
         fail(f"--out {out} is a folder; name a file")
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent if out.parent.exists() else None)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # as a file the user made: mkstemp's are private
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, out)
