@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -121,6 +122,10 @@ def test_export_csv_parquet_and_jsonl_read_back_by_pandas(cli, stored, tmp_path)
     parquet = pd.read_parquet(tmp_path / "all.parquet")
     cli("export", "--format", "csv", "--out", str(tmp_path / "all.csv"), check=True)
     from_file = pd.read_csv(tmp_path / "all.csv")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "all.csv").stat().st_mode & 0o777 == 0o666 & ~umask  # not a temporary file's 0600
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     jsonl = pd.read_json(io.StringIO(cli("export", "--format", "jsonl", check=True).stdout), lines=True)
     for df in (parquet, from_file, jsonl):
         assert len(df) == len(csv_stdout)
