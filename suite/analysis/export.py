@@ -18,6 +18,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from perfsuite.schemas.comparability import comparability_key, key_settings
+from perfsuite.schemas.headline import case_metric_names
+from perfsuite.schemas.regime import case_regime
 from perfsuite.schemas.throttle import record_summary, throttle_flag
 
 # (column, what it is). The order is the order of the columns in every export.
@@ -46,7 +49,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("roofline_fraction", "the value as a fraction of that ceiling"),
     ("status", "success, failed, invalid, skipped, timeout or aborted"),
     ("verification", "passed, failed or skipped"),
-    ("comparability_key", "runs compare only where this key is equal"),
+    ("comparability_key", "runs compare only where this key is equal (recomputed from the record)"),
+    ("key_settings", "every setting the key is made of, as JSON: parameters, timing, world, regime"),
+    ("regime", "burst, sustained or power-capped: how this case was measured (unobserved: no NVML)"),
     ("params", "the resolved parameters, as JSON"),
     ("scenario", "the run's scenario, where it has one"),
     ("division", "open or closed"),
@@ -81,12 +86,8 @@ STATISTICS = ("n", "mean", "stdev", "min", "max", "p5", "p95", "ci95_low", "ci95
 
 
 def _headlines(record: dict) -> set[tuple[str, str]]:
-    from perfsuite.schemas.headline import case_headline
-
-    metrics = record["metrics"]
-    primary = record["workload"].get("primary_metric")
-    heads = (case_headline(metrics, case, primary) for case in dict.fromkeys(m["case"] for m in metrics))
-    return {(h["case"], h["name"]) for h in heads if h is not None}
+    """(case, metric) of each case's headline, by the one headline rule."""
+    return set(case_metric_names(record).items())
 
 
 def _commit(suite: dict) -> str | None:
@@ -110,7 +111,8 @@ def run_fields(record: dict) -> dict[str, Any]:
         "category": w.get("category"),
         "status": record["status"],
         "verification": record["verification"]["status"],
-        "comparability_key": record.get("comparability_key"),
+        "comparability_key": comparability_key(record),
+        "key_settings": json.dumps(key_settings(record), sort_keys=True),
         "params": json.dumps(w.get("params") or {}, sort_keys=True),
         "scenario": w.get("scenario"),
         "division": w.get("division"),
@@ -162,6 +164,7 @@ def metric_rows(record: dict) -> list[dict[str, Any]]:
                 "roofline_resource": roof.get("resource"),
                 "roofline_fraction": roof.get("fraction"),
                 "throttled": throttle_flag(record_summary(record, m["case"])),
+                "regime": case_regime(record, m["case"]),
                 **{k: s.get(k) for k in STATISTICS},
             }
         )
@@ -243,15 +246,21 @@ def stored_records(
     registry: Any, workload: str | None = None, since: Any = None, limit: int | None = None, status: str | None = None
 ) -> list[dict]:
     """The stored records the filters select (as ``perfsuite results`` selects runs), newest first."""
+    ids = [r["run_id"] for r in registry.results(workload=workload, since=since, limit=limit, status=status)]
+    found = records_by_id(registry, ids)
+    return [found[i] for i in ids if i in found]
+
+
+def records_by_id(registry: Any, run_ids: list[str]) -> dict[str, dict]:
+    """run id -> its stored record, read in chunks of :data:`CHUNK` ids."""
     from sqlalchemy import select
 
     from perfsuite.registry.models import Run
 
-    ids = [r["run_id"] for r in registry.results(workload=workload, since=since, limit=limit, status=status)]
     found: dict[str, dict] = {}
     with registry.session() as session:
-        for start in range(0, len(ids), CHUNK):
-            chunk = ids[start : start + CHUNK]
+        for start in range(0, len(run_ids), CHUNK):
+            chunk = run_ids[start : start + CHUNK]
             for run_id, record in session.execute(select(Run.run_id, Run.record).where(Run.run_id.in_(chunk))):
                 found[run_id] = record
-    return [found[i] for i in ids if i in found]
+    return found

@@ -126,20 +126,25 @@ class FittedTable:
         self.columns = list(columns)
         self.rows: list[list[str]] = []
         self.styles: list[str] = []
+        self.cell_styles: list[dict[int, str]] = []
         self.title = title
         self.caption = caption
         for row in rows:
             self.add_row(*row)
 
-    def add_row(self, *cells: Any, style: str = "") -> None:
+    def add_row(self, *cells: Any, style: str = "", cell_styles: dict[int, str] | None = None) -> None:
+        """A row of plain text (``cell_styles``: column index -> a rich style, e.g. a verdict's colour)."""
         if len(cells) != len(self.columns):
             raise ValueError(f"a row of {len(cells)} cells for {len(self.columns)} columns")
         self.rows.append([clean(c) for c in cells])
         self.styles.append(style)
+        self.cell_styles.append(dict(cell_styles or {}))
 
     def table(self, width: int):
-        """The rich Table for ``width`` cells."""
+        """The rich renderable for ``width`` cells: the title, the table, the caption (title and
+        caption as lines of their own, wrapped between words at the full width)."""
         from rich import box
+        from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
@@ -152,17 +157,7 @@ class FittedTable:
             ([self.caption] if self.caption else [])
             + ([f"left out for the width ({width} columns): {', '.join(left_out)}"] if left_out else [])
         )
-        t = Table(
-            title=plain(self.title) if self.title else None,
-            caption=plain(caption, style="dim") if caption else None,
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            padding=(0, 1),
-            collapse_padding=True,
-            pad_edge=False,
-            title_justify="left",
-            caption_justify="left",
-        )
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), collapse_padding=True, pad_edge=False)
         for i, size in zip(shown, sizes, strict=True):
             col = self.columns[i]
             t.add_column(
@@ -172,9 +167,10 @@ class FittedTable:
                 no_wrap=not col.wrap,
                 overflow="fold",  # never reached by a cell that is not wrap: its width is its widest cell
             )
-        for row, style in zip(self.rows, self.styles, strict=True):
-            t.add_row(*(plain(row[i]) for i in shown), style=style or None)
-        return t
+        for row, style, cell_styles in zip(self.rows, self.styles, self.cell_styles, strict=True):
+            t.add_row(*(plain(row[i], style=cell_styles.get(i, "")) for i in shown), style=style or None)
+        title = [plain(self.title, style="bold")] if self.title else []
+        return Group(*title, t, *([plain(caption, style="dim")] if caption else []))
 
     def stacked(self):
         """Too narrow for the columns that must be shown: each row as ``header  value`` lines

@@ -17,7 +17,8 @@ from rich.text import Text
 from perfsuite.analysis import figures
 from perfsuite.analysis.layout import Column, FittedTable, refit
 from perfsuite.analysis.units import interval, number, parts, quantity, scale_for
-from perfsuite.schemas.headline import case_headline
+from perfsuite.schemas.headline import headline_rows
+from perfsuite.schemas.regime import POWER_CAPPED, UNOBSERVED, case_regime
 from perfsuite.text import plain
 
 MIN_ID = 8  # run ids are shown at least this long, longer where another id shares the prefix
@@ -79,17 +80,67 @@ def status_cell(status: str, verification: str) -> str:
     return "passed" if verification == "passed" else "unverified"
 
 
+def size_text(size: int) -> str:
+    """A message size as people say it: ``8 B``, ``64 KiB``, ``1 GiB`` (exact powers of two), else bytes."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def summary_rows(record: dict) -> list[dict]:
+    """The record's headline rows (:func:`perfsuite.schemas.headline.headline_rows`), a sweep's
+    folded to its largest size per mode (the sweep table has every size), each with ``at``: the
+    size it was taken at, or None."""
+    rows = headline_rows(record)
+    out: list[dict] = []
+    largest: dict[str, dict] = {}
+    for row in rows:
+        if row.get("size_bytes") is None:
+            out.append({**row, "at": None})
+        elif row["case"] not in largest or row["size_bytes"] > largest[row["case"]]["size_bytes"]:
+            largest[row["case"]] = row
+    out += [{**row, "at": row["size_bytes"], "valid": None} for row in largest.values()]
+    return out
+
+
+def regime_cell(record: dict, case: str) -> str:
+    """How the figure was measured: ``burst``, ``sustained``, or ``power-capped (SM 1,230-1,980
+    MHz)``; '' where nothing was observed (a CPU run)."""
+    found = case_regime(record, case)
+    if found == UNOBSERVED:
+        return ""
+    if found == POWER_CAPPED:
+        return figures.throttle_cell(record, case) or found
+    return found
+
+
+def valid_cell(valid: bool | None) -> str:
+    """LoadGen's verdict on a scenario's figure ('' where there is none)."""
+    return "" if valid is None else ("VALID" if valid else "INVALID")
+
+
+def beside_cell(row: dict) -> str:
+    """What is shown beside a headline, never ranked: ``at 1 GiB``, ``ttft_p90_ms 9.51 ms``."""
+    parts_ = [f"at {size_text(row['at'])}"] if row.get("at") is not None else []
+    parts_ += [f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ()]
+    return ", ".join(parts_)
+
+
 SUMMARY_COLUMNS = (
     Column("workload"),
     Column("case", wrap=True),
+    Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
     Column("95% CI", justify="right", drop=4),
+    Column("beside", wrap=True, drop=6),
     Column("time/call", justify="right", drop=5),
     Column("% of ceiling", wrap=True, drop=6),
-    Column("% of spec", wrap=True, drop=7),
-    Column("throttled", wrap=True, drop=3),
+    Column("% of spec", wrap=True, drop=8),
+    Column("regime", wrap=True, drop=3),
     Column("vs baseline", wrap=True, drop=5),
+    Column("valid", drop=2),
     Column("status"),
     Column("error", wrap=True, drop=1),
     Column("run"),
@@ -101,34 +152,43 @@ def _time_cell(record: dict, case: str) -> str:
     return quantity(time_m["value"], time_m["unit"]) if time_m else ""
 
 
+def _metric(record: dict, case: str, name: str) -> dict | None:
+    return next((m for m in record["metrics"] if m["case"] == case and m["name"] == name), None)
+
+
 def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> FittedTable:
-    """The summary after a run: each record's headline per case (value, its CI, the time of one
-    call, its fraction of the ceiling and the datasheet), how it verified, and its run id."""
+    """The summary after a run: each record's headline rows (a kernel's throughput per case, an
+    inference scenario's LoadGen metric with VALID or INVALID, a collective's busbw at its
+    largest size per mode), with the CI, the figures shown beside it, the time of one call, its
+    fraction of the ceiling and the datasheet, the regime it was measured in, and its run id."""
     ids = _ids(records, ids)
     t = FittedTable(SUMMARY_COLUMNS, title="results")
     for r in records:
         name, run = r["workload"]["name"], ids[r["run_id"]]
-        if r["status"] != "success" or not r["metrics"]:
+        rows = summary_rows(r) if r["status"] == "success" else []
+        if not rows:
             status = status_cell(r["status"], r["verification"]["status"])
-            t.add_row(name, "", "", "", "", "", "", "", "", "", status, r["error"] or "", run)
+            t.add_row(name, "", "", "", "", "", "", "", "", "", "", "", "", status, r["error"] or "", run)
             continue
-        for case in _cases(r["metrics"]):
-            m = case_headline(r["metrics"], case, r["workload"].get("primary_metric"))
-            if m is None:
-                continue
-            s = m["statistics"] or {}
-            value, unit = parts(m["value"], m["unit"])
+        for row in rows:
+            case = row["case"]
+            metric = _metric(r, case, row["metric"]) if row["at"] is None else None
+            value, unit = parts(row["value"], row["unit"])
+            low, high = row["ci95"] or (None, None)
             t.add_row(
                 name,
                 case,
+                row["metric"],
                 value,
                 unit,
-                interval(s.get("ci95_low"), s.get("ci95_high"), m["value"], m["unit"]),
-                _time_cell(r, case) if m["name"] != "time_ms" else "",
-                figures.ceiling_cell(m),
-                figures.spec_cell(r, m),
-                figures.throttle_cell(r, case),
+                interval(low, high, row["value"], row["unit"]),
+                beside_cell(row),
+                _time_cell(r, case) if metric is not None and row["metric"] != "time_ms" else "",
+                figures.ceiling_cell(metric) if metric else "",
+                figures.spec_cell(r, metric) if metric else "",
+                regime_cell(r, case),
                 _vs_baseline(r, case),
+                valid_cell(row["valid"]),
                 status_cell(r["status"], _check_for(r, case)),
                 "",
                 run,
@@ -142,38 +202,39 @@ RUNS_COLUMNS = (
     Column("workload"),
     Column("v", justify="right", drop=5),
     Column("device", drop=6),
-    Column("case", wrap=True, drop=1),  # which case the headline is of: `perfsuite show` has every case
+    Column("case", wrap=True, drop=1),  # which case the figure is of: `perfsuite show` has every case
+    Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
-    Column("throttled", drop=3),
+    Column("regime", drop=3),
+    Column("valid", drop=3),
     Column("status"),
     Column("error", wrap=True, drop=4),
 )
 
 
-def runs_table(rows: list[dict], ids: Mapping[str, str] | None = None) -> FittedTable:
-    """``perfsuite results``: one line per stored run with its headline figure."""
+def runs_table(
+    rows: list[dict], ids: Mapping[str, str] | None = None, records: Mapping[str, dict] | None = None
+) -> FittedTable:
+    """``perfsuite results``: each stored run with its headline figures, one line per headline row
+    where its record is given (``records``: run id -> record), else the registry's summary."""
     ids = _ids(rows, ids)
     t = FittedTable(RUNS_COLUMNS, title="recorded runs")
     for r in rows:
-        if r["status"] != "success" or r.get("value") is None:  # no headline figure to show
-            case, value, unit = "", "", ""
-        else:
-            case = r.get("case") or ""
-            value, unit = parts(r["value"], r["unit"])
-        t.add_row(
-            ids[r["run_id"]],
-            str(r["started_at"])[:16].replace("T", " "),
-            r["workload"],
-            str(r["version"]),
-            r["device"],
-            case,
-            value,
-            unit,
-            r.get("throttled") or "",  # the flag; `perfsuite show` has the clocks
-            status_cell(r["status"], r["verification"]),
-            r.get("error") or "",
-        )
+        record = (records or {}).get(r["run_id"])
+        shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
+        status = status_cell(r["status"], r["verification"])
+        lines: list[tuple[str, str, str, str, str, str]] = []
+        if record is not None and r["status"] == "success":
+            for row in summary_rows(record):
+                case = row["case"] + (f" {size_text(row['at'])}" if row["at"] is not None else "")
+                regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
+                lines.append((case, row["metric"], *parts(row["value"], row["unit"]), regime, valid_cell(row["valid"])))
+        elif r["status"] == "success" and r.get("value") is not None:
+            summary = (r.get("case") or "", r.get("metric") or "", *parts(r["value"], r["unit"]))
+            lines.append((*summary, r.get("throttled") or "", ""))
+        for case, metric, value, unit, regime, valid in lines or [("", "", "", "", "", "")]:
+            t.add_row(*shared, r["device"], case, metric, value, unit, regime, valid, status, r.get("error") or "")
     return t
 
 

@@ -43,9 +43,11 @@ def results_cmd(
     if as_json or fmt == "json":
         emit_json(rows)
         return
+    from perfsuite.analysis.export import records_by_id
     from perfsuite.analysis.tables import runs_table
 
-    table = runs_table(rows, run_id_prefixes(registry, [r["run_id"] for r in rows]))
+    ids = [r["run_id"] for r in rows]
+    table = runs_table(rows, run_id_prefixes(registry, ids), records_by_id(registry, ids))
     if fmt == "markdown":
         click.echo(table.markdown(), nl=False)
     else:
