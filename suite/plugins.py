@@ -126,7 +126,7 @@ class Host:
 
     # -- loading --------------------------------------------------------------------------
     def load_builtins(self) -> None:
-        from perfsuite import __version__
+        from perfsuite.version import __version__
 
         for modname in DEFAULT_PLUGINS:
             info = PluginInfo(modname, "perfsuite", __version__, builtin=True)

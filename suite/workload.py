@@ -108,8 +108,13 @@ class Workload:
         raise NotImplementedError(f"{type(self).__name__} must implement cases() or execute()")
 
     def execute(self, ctx: "RunContext") -> None:
-        """Time every case, then verify it. Drivers override this."""
-        for case in self.cases(ctx):
+        """Time every case, then verify it. Drivers override this (and note their own progress
+        with ``perfsuite.distributed.note_progress``)."""
+        from perfsuite.distributed import note_progress
+
+        cases = self.cases(ctx)
+        for done, case in enumerate(cases):
+            note_progress(case.label, done, len(cases))
             ctx.measure(case)
             ctx.verify(case)
 

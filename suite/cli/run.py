@@ -40,9 +40,22 @@ def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict
                 per[n][key] = value
                 hit = True
         if not hit:
-            where = target or ", ".join(names)
-            raise ParamError(f"unknown parameter {key!r} for {where} (see 'perfsuite list --json')")
+            raise ParamError(unknown_param_text(key, [target] if target else names, host))
     return per
+
+
+def unknown_param_text(key: str, names: list[str], host) -> str:
+    """One line naming the parameters the workloads do have, the closest first."""
+    import difflib
+
+    from perfsuite.engine.params import param_fields
+
+    valid = sorted({p for n in names for p in param_fields(host.get(n).cls.Params)})
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    where = ", ".join(names)
+    listed = ", ".join(valid) or "none"
+    return f"unknown parameter {key!r} for {where}: {hint}valid: {listed} (perfsuite describe {names[0]})"
 
 
 def _order(names: list[str]) -> list[str]:
@@ -349,47 +362,121 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
 
     out = console()
     err = console(stderr=True)
+    display = ProgressDisplay(err, len(requests), live=not as_json and sys.stderr.isatty(), lines=not as_json)
     runner = Runner(
-        lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s), soft_wrap=True)
+        lambda: open_registry(ctx.obj.get("db_url")),
+        records_dir(),
+        echo=lambda s: err.print(plain(s), soft_wrap=True),
+        on_progress=display.note,
     )
     try:
         preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
         fail(str(exc))
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=as_json or not sys.stderr.isatty(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("running", total=len(requests))
-
-        def on_start(req) -> None:
-            if req is not requests[0]:
-                bar.advance(task)
-            c = req.controls
-            repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
-            bar.update(task, description=f"{req.entry.name}{repeat}")
-            if not as_json and not sys.stderr.isatty():
-                click.echo(f"running {req.entry.name} on {c.device}{repeat}", err=True)
-
-        outcome = run_all(runner, requests, on_start)
+    with display:
+        outcome = run_all(runner, requests, display.start)
     if as_json:
         emit_json(outcome.records)
     else:
         from perfsuite.analysis.scoring import print_scores
-        from perfsuite.analysis.tables import results_table
+        from perfsuite.analysis.tables import results_table, sweep_tables
 
-        out.print(results_table(outcome.records))
+        ids = summary_ids(ctx, outcome.records)
+        out.print(results_table(outcome.records, ids))
+        for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
+            out.print(sweep)
         print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
     for line in outcome.messages:
         click.echo(clean(line), err=True)
     return outcome
+
+
+class ProgressDisplay:
+    """What the runs are doing, on stderr: on a terminal, a bar over the runs and one over the
+    current run's steps (case, size, scenario, epoch) with the time left; elsewhere (CI logs,
+    files) a line per run and per step, with the time left where the workload counts its steps."""
+
+    def __init__(self, err, total: int, live: bool, lines: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.live, self.lines = live, lines
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=not live,
+            transient=True,
+        )
+        self.runs = self.bar.add_task("runs", total=total)
+        self.steps = self.bar.add_task("", total=None, visible=False)
+        self.started = 0.0
+        self.current = ""
+
+    def __enter__(self) -> "ProgressDisplay":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.bar.__exit__(*exc_info)
+
+    def start(self, req) -> None:
+        import time
+
+        if self.started:
+            self.bar.advance(self.runs)
+        c = req.controls
+        repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
+        self.current = f"{req.entry.name}{repeat}"
+        self.started = time.monotonic()
+        self.bar.update(self.runs, description=self.current)
+        self.bar.reset(self.steps, total=None, description="  starting", visible=True)
+        if self.lines and not self.live:
+            click.echo(f"running {req.entry.name} on {c.device}{repeat}", err=True)
+
+    def note(self, req, note) -> None:
+        import time
+
+        from perfsuite.engine.progress import eta_s
+
+        self.bar.update(self.steps, description=f"  {clean(note.phase)}", total=note.total, completed=note.done or 0)
+        if self.lines and not self.live:
+            left = eta_s(time.monotonic() - self.started, note)
+            eta = f", about {_duration(left)} left" if left is not None else ""
+            click.echo(f"  {self.current}: {clean(note.text())}{eta}", err=True)
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``, ``1 h 05 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def summary_ids(ctx: click.Context, records: list[dict]) -> dict[str, str] | None:
+    """The run ids of the summary as their shortest prefixes unique in the registry; None (unique
+    among themselves) where the registry cannot be read now: the summary is printed regardless."""
+    from perfsuite.cli._common import run_id_prefixes
+    from perfsuite.engine.runner import registry_failures
+    from perfsuite.registry import open_registry
+
+    try:
+        with open_registry(ctx.obj.get("db_url")) as registry:
+            return run_id_prefixes(registry, [r["run_id"] for r in records])
+    except registry_failures():
+        return None
 
 
 # The run options' defaults, as the command line has them (build_requests starts from these).

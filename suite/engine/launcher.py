@@ -9,7 +9,9 @@
 - SLURM: inside a step of several tasks each task is one rank; rank, world size, local
   rank and the master address come from SLURM's variables, the port from the job id.
 
-On GPUs every process is started with NVLink multicast (NVLS) off. torch's elastic agent
+On GPUs every process is started with NVLink multicast (NVLS) and NCCL's flight recorder off,
+unless the user set those variables: a setting the user made is never overridden, and the
+record says which settings were the suite's and which the user's. torch's elastic agent
 starts each rank in a session of its own, so killing the launcher's process group does not
 reach the ranks: :func:`kill_tree` kills every descendant, and every process that carries
 this launch's tag in its environment (a rank re-parented after its agent died).
@@ -48,16 +50,39 @@ FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZ
 GRAPH_MIXING_OFF = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
 
 
-def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
-    """The variables the suite sets for measuring processes on ``device`` (recorded in each
-    record's ``launch.env``): what they are is part of what was measured."""
+# Names that set one thing (torch's new and deprecated spelling of the flight recorder's size):
+# where the user set any of them, the suite sets none, or its spelling could win over the user's.
+ALIASES = (tuple(FLIGHT_RECORDER_OFF),)
+
+
+def _defaults(device: str, cuda_graph: bool) -> dict[str, str]:
+    """Every variable the suite would set for measuring processes on ``device``, with its value."""
     if device != "cuda":
         return {}
-    env = dict(NVLS_OFF)  # NVLink multicast stays off on shared hosts
-    env.update({k: v for k, v in FLIGHT_RECORDER_OFF.items() if k not in os.environ})
+    env = dict(NVLS_OFF)  # NVLink multicast off on shared hosts, unless the user turned it on
+    env.update(FLIGHT_RECORDER_OFF)
     if cuda_graph:
-        env.update({k: v for k, v in GRAPH_MIXING_OFF.items() if k not in os.environ})
+        env.update(GRAPH_MIXING_OFF)
     return env
+
+
+def _user_set(name: str) -> bool:
+    """Whether the user set ``name``, or another name for the same setting."""
+    group = next((g for g in ALIASES if name in g), (name,))
+    return any(n in os.environ for n in group)
+
+
+def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
+    """The variables the suite sets for measuring processes on ``device`` (recorded in each
+    record's ``launch.env``): its defaults, each only where the user set nothing. What they are
+    is part of what was measured."""
+    return {k: v for k, v in _defaults(device, cuda_graph).items() if not _user_set(k)}
+
+
+def user_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
+    """The user's own settings of the variables the suite would otherwise set (recorded in each
+    record's ``launch.user_env``): they stand, and are passed on to every rank unchanged."""
+    return {k: os.environ[k] for k in _defaults(device, cuda_graph) if k in os.environ}
 
 
 TAG_ENV = "PERFSUITE_LAUNCH_TAG"

@@ -46,7 +46,7 @@ from typing import Any
 
 from perfsuite import distributed
 from perfsuite.controls import Controls, process_env
-from perfsuite.engine import launcher, lifeline
+from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
 from perfsuite.engine.record import build_record, finalize, write_files
 from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
@@ -212,7 +212,11 @@ class Runner:
     """Runs requests one after another and stores each record as soon as it is on disk."""
 
     def __init__(
-        self, open_registry: Callable[[], Any], records_dir: Path, echo: Callable[[str], None] = lambda s: None
+        self,
+        open_registry: Callable[[], Any],
+        records_dir: Path,
+        echo: Callable[[str], None] = lambda s: None,
+        on_progress: Callable[[RunRequest, progress.Note], None] | None = None,
     ) -> None:
         self._open_registry = open_registry
         self._registry: Any = None
@@ -223,6 +227,7 @@ class Runner:
         self.unstored: dict[str, Path] = {}
         self._kept: set[str] = set()  # run ids whose record is somewhere (disk, registry or stderr)
         self.last_stored: dict | None = None  # the record of the current run, once the registry holds it
+        self.on_progress = on_progress  # each progress note of a running run (perfsuite.engine.progress)
 
     def close(self) -> None:
         """End the janitor process (it removes any temporary folder still there)."""
@@ -353,7 +358,7 @@ class Runner:
                 start_new_session=True,
             )
             try:
-                proc.wait(timeout=req.controls.timeout_s)
+                progress.wait(proc, req.controls.timeout_s, spec_path, self._watcher(req))
                 timed_out = False
             except subprocess.TimeoutExpired:
                 kill_tree(proc, launch.tag)
@@ -383,6 +388,12 @@ class Runner:
         self.echo(f"{req.entry.name}: {why}" + (f"\n{tail}" if tail else ""))
         error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
         return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
+
+    def _watcher(self, req: RunRequest) -> Callable[[progress.Note], None] | None:
+        watch = self.on_progress
+        if watch is None:
+            return None
+        return lambda note: watch(req, note)
 
     @staticmethod
     def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
@@ -443,6 +454,7 @@ class Runner:
         self._kept.add(run_id)
         self.unstored.pop(run_id, None)
         self.last_stored = record
+        self._announce_stored(record)
         if kept.note:
             where = f"its file is at {kept.path}" if kept.path else "it has no file"
             self.echo(f"run {run_id} ({record['workload']['name']}) is stored in the registry; {where}: {kept.note}")
@@ -479,6 +491,20 @@ class Runner:
                     return folder / f"{record['run_id']}.json"  # only its MLLOG twin failed
                 refusals.append(f"nor can {folder}: {exc.strerror or exc}")
         return None
+
+    def _announce_stored(self, record: dict) -> None:
+        """The ``perfsuite_record_stored`` hook, each plugin with its own copy of the record; a
+        plugin that raises is one warning line, and the stored record is untouched."""
+        import copy
+
+        from perfsuite.plugins import get_host
+
+        url = self._registry.url if self._registry is not None else ""
+        failures = get_host().call_each(
+            "perfsuite_record_stored", per_plugin=lambda info: {"record": copy.deepcopy(record)}, registry_url=url
+        )
+        for failure in failures:
+            self.echo(f"Warning: plugin {failure.plugin} failed in {failure.hook}: {failure.error}")
 
 
 def resolve_controls(**kwargs: Any) -> Controls:

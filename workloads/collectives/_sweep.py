@@ -222,10 +222,12 @@ class Sweep:
     def _sizes(self, first_round: bool) -> list[dict]:
         pl, p = self.plan, self.p
         rows = []
+        steps = len(pl.sizes) * len(pl.modes)
         for i, (size, c) in enumerate(pl.sizes):
             row: dict[str, Any] = {"size_bytes": size, "modes": {}}
-            for mode in pl.modes:
-                distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}")
+            for j, mode in enumerate(pl.modes):
+                done = i * len(pl.modes) + j
+                distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}", done, steps)
                 if i == 0 and first_round:
                     self.inject_failure()
                 calls = self.calls(mode, c, p.iters)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import Check
+from perfsuite import Check, distributed
 from perfsuite.workloads.inference._harness import (
     LoadGenResult,
     read_accuracy_log,
@@ -297,7 +297,8 @@ class Driver(LoadGenRunner):
             self.measured = Hints(
                 cal["single_sample_s"], cal["multistream_query_s"], cal["measured_offline_samples_per_s"]
             )
-            for scenario in p.scenarios:
+            for done, scenario in enumerate(p.scenarios):
+                distributed.note_progress(scenario, done, len(p.scenarios))
                 self.details["scenarios"][scenario] = out = {}
                 # Only Server's samples arrive one by one; the others issue a whole query at once.
                 self.sut.max_wait_s = p.max_wait_ms / 1e3 if scenario == "Server" else 0.0

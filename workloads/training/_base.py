@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfsuite import Check, Headline, Workload, param
+from perfsuite import Check, Headline, Workload, distributed, param
 from perfsuite.inputs.tensors import PIPELINES, RankBatches, batches
 from perfsuite.workloads.training import _optim
 from perfsuite.workloads.training._events import Events
@@ -227,6 +227,7 @@ class TimeToTarget(Workload):
             samples = step * p.global_batch
             if step % spe == 0:
                 ev.start("epoch_start", epoch_num=step // spe + 1, samples_count=samples)
+                distributed.note_progress(f"epoch {step // spe + 1}", step, p.max_steps)  # at most max_steps
             if step % p.eval_every == 0:
                 ev.start(
                     "block_start",
