@@ -8,12 +8,13 @@ Closed loop (a concurrency): N requests in flight, each slot sending its next re
 as its last one ends.
 
 A :class:`ClientPool` runs a :class:`Job` in ``processes`` client processes (one: in this
-process), each an asyncio loop with its own aiohttp session, as AIPerf's workers do: one Python
-process streams about 2,000 short requests per second on one core, a sweep past that needs
-more. Open loop: request k goes to process k mod P, at its scheduled time on the shared
-monotonic clock; closed loop: the concurrency is split between the processes. Every request's
-scheduled and actual send time are kept, so a client that fell behind its schedule shows it
-(``send lag``).
+process), each an asyncio loop (uvloop's where installed) with its own keep-alive connections,
+as AIPerf's workers do; ``_serving_capacity`` measures what one process sustains. Open loop:
+request k goes to process k mod P and leaves at its scheduled time on the shared monotonic
+clock, never before (an absolute deadline, so a late wake-up does not shift the requests after
+it); closed loop: the concurrency is split between the processes. Every request's scheduled
+and actual send time are kept, so a client that fell behind its schedule shows it (``send
+lag``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import math
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +34,10 @@ from typing import Any
 from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
 
 START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
-READY_TIMEOUT_S = 60.0  # a spawned client process imports aiohttp before it says it is ready
+READY_TIMEOUT_S = 60.0  # a spawned client process imports the client before it says it is ready
+# The event loop's timers tick in milliseconds (epoll's timeout, uvloop's clock): a shorter
+# sleep returns at once, so waiting out a sub-millisecond gap with it would spin the loop.
+TIMER_TICK_S = 0.001
 
 
 def arrival_offsets_s(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
@@ -110,8 +115,8 @@ async def _run(job: Job) -> list[RequestResult]:
             tasks = []
             for k in positions:
                 due = job.start_ns + int(job.offsets_s[k] * 1e9)
-                while (wait := (due - perf_counter_ns()) / 1e9) > 0:  # a timer may fire a little early
-                    await asyncio.sleep(wait)
+                while (wait := (due - perf_counter_ns()) * 1e-9) > 0:  # a timer may fire a little early
+                    await asyncio.sleep(max(wait, TIMER_TICK_S))
                 index = job.order[k]
                 tasks.append(
                     asyncio.create_task(
@@ -172,9 +177,8 @@ def run_here(job: Job) -> list[RequestResult]:
 
 
 def _worker_main(conn: Any) -> None:
-    """A client process: run each job it receives, send back its results; None ends it."""
-    import aiohttp  # noqa: F401  (imported before saying ready: a job's schedule starts on time)
-
+    """A client process: run each job it receives, send back its results; None ends it. The
+    client's modules are imported before it says it is ready, so a job's schedule starts on time."""
     event_loop()
     conn.send(("ready", None))
     while True:
@@ -189,7 +193,7 @@ def _worker_main(conn: Any) -> None:
 
 class ClientPool:
     """``processes`` client processes kept for a run (spawned once: starting one costs a
-    Python interpreter and aiohttp's import)."""
+    Python interpreter and the client's imports)."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
@@ -208,6 +212,11 @@ class ClientPool:
                     self.close()
                     raise RuntimeError(f"a client process was not ready within {READY_TIMEOUT_S:g} s")
                 conn.recv()
+
+    @property
+    def pids(self) -> list[int]:
+        """The processes that send (this one where there is one), for their CPU time."""
+        return [proc.pid for proc, _ in self._workers] or [os.getpid()]
 
     def run(self, job: Job) -> list[RequestResult]:
         if not self._workers:

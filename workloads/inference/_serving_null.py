@@ -8,9 +8,11 @@ adds to TTFT. With ``--fail-every`` / ``--stall-every`` / ``--malformed-every`` 
 stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream.
 
 Plain asyncio (no web framework) so that the server costs as little CPU as it can on a
-machine it shares with the client: HTTP/1.1 with keep-alive, a response as one write.
+machine it shares with the client: HTTP/1.1 with keep-alive, an answer as one write, or with
+``--write-each-event`` each event as its own write, as an engine sends its tokens (the client
+then gets them in as many reads as the kernel delivers).
 
-    python bench/serving_null_server.py --port 8123 [--chunks 16] [--processes 1]
+    python bench/serving_null_server.py --port 8123 [--chunks 16] [--processes 1] [--write-each-event]
     GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions
 
 ``max_tokens`` in a request sets its chunk count (one token each); without it ``--chunks``.
@@ -29,6 +31,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 MODEL = "null"
 MAX_HEADER_BYTES = 65536
@@ -167,9 +171,11 @@ class NullHTTP(asyncio.Protocol):
             t.write(json_response(404, {"error": f"no route {method} {path}"}))
             return False
         try:
-            req = json.loads(body or b"{}")
-        except ValueError:
-            t.write(json_response(400, {"error": "body is not JSON"}))
+            req = orjson.loads(body or b"{}")
+        except orjson.JSONDecodeError:
+            req = None
+        if not isinstance(req, dict):
+            t.write(json_response(400, {"error": "body is not a JSON object"}))
             return False
         self.state.count += 1
         fault = self.state.faults.pick(self.state.count)
@@ -212,7 +218,13 @@ class NullHTTP(asyncio.Protocol):
             self.busy = True
             asyncio.get_running_loop().call_later(self.state.faults.stall_s, self._resume, events[half:])
             return True
-        t.write(STREAM_HEAD + b"".join(events) + END)
+        if self.state.write_each_event:
+            t.write(STREAM_HEAD + events[0])
+            for event in events[1:]:
+                t.write(event)
+            t.write(END)
+        else:
+            t.write(STREAM_HEAD + b"".join(events) + END)
         return False
 
     def _resume(self, rest: tuple[bytes, ...]) -> None:
@@ -229,12 +241,12 @@ class NullHTTP(asyncio.Protocol):
 class ServerState:
     chunks: int
     faults: Faults
-    count: int = 0
+    write_each_event: bool = False
+    count: int = 0  # requests answered by this process
 
 
-async def serve(sock: socket.socket, chunks: int, faults: Faults) -> None:
+async def serve(sock: socket.socket, state: ServerState) -> None:
     loop = asyncio.get_running_loop()
-    state = ServerState(chunks, faults)
     server = await loop.create_server(lambda: NullHTTP(state), sock=sock, backlog=4096)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -243,14 +255,14 @@ async def serve(sock: socket.socket, chunks: int, faults: Faults) -> None:
         await stop.wait()
 
 
-def run_process(sock: socket.socket, chunks: int, faults: Faults) -> None:
+def run_process(sock: socket.socket, state: ServerState) -> None:
     try:
         import uvloop  # the event loop of the serving engines, where it is installed
 
         uvloop.install()
     except ImportError:
         pass  # asyncio's own loop
-    asyncio.run(serve(sock, chunks, faults))
+    asyncio.run(serve(sock, state))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     ap.add_argument("--chunks", type=int, default=16, help="tokens per answer when a request names no max_tokens")
     ap.add_argument("--processes", type=int, default=1, help="server processes sharing the listening socket")
+    ap.add_argument("--write-each-event", action="store_true", help="each event its own write, not one per answer")
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--stall-every", type=int, default=0)
     ap.add_argument("--stall-s", type=float, default=30.0)
@@ -279,11 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.processes - 1):
         pid = os.fork()
         if pid == 0:
-            run_process(sock, a.chunks, faults)
+            run_process(sock, ServerState(a.chunks, faults, a.write_each_event))
             os._exit(0)
         children.append(pid)
     try:
-        run_process(sock, a.chunks, faults)
+        run_process(sock, ServerState(a.chunks, faults, a.write_each_event))
     finally:
         for pid in children:
             os.kill(pid, signal.SIGTERM)

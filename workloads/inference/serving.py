@@ -228,7 +228,7 @@ class Serving(Workload):
     Params = ServingParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
     controls_honoured = ()  # LoadGen and the load shapes decide how long and how often
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("aiohttp", "mlperf_loadgen"))
+    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("httptools", "mlperf_loadgen"))
 
     def __init__(self, params: Any) -> None:
         super().__init__(params)
@@ -329,20 +329,20 @@ class Serving(Workload):
         d["slo"] = {**self._slo().describe(), "goodput_target": p.goodput_target, "error_budget": p.error_budget}
         self._warm_up(ctx)
         self.pool = ClientPool(p.client_processes)
-        libraries = _versions(("aiohttp", "uvloop"))
+        libraries = _versions(("httptools", "orjson", "uvloop"))
         d["client"] = {
             "libraries": libraries,
             "processes": p.client_processes,
             "event_loop": "uvloop" if "uvloop" in libraries else "asyncio",
         }
         if p.measure_client:
-            from perfsuite.workloads.inference._serving_capacity import measure, null_server
+            from perfsuite.workloads.inference._serving_capacity import client_capacity
 
-            with null_server(p.client_processes) as url:
-                d["client"]["capacity"] = measure(self.pool, url, seconds=1.0)
+            cap = d["client"]["capacity"] = client_capacity(self.pool, seconds=1.0)
             ctx.log(
-                f"client capacity: {d['client']['capacity']['requests_per_s']:.0f} streamed requests/s, "
-                f"idle TTFT p50 {d['client']['capacity']['idle_ttft_p50_ms']:.2f} ms"
+                f"client capacity: {cap['requests_per_s']:.0f} streamed requests/s "
+                f"({cap['client_cpu_ms_per_request']:.3f} ms of CPU each), idle TTFT p50 "
+                f"{cap['idle_ttft_p50_ms']:.2f} ms (load {cap['machine']['load_1m']:.1f})"
             )
 
     def _slo(self) -> Any:
