@@ -460,6 +460,32 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
     assert parse_aiperf(tmp_path / "aiperf-1") == out
 
 
+def test_a_rate_beyond_the_clients_measured_capacity_is_flagged_and_the_record_states_the_capacity(null):
+    params = dict(
+        url=null.url,
+        model="null",
+        scenarios="Server",
+        target_qps=30_000.0,  # above what one client process streams on any core (~0.1 ms of CPU a request)
+        min_duration_ms=100,
+        min_query_count=50,
+        rates="50,100000",
+        sweep_requests=100,
+        output_tokens=16,
+        warmup_requests=2,
+    )
+    ctx = run_in_process(Serving, params, quick=False)
+    cap = ctx.details["serving"]["client"]["capacity"]
+    assert 50 < cap["requests_per_s"] < 30_000 and cap["failed"] == 0 and cap["chunks_per_request"] == 16
+    assert cap["client_cpu_ms_per_request"] > 0 and cap["server_cpu_ms_per_request"] > 0
+    assert cap["machine"]["cores"] == os.cpu_count() and cap["idle_ttft_p50_ms"] > 0
+    slow, fast = ctx.details["serving"]["rate_sweep"]["steps"]
+    assert not any("capacity" in why for why in slow["invalid_reasons"])
+    flag = f"the offered rate 100000/s exceeds the client's measured capacity {cap['requests_per_s']:.0f}/s"
+    assert not fast["valid"] and flag in fast["invalid_reasons"]
+    server = ctx.details["serving"]["loadgen"]["scenarios"]["Server"]["performance"]
+    assert not server["valid"] and any("exceeds the client's measured capacity" in r for r in server["invalid_reasons"])
+
+
 @pytest.mark.perf
 def test_client_capacity_against_the_null_server_prints_its_figures(null):
     from perfsuite.workloads.inference._serving_capacity import OPEN_LOOP_RPS, measure, open_loop
