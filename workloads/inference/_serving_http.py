@@ -53,7 +53,7 @@ class Target:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path or "/", parts.netloc)
+        return cls(parts.scheme, parts.hostname, port, parts.path or "/", parts.netloc.rpartition("@")[2])
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -168,7 +168,10 @@ class _Connection(asyncio.Protocol):
         self.stall_ns = int(stall_s * 1e9)
         self.deadline_ns = deadline_ns
         self._arm()
-        self.transport.write(request)
+        if self.transport.is_closing():  # closed by the server while idle, not yet seen as lost
+            self._fail("truncated", "the server closed the connection before answering")
+        else:
+            self.transport.write(request)
         return self.done
 
     def _arm(self) -> None:
