@@ -51,14 +51,19 @@ class NullServer:
 
     url: str
     pid: int
-    write_each_event: bool
+    write_each_event: bool = False
+    event_gap_ms: float = 0.0
 
     @property
-    def method(self) -> str:
-        writes = "each event its own write" if self.write_each_event else "each answer one write"
+    def writes(self) -> str:
+        if self.event_gap_ms > 0:
+            return f"each event {self.event_gap_ms:g} ms after the one before"
+        return "each event its own write" if self.write_each_event else "each answer one write"
+
+    def method(self, concurrency: int) -> str:
         return (
             f"against the null streaming server on this machine (perfsuite.workloads.inference._serving_null, "
-            f"{CHUNKS} chunks an answer, {writes}): closed loop at {CONCURRENCY_PER_PROCESS} in flight per client "
+            f"{CHUNKS} chunks an answer, {self.writes}): closed loop at {concurrency} in flight per client "
             "process; idle TTFT one request at a time; open loop with Poisson arrivals; CPU time per request "
             "from each side's own processes"
         )
@@ -71,11 +76,11 @@ class NullServer:
 
 @contextmanager
 def null_server(
-    processes: int = 1, extra: tuple[str, ...] = (), write_each_event: bool = False
+    processes: int = 1, extra: tuple[str, ...] = (), write_each_event: bool = False, event_gap_ms: float = 0.0
 ) -> Iterator[NullServer]:
     """A null server on a free port for the duration of the block."""
     argv = [sys.executable, "-m", "perfsuite.workloads.inference._serving_null", "--port", "0"]
-    argv += ["--processes", str(processes), "--chunks", str(CHUNKS), *extra]
+    argv += ["--processes", str(processes), "--chunks", str(CHUNKS), "--event-gap-ms", str(event_gap_ms), *extra]
     if write_each_event:
         argv.append("--write-each-event")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -85,7 +90,7 @@ def null_server(
         if not line.startswith("listening on "):
             err = proc.stderr.read() if proc.stderr else ""
             raise RuntimeError(f"the null server did not start: {line or err.strip()[-300:]}")
-        yield NullServer(line.split(" ", 2)[2], proc.pid, write_each_event)
+        yield NullServer(line.split(" ", 2)[2], proc.pid, write_each_event, event_gap_ms)
     finally:
         proc.terminate()
         try:
@@ -160,10 +165,12 @@ def _reads_per_request(results: list[RequestResult]) -> float:
     return sum(len(set(r.chunk_ns)) for r in ok) / len(ok) if ok else 0.0
 
 
-def measure(pool: ClientPool, server: NullServer, seconds: float = 1.5) -> dict:
+def measure(
+    pool: ClientPool, server: NullServer, seconds: float = 1.5, concurrency_per_process: int = CONCURRENCY_PER_PROCESS
+) -> dict:
     """Closed-loop requests/s, idle TTFT and CPU per request of ``pool`` against ``server``."""
     url = server.url
-    in_flight = CONCURRENCY_PER_PROCESS * pool.processes
+    in_flight = concurrency_per_process * pool.processes
     pool.run(_job(url, 64 * pool.processes, in_flight))  # connections, imports
     probe = summarize(pool.run(_job(url, 400 * pool.processes, in_flight)), SLO())
     n = max(200, int(probe["completed_rps"] * seconds))
@@ -187,7 +194,7 @@ def measure(pool: ClientPool, server: NullServer, seconds: float = 1.5) -> dict:
         "client_cpu_bound_rps": min(pool.processes, cpu["machine"]["cores"] or 1)
         / max(cpu["client_cpu_ms_per_request"], 1e-6)
         * 1e3,
-        "method": server.method,
+        "method": server.method(concurrency_per_process),
     }
 
 
@@ -229,19 +236,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-processes", type=int, default=1)
     ap.add_argument("--rate", type=float, default=OPEN_LOOP_RPS, help="open-loop rate to hold (requests/s); 0: skip")
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--concurrency", type=int, default=CONCURRENCY_PER_PROCESS, help="closed loop: in flight a process")
     ap.add_argument("--write-each-event", action="store_true", help="the null server writes each event on its own")
+    ap.add_argument("--event-gap-ms", type=float, default=0.0, help="the null server spaces events this far apart")
     a = ap.parse_args(argv)
-    if a.processes < 1 or a.server_processes < 1 or a.seconds <= 0 or a.rate < 0:
+    if a.processes < 1 or a.server_processes < 1 or a.concurrency < 1 or a.seconds <= 0 or a.rate < 0:
         print(
-            "error: --processes and --server-processes must be at least 1, --seconds above 0, --rate >= 0",
+            "error: --processes, --server-processes and --concurrency must be at least 1, --seconds above 0, "
+            "--rate >= 0",
             file=sys.stderr,
         )
         return 2
     with (
-        null_server(a.server_processes, write_each_event=a.write_each_event) as server,
+        null_server(a.server_processes, (), a.write_each_event, a.event_gap_ms) as server,
         ClientPool(a.processes) as pool,
     ):
-        out = {"closed_loop": measure(pool, server, a.seconds)}
+        out = {"closed_loop": measure(pool, server, a.seconds, a.concurrency)}
         if a.rate > 0:
             out["open_loop"] = open_loop(pool, server, a.rate, a.seconds)
     print(json.dumps(out, indent=1))
