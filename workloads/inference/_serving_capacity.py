@@ -5,8 +5,10 @@ say how far its load generator reaches and flag a rate beyond it.
 What :func:`client_capacity` records (``details["serving"]["client"]["capacity"]``):
 
 - closed loop: streamed requests per second with ``CONCURRENCY_PER_PROCESS`` requests in flight
-  per client process (``requests_per_s``: the figure a run's rate is checked against; a lower
-  bound of the client's own, since the null server shares the machine);
+  per client process (``requests_per_s``: the figure a sweep's rate is checked against; a lower
+  bound of the client's own, since the null server shares the machine), and its share per
+  process (``requests_per_s_per_process``: what LoadGen's target rate is checked against, its
+  SUT sending from one event loop);
 - the median and p99 TTFT of requests sent one at a time (what the client and the loopback add
   to a TTFT: the null server answers in microseconds);
 - open loop at ``OPEN_LOOP_RPS`` (where the closed loop reached it): the rate achieved, TTFT
@@ -181,6 +183,7 @@ def measure(
     cpu = meter.figures(n)
     return {
         "requests_per_s": burst["completed_rps"],
+        "requests_per_s_per_process": burst["completed_rps"] / pool.processes,
         "requests": n,
         "wall_s": meter.wall_s,
         "chunks_per_request": CHUNKS,

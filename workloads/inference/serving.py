@@ -415,9 +415,13 @@ class Serving(Workload):
         if ctx.crosscheck.requested:
             self._crosscheck(ctx)
 
-    def _capacity(self) -> float | None:
+    def _capacity(self, one_loop: bool = False) -> float | None:
+        """The client's measured requests/s; ``one_loop``: one process's share (LoadGen's SUT
+        sends from one event loop in this process, however many client processes there are)."""
         cap = (self.details.get("client") or {}).get("capacity")
-        return cap["requests_per_s"] if cap else None
+        if not cap:
+            return None
+        return cap["requests_per_s_per_process"] if one_loop else cap["requests_per_s"]
 
     def _loadgen(self, ctx: "RunContext") -> None:
         import mlperf_loadgen
@@ -444,7 +448,7 @@ class Serving(Workload):
             query_timeout_s=p.request_timeout_s,
         )
         sut = HTTPSUT(mlperf_loadgen, self.endpoint, self.bodies(), self.timeouts(), token_counter(self.tokenizer))
-        runner = ServingLoadGen(ctx, lgp, sut, self._slo(), p.error_budget, self._capacity(), self.energy_local)
+        runner = ServingLoadGen(ctx, lgp, sut, self._slo(), p.error_budget, self._capacity(True), self.energy_local)
         out = self.details["loadgen"] = {"loadgen_version": loadgen_version(), "scenarios": {}}
         runner.run(out)
 
