@@ -11,7 +11,7 @@
 #   bash ../shared/device/split-wheels.sh .parts-serving -- fastapi==0.165.0 starlette==1.10.0 \
 #     uvicorn==0.54.0 openai==3.54.0 httpx2==2.16.2 httpcore2==2.16.2 jiter==0.19.0 sniffio==1.3.1 \
 #     truststore==0.10.5 opentelemetry-api==1.45.2 pydantic==2.14.3 pydantic-core==2.50.4 \
-#     annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0
+#     annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 httptools==0.9.0
 # then, one call each (each starts its own server and stays under 10 minutes):
 #   bash bench/gpu_serving.sh loadgen     # LoadGen SingleStream, Server (8 QPS), Offline; p90, >= 64 queries
 #   bash bench/gpu_serving.sh sweep       # open-loop rates 2..128/s (64 requests each), find_peak from 4/s
@@ -55,7 +55,7 @@ COMMON=(-p "server_command=$SERVER" -p build_model=true -p model_layers=12 -p mo
 
 main() {
 python3 -c 'import perfsuite' || { echo "perfsuite is not importable: bench/gpu_env.sh must put the checkout's package on the path" >&2; return 2; }
-python3 -c 'import torch, transformers, mlperf_loadgen, aiohttp, fastapi, uvicorn, openai
+python3 -c 'import torch, transformers, mlperf_loadgen, httptools, fastapi, uvicorn, openai
 from transformers.utils.import_utils import is_serve_available
 assert is_serve_available(), "transformers serve is missing a dependency"
 print("torch", torch.__version__, "transformers", transformers.__version__, "|", torch.cuda.get_device_name())' || return 1
