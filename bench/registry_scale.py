@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
+
 from perfsuite.registry import open_registry  # noqa: E402
 from perfsuite.registry.records import record_sha256  # noqa: E402
 
@@ -39,7 +40,7 @@ HOSTS = 50
 CASES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 SAMPLES = 8
 QUERY_REPEATS = 7
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _templates() -> dict:
