@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "perfsuite-triton"))
@@ -69,11 +70,11 @@ def copy_ceiling_gbps() -> float:
 FOCUS = ((4, 4), (2, 4), (1, 2), (2, 2), (4, 8), (1, 4))
 
 
-def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, dict, object]]:
+def variants(hidden: int, inputs: tuple, out: torch.Tensor) -> list[tuple[str, dict, Any]]:
     """(label, launch or mode, make) for every variant at this hidden size; ``make()``
     returns the function to time (made only when its turn comes: see compiled)."""
     block = triton.next_power_of_2(hidden)
-    found = []
+    found: list[tuple[str, dict, Any]] = []  # (label, launch, a maker of the timed callable)
     for rpp in ROWS_PER_PROGRAM:
         if rpp * block > MAX_SWEPT_TILE:
             continue

@@ -37,6 +37,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: bench.nccl_rank
@@ -119,11 +120,13 @@ def probe(variant: str, size: int, calls: int, t, hold, args, rank: int, world: 
     name = f"{variant} {size} B {calls} calls"
     replays = 1
 
-    def before() -> None:  # the suite's untimed call before the start event; the eager loop's call
+    def eager_call() -> None:  # the suite's untimed call before the start event; the eager loop's call
         dist.all_reduce(t)
 
+    before: Callable[[], None] | None = eager_call
+
     if variant == "eager":
-        fn, per_loop = before, calls
+        fn, per_loop = eager_call, calls
     else:
         g = torch.cuda.CUDAGraph(keep_graph=True)  # its template stays for debug_dump
         with torch.cuda.graph(g, capture_error_mode="thread_local"):
