@@ -131,6 +131,12 @@ def test_the_plugin_tutorial_followed_in_a_fresh_venv_builds_a_plugin_perfsuite_
         offline = ["-q", "--no-deps", "--no-build-isolation", "--no-index"]
         run([python, "-m", "pip", "install", *offline, "-e", source or command[3]])
 
+    # perfsuite's pyproject needs setuptools 77 or newer to build; where this environment's is
+    # older, the fresh one gets its own from the package index (as test_triton_plugin does).
+    setuptools = run([python, "-c", "import setuptools; print(setuptools.__version__)"]).stdout
+    if int(setuptools.split(".")[0]) < 77:
+        run([python, "-m", "pip", "install", "-q", "setuptools>=77"])
+
     # 1. Set up: perfsuite into the fresh environment (from a copy of this checkout).
     pip_install(tutorial_command("pip install -e 'path/to/perfsuite"), str(perfsuite_src))
     where = run([python, "-c", "import perfsuite; print(perfsuite.__file__)"]).stdout.strip()
