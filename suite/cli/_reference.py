@@ -38,6 +38,8 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
             ]
             for c in found["compare"]
         ]
+    if found.get("tool") in ("aiperf", "bare asyncio reference"):
+        return serving_rows(name, found)
     rows = []
     for case, c in found.items():
         if c.get("status") != "measured":
@@ -54,6 +56,43 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
                 "agrees" if c["agrees"] else f"differs by more than {c['tolerance']:.0%}",
             ]
         )
+    return rows
+
+
+def serving_rows(name: str, found: dict) -> list[list[str]]:
+    """inference.serving against AIPerf (or the bare reference): one row per compared figure."""
+    tool = found["tool"] + (f" {found['tool_version']}" if found.get("tool_version") else "")
+    if found.get("status") != "measured":
+        return [[name, "", tool, "", "", "", f"{found.get('status')}: {found.get('reason', '')}"]]
+    load = found["load"]
+    case = f"rate {load['rate']:g}/s" if load.get("rate") else f"concurrency {load['concurrency']}"
+    rows = []
+    for figure in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_per_s"):
+        mine, theirs, ratio = found["suite"].get(figure), found["reference"].get(figure), found["ratios"].get(figure)
+        compared = figure in found["compared"]
+        note = (
+            (
+                "agrees"
+                if ratio is not None and abs(ratio - 1) <= found["tolerance"]
+                else f"differs by more than {found['tolerance']:.0%}"
+            )
+            if compared
+            else "shown, not compared"
+        )
+        note += f" (ratio: median of {len(found['rounds'])} rounds' ratios)"
+        rows.append(
+            [
+                name,
+                case,
+                f"{tool} {figure}",
+                "" if mine is None else f"{mine:.4g}",
+                "" if theirs is None else f"{theirs:.4g}",
+                "" if ratio is None else f"{ratio:.3f}",
+                note,
+            ]
+        )
+    if found.get("aiperf_not_used"):
+        rows[-1][-1] += f" (AIPerf not used: {found['aiperf_not_used']})"
     return rows
 
 

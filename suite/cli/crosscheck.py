@@ -41,7 +41,8 @@ crosscheck_cmd = click.Command(
     callback=_crosscheck,
     params=[*CROSSCHECK_OPTIONS, *run_cmd.params],
     help="Run workloads with their reference tool timing the same callables in the same call "
-    "(kernels: triton.testing.do_bench; collectives: nccl-tests) and store both figures and "
+    "(kernels: triton.testing.do_bench; collectives: nccl-tests; inference.serving: AIPerf, else a bare "
+    "asyncio client) and store both figures and "
     "their ratio in the record. Takes every option of 'run'.",
     short_help="Run beside the reference tool and store both figures and their ratio.",
 )

@@ -13,6 +13,9 @@ and the same call, both figures and their ratio stored in the record
   burst of either varies by a few percent (on an H200 do_bench's flushed bf16 burst read
   1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
   second of two bursts run without a rest between them read 5-6% slower;
+- serving endpoints (``inference.serving``): AIPerf, else the bare asyncio client
+  ``perfsuite.crosscheck.serving_reference``, against the same endpoint with the same prompts and
+  load, in turns with the suite's own client (``perfsuite.crosscheck.aiperf``);
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``perfsuite.workloads.collectives._sweep``), as one process per
@@ -72,7 +75,8 @@ def take_turns(
 class CrossCheck:
     """The reference tools as a workload's driver reaches them: ``ctx.crosscheck``. Kernels need
     none of it (``ctx.measure`` times do_bench beside each case); a collective sweep asks it
-    whether to run nccl-tests, runs it in turns with its own loops and folds the tables."""
+    whether to run nccl-tests, runs it in turns with its own loops and folds the tables; a
+    serving endpoint is measured by AIPerf in turns with the suite's client (``serving``)."""
 
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx  # the perfsuite.context.RunContext of the run (which imports this module)
@@ -97,6 +101,13 @@ class CrossCheck:
         from perfsuite.crosscheck.collectives import nccl_tests_measured
 
         return nccl_tests_measured(run)
+
+    def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
+        """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns
+        with ``suite_once`` (the suite's client, one run; its figures) (``aiperf.versus_reference``)."""
+        from perfsuite.crosscheck.aiperf import versus_reference
+
+        return versus_reference(suite_once, spec, rounds(), take_turns)
 
     def compare_nccl_tests(self, runs: list[dict], rows: list[dict]) -> dict:
         """nccl-tests' runs folded into one table beside the sweep's rows."""

@@ -1,7 +1,8 @@
-"""Built-in inference workloads, driven by MLPerf LoadGen: a BERT-style classifier and a
-greedy decoder with token latencies. A plugin module like any outside one (listed in
-``perfsuite.plugins.DEFAULT_PLUGINS``); nothing here imports torch, transformers or LoadGen at
-module level, so ``perfsuite list`` stays fast.
+"""Built-in inference workloads, driven by MLPerf LoadGen: a BERT-style classifier, a greedy
+decoder with token latencies, and an OpenAI-compatible serving endpoint (``inference.serving``).
+A plugin module like any outside one (listed in ``perfsuite.plugins.DEFAULT_PLUGINS``); nothing
+here imports torch, transformers, aiohttp or LoadGen at module level, so ``perfsuite list``
+stays fast.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 from perfsuite import hookimpl
 from perfsuite.workloads.inference.classifier import Classifier
 from perfsuite.workloads.inference.generate import Generate
+from perfsuite.workloads.inference.serving import Serving
 
-WORKLOADS = (Classifier, Generate)
+WORKLOADS = (Classifier, Generate, Serving)
 
 
 @hookimpl

@@ -125,60 +125,22 @@ def expected_s(p: LoadGenParams, scenario: str, mode: str, measured: Hints, targ
     return work if mode == "accuracy" else max(p.min_duration_ms / 1e3, work)
 
 
-class Driver:
-    def __init__(self, ctx: "RunContext", p: LoadGenParams, model: Model) -> None:
+class LoadGenRunner:
+    """LoadGen tests against one SUT, each bounded and its logs kept: a performance run with
+    its hint corrections (``_performance_test``) and the Server search of the highest VALID
+    QPS (``_find_peak``). Shared by :class:`Driver` (models in this process) and the serving
+    workload (an HTTP endpoint); ``tokens`` (``{"ttft_ms", "tpot_ms"}``) switches LoadGen's
+    token latencies on, with those Server bounds."""
+
+    def __init__(self, ctx: "RunContext", p: LoadGenParams, sut: Any, tokens: dict[str, float] | None) -> None:
         import mlperf_loadgen
 
         self.lg = mlperf_loadgen
-        self.ctx, self.p, self.model = ctx, p, model
-        self.sut = BatchingSUT(
-            self.lg,
-            model.backend,
-            max_batch=p.max_batch,
-            max_wait_s=p.max_wait_ms / 1e3,
-            query_timeout_s=p.query_timeout_s,
-            streams_tokens=model.tokens is not None,
-            inject=p.inject,
-        )
+        self.ctx, self.p, self.sut, self.tokens = ctx, p, sut, tokens
         self.root = ctx.artifact_dir()
-        self.details: dict[str, Any] = {
-            "artifact_dir": str(self.root),
-            "loadgen_version": _loadgen_version(),
-            "scenarios": {},
-        }
-        self._reference: dict[int, Any] | None = None
         self.hints: Hints | None = None
         self.measured: Hints | None = None  # the calibration's times without margins, for bounds
-
-    def run(self) -> None:
-        ctx, p = self.ctx, self.p
-        ctx.details["inference"] = self.details
-        self.sut.start()
-        try:
-            if self.model.warm_up is not None:
-                t0 = time.perf_counter()
-                self.sut.call(self.model.warm_up)
-                self.details["warm_up_s"] = time.perf_counter() - t0
-            self.hints, self.details["calibration"] = self.sut.call(lambda: calibrate(self.model.backend, p))
-            cal = self.details["calibration"]
-            self.measured = Hints(
-                cal["single_sample_s"], cal["multistream_query_s"], cal["measured_offline_samples_per_s"]
-            )
-            for scenario in p.scenarios:
-                self.details["scenarios"][scenario] = out = {}
-                # Only Server's samples arrive one by one; the others issue a whole query at once.
-                self.sut.max_wait_s = p.max_wait_ms / 1e3 if scenario == "Server" else 0.0
-                out["max_wait_ms"] = self.sut.max_wait_s * 1e3
-                if p.mode in ("submission", "accuracy"):
-                    out["accuracy"] = self._accuracy(scenario)
-                if p.mode in ("submission", "performance"):
-                    if scenario == "Server" and p.find_peak:
-                        result = self._find_peak(out)
-                    else:
-                        result = self._performance_test(scenario, out)
-                    out["performance"] = self._performance(scenario, result)
-        finally:
-            self.sut.stop()
+        self.energy: Callable[[], float | None] = ctx.energy_j  # read before and after each test
 
     # -- one LoadGen test ---------------------------------------------------------------
     def _test(self, scenario: str, mode: str, folder: str, target_qps: float | None = None) -> LoadGenResult:
@@ -191,7 +153,7 @@ class Driver:
             self.ctx.controls.seed,
             self.hints,
             target_qps=target_qps,
-            tokens=self.model.tokens,
+            tokens=self.tokens,
         )
         qps = self.p.target_qps if target_qps is None else target_qps
         bound = BOUND_FACTOR * expected_s(self.p, scenario, mode, self.measured, qps) + self.p.query_timeout_s + 30.0
@@ -199,7 +161,7 @@ class Driver:
         self.ctx.log(f"LoadGen {scenario} {mode}" + (f" at {target_qps:g} QPS" if target_qps else ""))
         with self.ctx.gpu_sampler() as sampler:
             result = run_test(
-                self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound, self.ctx.energy_j
+                self.lg, self.sut, ts, settings, self.p.num_samples, self.root / folder, bound, self.energy
             )
         result.gpu = sampler.summary()
         return result
@@ -240,6 +202,115 @@ class Driver:
 
     def _files(self, result: LoadGenResult) -> list[str]:
         return sorted(str(f.relative_to(self.root)) for f in result.log_dir.iterdir() if f.is_file())
+
+    def _find_peak(self, out: dict) -> LoadGenResult:
+        """The highest Server target QPS that stays VALID: double from ``target_qps`` while VALID
+        (halve while INVALID), then bisect between the last VALID and the first INVALID, in at
+        most ``peak_steps`` LoadGen runs. Every step is recorded; the best VALID run is the result."""
+        p = self.p
+        steps: list[dict] = []
+        best: LoadGenResult | None = None
+        lo: float | None = None  # highest VALID so far
+        hi: float | None = None  # lowest INVALID so far
+        qps = p.target_qps
+        for k in range(p.peak_steps):
+            result = self._test("Server", "performance", f"Server-peak-{k:02d}", target_qps=qps)
+            s = result.summary
+            assert s is not None
+            steps.append(
+                {
+                    "step": k,
+                    "target_qps": qps,
+                    "valid": s.valid,
+                    "invalid_reasons": s.invalid_reasons,
+                    "completed_samples_per_s": s.rates.get("completed_samples_per_s"),
+                    "latency_p99_ms": s.latency_ns.get("latency", {}).get("p99", 0) / 1e6,
+                    "ttft_p99_ms": s.latency_ns.get("ttft", {}).get("p99", 0) / 1e6 or None,
+                    "tpot_p99_ms": s.latency_ns.get("tpot", {}).get("p99", 0) / 1e6 or None,
+                    "folder": result.log_dir.name,
+                }
+            )
+            if s.valid:
+                lo, best = qps, result
+            else:
+                hi = qps if hi is None else min(hi, qps)
+            if hi is None:
+                qps = qps * 2
+            elif lo is None:
+                qps = qps / 2
+            else:
+                qps = (lo + hi) / 2
+        out["find_peak"] = {
+            "start_qps": p.target_qps,
+            "max_steps": p.peak_steps,
+            "steps": steps,
+            "peak_valid_qps": lo,
+            "lowest_invalid_qps": hi,
+        }
+        if best is None:
+            raise RuntimeError(
+                f"find_peak: no target QPS from {p.target_qps:g} down to "
+                f"{steps[-1]['target_qps']:g} was VALID in {p.peak_steps} steps"
+            )
+        self.ctx.add_metric("Server", "peak_valid_qps", "queries/s", [lo], higher_is_better=True)
+        return best
+
+
+class Driver(LoadGenRunner):
+    """Calibrate, then per scenario an accuracy run and a performance run of a :class:`Model`
+    in this process, behind the dynamic batcher."""
+
+    def __init__(self, ctx: "RunContext", p: LoadGenParams, model: Model) -> None:
+        import mlperf_loadgen
+
+        sut = BatchingSUT(
+            mlperf_loadgen,
+            model.backend,
+            max_batch=p.max_batch,
+            max_wait_s=p.max_wait_ms / 1e3,
+            query_timeout_s=p.query_timeout_s,
+            streams_tokens=model.tokens is not None,
+            inject=p.inject,
+        )
+        super().__init__(ctx, p, sut, model.tokens)
+        self.sut: BatchingSUT = sut
+        self.model = model
+        self.details: dict[str, Any] = {
+            "artifact_dir": str(self.root),
+            "loadgen_version": loadgen_version(),
+            "scenarios": {},
+        }
+        self._reference: dict[int, Any] | None = None
+
+    def run(self) -> None:
+        ctx, p = self.ctx, self.p
+        ctx.details["inference"] = self.details
+        self.sut.start()
+        try:
+            if self.model.warm_up is not None:
+                t0 = time.perf_counter()
+                self.sut.call(self.model.warm_up)
+                self.details["warm_up_s"] = time.perf_counter() - t0
+            self.hints, self.details["calibration"] = self.sut.call(lambda: calibrate(self.model.backend, p))
+            cal = self.details["calibration"]
+            self.measured = Hints(
+                cal["single_sample_s"], cal["multistream_query_s"], cal["measured_offline_samples_per_s"]
+            )
+            for scenario in p.scenarios:
+                self.details["scenarios"][scenario] = out = {}
+                # Only Server's samples arrive one by one; the others issue a whole query at once.
+                self.sut.max_wait_s = p.max_wait_ms / 1e3 if scenario == "Server" else 0.0
+                out["max_wait_ms"] = self.sut.max_wait_s * 1e3
+                if p.mode in ("submission", "accuracy"):
+                    out["accuracy"] = self._accuracy(scenario)
+                if p.mode in ("submission", "performance"):
+                    if scenario == "Server" and p.find_peak:
+                        result = self._find_peak(out)
+                    else:
+                        result = self._performance_test(scenario, out)
+                    out["performance"] = self._performance(scenario, result)
+        finally:
+            self.sut.stop()
 
     # -- accuracy -------------------------------------------------------------------------
     def reference(self) -> dict[int, Any]:
@@ -346,60 +417,8 @@ class Driver:
             "gpu": result.gpu,
         }
 
-    def _find_peak(self, out: dict) -> LoadGenResult:
-        """The highest Server target QPS that stays VALID: double from ``target_qps`` while VALID
-        (halve while INVALID), then bisect between the last VALID and the first INVALID, in at
-        most ``peak_steps`` LoadGen runs. Every step is recorded; the best VALID run is the result."""
-        p = self.p
-        steps: list[dict] = []
-        best: LoadGenResult | None = None
-        lo: float | None = None  # highest VALID so far
-        hi: float | None = None  # lowest INVALID so far
-        qps = p.target_qps
-        for k in range(p.peak_steps):
-            result = self._test("Server", "performance", f"Server-peak-{k:02d}", target_qps=qps)
-            s = result.summary
-            assert s is not None
-            steps.append(
-                {
-                    "step": k,
-                    "target_qps": qps,
-                    "valid": s.valid,
-                    "invalid_reasons": s.invalid_reasons,
-                    "completed_samples_per_s": s.rates.get("completed_samples_per_s"),
-                    "latency_p99_ms": s.latency_ns.get("latency", {}).get("p99", 0) / 1e6,
-                    "ttft_p99_ms": s.latency_ns.get("ttft", {}).get("p99", 0) / 1e6 or None,
-                    "tpot_p99_ms": s.latency_ns.get("tpot", {}).get("p99", 0) / 1e6 or None,
-                    "folder": result.log_dir.name,
-                }
-            )
-            if s.valid:
-                lo, best = qps, result
-            else:
-                hi = qps if hi is None else min(hi, qps)
-            if hi is None:
-                qps = qps * 2
-            elif lo is None:
-                qps = qps / 2
-            else:
-                qps = (lo + hi) / 2
-        out["find_peak"] = {
-            "start_qps": p.target_qps,
-            "max_steps": p.peak_steps,
-            "steps": steps,
-            "peak_valid_qps": lo,
-            "lowest_invalid_qps": hi,
-        }
-        if best is None:
-            raise RuntimeError(
-                f"find_peak: no target QPS from {p.target_qps:g} down to "
-                f"{steps[-1]['target_qps']:g} was VALID in {p.peak_steps} steps"
-            )
-        self.ctx.add_metric("Server", "peak_valid_qps", "queries/s", [lo], higher_is_better=True)
-        return best
 
-
-def _loadgen_version() -> str | None:
+def loadgen_version() -> str | None:
     from importlib import metadata
 
     try:

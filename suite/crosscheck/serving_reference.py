@@ -1,0 +1,253 @@
+"""A bare reference client for OpenAI-compatible streaming endpoints: the Python standard
+library only (asyncio streams, HTTP/1.1 by hand), written apart from ``inference.serving``'s
+client so that the cross-check compares two independent implementations where AIPerf is not
+installed.
+
+It sends the prompts of a JSONL file (``{"text": ..., "output_length": N}`` a line, AIPerf's
+single-turn format) as streamed completions, either N at a time (``--concurrency``) or at a
+rate (``--request-rate``, gamma gaps of shape ``--burstiness``), and writes the figures the
+cross-check compares: TTFT p50/p99 (request written to first content chunk), inter-token
+latency p50 ((end - first chunk) / (tokens - 1) per request, as AIPerf defines it) and output
+tokens per second (tokens over first send to last end); tokens from the server's ``usage``,
+else one per content chunk.
+
+    python -m perfsuite.crosscheck.serving_reference --url http://127.0.0.1:8000 --model M --input-file P.jsonl
+        --request-count 64 (--concurrency 4 | --request-rate 8) --output OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from urllib.parse import urlparse
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """numpy's default (linear) percentile, without numpy."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+class Connections:
+    """Idle keep-alive connections to one server, reused by later requests."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def get(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.idle:
+            return self.idle.pop()
+        return await asyncio.open_connection(self.host, self.port)
+
+    def put(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+        self.idle.append(conn)
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+
+
+async def one(conns: Connections, path: str, host: str, body: bytes, headers: str, timeout_s: float) -> dict:
+    row: dict = {"sent": 0.0, "first": None, "end": None, "tokens": 0, "chunks": 0, "error": None}
+    reader, writer = await conns.get()
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{headers}"
+        f"Content-Length: {len(body)}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode() + body
+    row["sent"] = time.perf_counter()
+    writer.write(request)
+    try:
+        await asyncio.wait_for(_read(reader, row), timeout_s)
+    except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        writer.close()
+        return row
+    if row.pop("keep", False):
+        conns.put((reader, writer))
+    else:
+        writer.close()
+    return row
+
+
+async def _read(reader: asyncio.StreamReader, row: dict) -> None:
+    status = (await reader.readline()).decode("latin-1").split(" ")
+    if len(status) < 2 or status[1] != "200":
+        raise ValueError(f"HTTP status {' '.join(status[1:]).strip()}")
+    chunked, length, keep = False, None, True
+    while True:
+        line = (await reader.readline()).decode("latin-1").strip()
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name == "transfer-encoding" and "chunked" in value:
+            chunked = True
+        elif name == "content-length":
+            length = int(value)
+        elif name == "connection" and value == "close":
+            keep = False
+    buffer = b""
+    while True:
+        if chunked:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()
+                break
+            data = await reader.readexactly(size)
+            await reader.readexactly(2)
+        else:
+            data = await reader.read(65536) if length is None else await reader.readexactly(length)
+            if not data:
+                break
+        now = time.perf_counter()
+        buffer += data
+        while b"\n\n" in buffer:
+            event, buffer = buffer.split(b"\n\n", 1)
+            _event(event, now, row)
+        if not chunked and length is not None:
+            break
+    row["end"] = time.perf_counter()
+    row["keep"] = keep and (chunked or length is not None)
+
+
+def _event(event: bytes, now: float, row: dict) -> None:
+    for line in event.replace(b"\r", b"").split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return
+        obj = json.loads(payload)
+        usage = obj.get("usage") or {}
+        if usage.get("completion_tokens") is not None:
+            row["tokens"] = int(usage["completion_tokens"])
+            row["usage"] = True
+        for choice in obj.get("choices") or []:
+            text = choice.get("text")
+            if text is None:
+                text = (choice.get("delta") or {}).get("content")
+            if text:
+                row["chunks"] += 1
+                if row["first"] is None:
+                    row["first"] = now
+
+
+async def run(a: argparse.Namespace) -> dict:
+    url = urlparse(a.url)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    path = "/v1/chat/completions" if a.api == "chat" else "/v1/completions"
+    with open(a.input_file) as f:
+        prompts = [json.loads(line) for line in f if line.strip()]
+    extra = json.loads(a.extra_body) if a.extra_body else {}
+    key = os.environ.get(a.api_key_env, "") if a.api_key_env else ""
+    headers = f"Authorization: Bearer {key}\r\n" if key else ""
+
+    def body(i: int) -> bytes:
+        p = prompts[i % len(prompts)]
+        b = {
+            "model": a.model,
+            "max_tokens": p["output_length"],
+            "stream": True,
+            "temperature": 0.0,
+            "stream_options": {"include_usage": True},
+            **extra,
+        }
+        if a.api == "chat":
+            b["messages"] = [{"role": "user", "content": p["text"]}]
+        else:
+            b["prompt"] = p["text"]
+        return json.dumps(b).encode()
+
+    conns = Connections(host, port)
+    rows: list[dict] = []
+    if a.request_rate:
+        rng = random.Random(a.seed)
+        shape = a.burstiness
+        gaps = [rng.gammavariate(shape, 1.0 / (a.request_rate * shape)) for _ in range(a.request_count)]
+        t0 = time.perf_counter()
+        due, tasks = 0.0, []
+        for i in range(a.request_count):
+            wait = t0 + due - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tasks.append(asyncio.create_task(one(conns, path, url.netloc, body(i), headers, a.timeout)))
+            due += gaps[i]
+        rows = list(await asyncio.gather(*tasks))
+    else:
+        todo = iter(range(a.request_count))
+
+        async def slot() -> None:
+            for i in todo:
+                rows.append(await one(conns, path, url.netloc, body(i), headers, a.timeout))
+
+        await asyncio.gather(*(slot() for _ in range(a.concurrency)))
+    conns.close()
+    return summarize(rows)
+
+
+def summarize(rows: list[dict]) -> dict:
+    ok = [r for r in rows if r["error"] is None and r["first"] is not None]
+    for r in ok:
+        if not r.get("usage"):
+            r["tokens"] = r["chunks"]
+    ttft = [(r["first"] - r["sent"]) * 1e3 for r in ok]
+    itl = [(r["end"] - r["first"]) * 1e3 / (r["tokens"] - 1) for r in ok if r["tokens"] > 1]
+    start = min((r["sent"] for r in rows), default=0.0)
+    end = max((r["end"] or r["sent"] for r in rows), default=0.0)
+    tokens = sum(r["tokens"] for r in ok)
+    return {
+        "tool": "perfsuite bare asyncio reference (suite.serving_reference)",
+        "requests": len(rows),
+        "completed": len(ok),
+        "failed": len(rows) - len(ok),
+        "errors": sorted({r["error"] for r in rows if r["error"]})[:5],
+        "ttft_p50_ms": percentile(ttft, 50),
+        "ttft_p99_ms": percentile(ttft, 99),
+        "itl_p50_ms": percentile(itl, 50),
+        "output_tokens_per_s": tokens / (end - start) if end > start else 0.0,
+        "duration_s": end - start,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--api", choices=("completions", "chat"), default="completions")
+    ap.add_argument("--input-file", required=True)
+    ap.add_argument("--request-count", type=int, required=True)
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--request-rate", type=float, default=0.0)
+    ap.add_argument("--burstiness", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--extra-body", default="", help="JSON object merged into every request body")
+    ap.add_argument("--api-key-env", default="", help="environment variable holding an API key (bearer token)")
+    ap.add_argument("--output", required=True)
+    a = ap.parse_args(argv)
+    if a.request_count < 1 or a.concurrency < 1 or a.request_rate < 0 or a.burstiness <= 0:
+        print(
+            "error: --request-count and --concurrency must be at least 1, --request-rate not negative, "
+            "--burstiness above 0",
+            file=sys.stderr,
+        )
+        return 2
+    out = asyncio.run(run(a))
+    with open(a.output, "w") as f:
+        json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

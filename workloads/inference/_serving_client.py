@@ -1,0 +1,283 @@
+"""The streaming HTTP client of ``inference.serving``: one OpenAI-style streamed completion,
+timed chunk by chunk, and everything that can go wrong with it named.
+
+A request is sent with aiohttp and its Server-Sent Events read as they arrive. Times are
+``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux, so comparable between the client's
+processes): sent, first content chunk (time to first token), every content chunk (the
+inter-token latencies), end of stream. A request that fails keeps its reason, one of
+:data:`REASONS`, and a line of detail; it never raises, and it never waits longer than its
+timeouts: ``stall_timeout_s`` between two reads (a server that stops mid-stream) and
+``request_timeout_s`` in all.
+
+Output tokens come from the server's ``usage`` (asked for with ``stream_options``), else from
+a tokenizer over the text where one is given, else one per content chunk; each result says
+which (``token_source``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from time import perf_counter_ns
+from typing import Any
+
+# Why a request failed; the error budget counts these.
+REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event", "empty")
+TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
+ERROR_BODY_BYTES = 300  # of an error response kept as detail
+KEEPALIVE_S = 2.0  # an idle keep-alive connection is closed by the client after this long
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to send: the server's base URL (``http://host:port``), the model name,
+    the API (``completions`` or ``chat``), headers (an API key from the environment, never
+    recorded) and fields added to every request body (``ignore_eos`` and the like)."""
+
+    base_url: str
+    model: str
+    api: str = "completions"
+    headers: tuple[tuple[str, str], ...] = ()
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + ("/v1/chat/completions" if self.api == "chat" else "/v1/completions")
+
+    def body(self, prompt: str, max_tokens: int) -> bytes:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.0,
+        }
+        if self.api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        body.update(dict(self.extra_body))
+        return json.dumps(body).encode()
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    stall_s: float = 30.0  # longest silence between two reads of a stream
+    request_s: float = 600.0  # longest a request may take in all
+    connect_s: float = 10.0
+
+
+@dataclass
+class RequestResult:
+    """One request as the client saw it (nanoseconds on the shared monotonic clock)."""
+
+    index: int  # the prompt's index
+    scheduled_ns: int  # when the load shape meant it to leave (== sent_ns for LoadGen's own queries)
+    sent_ns: int = 0
+    first_ns: int = 0  # first content chunk; 0: none
+    done_ns: int = 0
+    chunk_ns: list[int] = field(default_factory=list)  # every content chunk's arrival
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    token_source: str = "chunks"
+    finish_reason: str | None = None
+    text: str = ""
+    reason: str | None = None  # one of REASONS when the request failed
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    @property
+    def ttft_s(self) -> float:
+        return (self.first_ns - self.sent_ns) * 1e-9
+
+    @property
+    def e2e_s(self) -> float:
+        return (self.done_ns - self.sent_ns) * 1e-9
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (end - first token) / (tokens - 1), as vLLM's
+        TPOT, AIPerf's inter-token latency and LoadGen's TPOT define it; None for one token."""
+        if self.output_tokens < 2:
+            return None
+        return (self.done_ns - self.first_ns) * 1e-9 / (self.output_tokens - 1)
+
+    @property
+    def itl_s(self) -> list[float]:
+        """Gaps between consecutive content chunks (vLLM's ITL)."""
+        return [(b - a) * 1e-9 for a, b in pairwise(self.chunk_ns)]
+
+    def to_row(self) -> dict:
+        """A compact JSON-ready row (the record keeps these per request)."""
+        return {
+            "i": self.index,
+            "sched_ns": self.scheduled_ns,
+            "sent_ns": self.sent_ns,
+            "first_ns": self.first_ns,
+            "done_ns": self.done_ns,
+            "tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "source": self.token_source,
+            "itl_ms": [round(x * 1e3, 4) for x in self.itl_s],
+            "reason": self.reason,
+            "detail": self.detail or None,
+        }
+
+
+class StreamParser:
+    """Server-Sent Events of an OpenAI-style stream, fed as bytes arrive."""
+
+    def __init__(self, result: RequestResult, on_first: Callable[[RequestResult], None] | None = None) -> None:
+        self.result = result
+        self.buffer = b""
+        self.done = False  # saw ``data: [DONE]``
+        self.on_first = on_first
+        self.texts: list[str] = []
+
+    def feed(self, data: bytes, now_ns: int) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\n\n")
+            if end < 0:
+                return
+            event, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
+            self._event(event, now_ns)
+            if self.result.reason is not None:
+                return
+
+    def _event(self, event: bytes, now_ns: int) -> None:
+        r = self.result
+        payload = b"\n".join(
+            line[5:].lstrip() for line in event.replace(b"\r", b"").split(b"\n") if line.startswith(b"data:")
+        )
+        if not payload:
+            return  # a comment or a keep-alive
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            self.fail("malformed_chunk", f"a stream chunk is not JSON: {payload[:80]!r}")
+            return
+        if not isinstance(obj, dict):
+            self.fail("malformed_chunk", f"a stream chunk is not a JSON object: {payload[:80]!r}")
+            return
+        if "error" in obj:
+            self.fail("server_error_event", f"the server sent an error event: {str(obj['error'])[:160]}")
+            return
+        usage = obj.get("usage")
+        if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+            r.output_tokens = int(usage["completion_tokens"])
+            r.prompt_tokens = usage.get("prompt_tokens")
+            r.token_source = "usage"
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            self.fail("malformed_chunk", f"a stream chunk has no choices list: {payload[:80]!r}")
+            return
+        if not choices:
+            return  # the usage-only chunk
+        choice = choices[0]
+        text = choice.get("text")
+        if text is None:
+            text = (choice.get("delta") or {}).get("content")
+        if choice.get("finish_reason"):
+            r.finish_reason = choice["finish_reason"]
+        if text:
+            if not r.first_ns:
+                r.first_ns = now_ns
+                if self.on_first is not None:
+                    self.on_first(r)
+            r.chunk_ns.append(now_ns)
+            self.texts.append(text)
+
+    def fail(self, reason: str, detail: str) -> None:
+        if self.result.reason is None:
+            self.result.reason, self.result.detail = reason, detail
+
+    def finish(self, now_ns: int, count_tokens: Callable[[str], int] | None) -> RequestResult:
+        """The stream has ended: name a truncation, count tokens where the server gave no usage."""
+        r = self.result
+        r.done_ns = now_ns
+        r.text = "".join(self.texts)
+        if r.reason is None and self.buffer.strip():
+            self.fail("truncated", f"the stream ended inside an event ({len(self.buffer)} bytes unparsed)")
+        if r.reason is None and not self.done and r.finish_reason is None:
+            self.fail(
+                "truncated", f"the stream ended after {len(r.chunk_ns)} chunk(s) without a finish reason or [DONE]"
+            )
+        if r.reason is None and not r.chunk_ns:
+            self.fail("empty", "the stream carried no content")
+        if r.token_source != "usage":
+            if count_tokens is not None:
+                r.output_tokens, r.token_source = count_tokens(r.text), "tokenizer"
+            else:
+                r.output_tokens, r.token_source = len(r.chunk_ns), "chunks"
+        return r
+
+
+async def stream_request(
+    session: Any,
+    endpoint: Endpoint,
+    body: bytes,
+    result: RequestResult,
+    timeouts: Timeouts,
+    on_first: Callable[[RequestResult], None] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+) -> RequestResult:
+    """Send one streamed request on an aiohttp ``session`` and fill ``result``; never raises
+    for what the server or the network does (the reason is in ``result.reason``)."""
+    import aiohttp
+
+    parser = StreamParser(result, on_first)
+    timeout = aiohttp.ClientTimeout(
+        total=timeouts.request_s, sock_read=timeouts.stall_s, sock_connect=timeouts.connect_s
+    )
+    headers = {"Content-Type": "application/json", **dict(endpoint.headers)}
+    result.sent_ns = perf_counter_ns()
+    try:
+        async with session.post(endpoint.url, data=body, headers=headers, timeout=timeout) as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+                parser.fail("http_status", f"HTTP {resp.status}: {text.strip()[:200]}")
+                result.done_ns = perf_counter_ns()
+                return result
+            async for data in resp.content.iter_any():
+                parser.feed(data, perf_counter_ns())
+                if result.reason is not None:
+                    break
+    except aiohttp.ServerTimeoutError as exc:  # a read or connect that waited past its timeout
+        kind = "connect" if "connect" in str(exc).lower() else "stall"
+        parser.fail(
+            kind,
+            f"no data for {timeouts.stall_s:g} s mid-stream ({type(exc).__name__})"
+            if kind == "stall"
+            else f"connecting timed out after {timeouts.connect_s:g} s",
+        )
+    except TimeoutError:
+        parser.fail("timeout", f"the request took longer than {timeouts.request_s:g} s")
+    except aiohttp.ClientPayloadError as exc:
+        parser.fail("truncated", f"the connection closed mid-stream ({type(exc).__name__}: {exc})")
+    except aiohttp.ClientConnectorError as exc:
+        parser.fail("connect", f"cannot connect to {endpoint.base_url}: {exc.os_error or exc}")
+    except (aiohttp.ClientError, OSError) as exc:  # the server closed or reset the connection
+        parser.fail("truncated", f"{type(exc).__name__}: {exc}")
+    return parser.finish(perf_counter_ns(), count_tokens)
+
+
+def new_session(max_connections: int = 0) -> Any:
+    """An aiohttp session for many concurrent streams to one server (no connection limit by
+    default: the load shape decides how many are in flight, not the pool). An idle connection is
+    dropped after ``KEEPALIVE_S``, before servers drop theirs (uvicorn's default: 5 s): a request
+    sent on a connection the server has just closed would fail as a truncated stream."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, limit_per_host=max_connections, force_close=False, keepalive_timeout=KEEPALIVE_S
+    )
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False)

@@ -1,0 +1,247 @@
+"""Load shapes of ``inference.serving`` and the client processes that send them.
+
+Open loop (a request rate): arrival times drawn as vLLM's ``bench serve`` draws them, gaps from
+a gamma distribution of shape ``burstiness`` and mean ``1 / rate`` (burstiness 1: a Poisson
+process; below 1 burstier, above 1 more even; ``inf`` evenly spaced), rescaled so that the last
+request leaves at ``n / rate`` exactly, which keeps the offered rate the same for every seed.
+Closed loop (a concurrency): N requests in flight, each slot sending its next request as soon
+as its last one ends.
+
+A :class:`ClientPool` runs a :class:`Job` in ``processes`` client processes (one: in this
+process), each an asyncio loop with its own aiohttp session, as AIPerf's workers do: one Python
+process streams about 2,000 short requests per second on one core, a sweep past that needs
+more. Open loop: request k goes to process k mod P, at its scheduled time on the shared
+monotonic clock; closed loop: the concurrency is split between the processes. Every request's
+scheduled and actual send time are kept, so a client that fell behind its schedule shows it
+(``send lag``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any
+
+from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+
+START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
+READY_TIMEOUT_S = 60.0  # a spawned client process imports aiohttp before it says it is ready
+
+
+def arrival_offsets_s(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Send times (seconds from the start) of ``n`` requests at ``rate`` per second."""
+    import numpy as np
+
+    if n < 1:
+        return []
+    if not rate > 0:
+        raise ValueError(f"a request rate must be greater than 0, not {rate:g}")
+    if not burstiness > 0:
+        raise ValueError(f"burstiness must be greater than 0, not {burstiness:g}")
+    if math.isinf(rate):
+        return [0.0] * n
+    if math.isinf(burstiness):
+        gaps = np.full(n, 1.0 / rate)
+    else:
+        gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    times = np.cumsum(gaps)
+    times *= (n / rate) / times[-1]
+    times -= times[0]  # the first request leaves at once
+    return [float(t) for t in times]
+
+
+def token_counter(tokenizer: str | None) -> Callable[[str], int] | None:
+    """A function counting a text's tokens with the ``tokenizer.json`` at ``tokenizer`` (a file
+    or a folder holding one), or None without one."""
+    if not tokenizer:
+        return None
+    from tokenizers import Tokenizer
+
+    path = Path(tokenizer)
+    tok = Tokenizer.from_file(str(path / "tokenizer.json" if path.is_dir() else path))
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+@dataclass
+class Job:
+    """Requests to send: ``order`` (prompt indices) with their ``bodies``; open loop when
+    ``offsets_s`` gives each one's send time, else closed loop at ``concurrency``."""
+
+    endpoint: Endpoint
+    timeouts: Timeouts
+    bodies: dict[int, bytes]
+    order: list[int]
+    offsets_s: list[float] | None = None
+    concurrency: int = 1
+    tokenizer: str | None = None
+    start_ns: int = 0  # set by the pool
+    positions: list[int] = field(default_factory=list)  # which of ``order`` this process sends
+
+    def share(self, worker: int, workers: int) -> "Job":
+        """The part of this job that client process ``worker`` of ``workers`` sends."""
+        positions = list(range(worker, len(self.order), workers))
+        concurrency = self.concurrency // workers + (1 if worker < self.concurrency % workers else 0)
+        bodies = {self.order[k]: self.bodies[self.order[k]] for k in positions}
+        return Job(
+            self.endpoint,
+            self.timeouts,
+            bodies,
+            self.order,
+            self.offsets_s,
+            concurrency,
+            self.tokenizer,
+            self.start_ns,
+            positions,
+        )
+
+
+async def _run(job: Job) -> list[RequestResult]:
+    count = token_counter(job.tokenizer)
+    positions = job.positions or list(range(len(job.order)))
+    async with new_session() as session:
+        if job.offsets_s is not None:
+            tasks = []
+            for k in positions:
+                due = job.start_ns + int(job.offsets_s[k] * 1e9)
+                while (wait := (due - perf_counter_ns()) / 1e9) > 0:  # a timer may fire a little early
+                    await asyncio.sleep(wait)
+                index = job.order[k]
+                tasks.append(
+                    asyncio.create_task(
+                        stream_request(
+                            session,
+                            job.endpoint,
+                            job.bodies[index],
+                            RequestResult(index, due),
+                            job.timeouts,
+                            count_tokens=count,
+                        )
+                    )
+                )
+            return list(await asyncio.gather(*tasks))
+        results: list[RequestResult] = []
+        todo = iter(positions)
+        while perf_counter_ns() < job.start_ns:
+            await asyncio.sleep((job.start_ns - perf_counter_ns()) / 1e9)
+
+        async def slot() -> None:
+            for k in todo:  # one iterator shared by every slot: each request is sent once
+                index = job.order[k]
+                results.append(
+                    await stream_request(
+                        session,
+                        job.endpoint,
+                        job.bodies[index],
+                        RequestResult(index, perf_counter_ns()),
+                        job.timeouts,
+                        count_tokens=count,
+                    )
+                )
+
+        await asyncio.gather(*(slot() for _ in range(max(1, job.concurrency))))
+        return results
+
+
+def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's event loop where it is installed (about twice asyncio's streamed requests per
+    second on one core), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def run_here(job: Job) -> list[RequestResult]:
+    """Send a whole job from this process."""
+    if not job.start_ns:
+        job.start_ns = perf_counter_ns()
+    loop = event_loop()()
+    try:
+        return loop.run_until_complete(_run(job))
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _worker_main(conn: Any) -> None:
+    """A client process: run each job it receives, send back its results; None ends it."""
+    import aiohttp  # noqa: F401  (imported before saying ready: a job's schedule starts on time)
+
+    event_loop()
+    conn.send(("ready", None))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        try:
+            conn.send(("ok", run_here(job)))
+        except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class ClientPool:
+    """``processes`` client processes kept for a run (spawned once: starting one costs a
+    Python interpreter and aiohttp's import)."""
+
+    def __init__(self, processes: int) -> None:
+        if processes < 1:
+            raise ValueError(f"client processes must be at least 1, not {processes}")
+        self.processes = processes
+        self._workers: list[tuple[Any, Any]] = []
+        if processes > 1:
+            ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs LoadGen's threads
+            for _ in range(processes):
+                here, there = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, args=(there,), daemon=True, name="serving-client")
+                proc.start()
+                self._workers.append((proc, here))
+            for _proc, conn in self._workers:
+                if not conn.poll(READY_TIMEOUT_S):
+                    self.close()
+                    raise RuntimeError(f"a client process was not ready within {READY_TIMEOUT_S:g} s")
+                conn.recv()
+
+    def run(self, job: Job) -> list[RequestResult]:
+        if not self._workers:
+            job.start_ns = perf_counter_ns()
+            return run_here(job)
+        job.start_ns = perf_counter_ns() + int(START_LEAD_S * 1e9)
+        for w, (_, conn) in enumerate(self._workers):
+            conn.send(job.share(w, len(self._workers)))
+        out: list[RequestResult] = []
+        errors = []
+        for _proc, conn in self._workers:
+            status, payload = conn.recv()
+            if status == "ok":
+                out.extend(payload)
+            else:
+                errors.append(payload)
+        if errors:
+            raise RuntimeError(f"a client process failed: {errors[0]}")
+        return out
+
+    def close(self) -> None:
+        for _proc, conn in self._workers:
+            with contextlib.suppress(BrokenPipeError, OSError):  # gone already: joined or killed below
+                conn.send(None)
+        deadline = time.monotonic() + 5.0
+        for proc, _ in self._workers:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._workers.clear()
+
+    def __enter__(self) -> "ClientPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

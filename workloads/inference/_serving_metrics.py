@@ -1,0 +1,119 @@
+"""What a set of requests measured: latency percentiles, rates, SLO goodput, errors by reason.
+
+Definitions (those of vLLM's ``bench serve`` and AIPerf, which agree on them):
+
+- TTFT: request sent to first content chunk received.
+- TPOT: (end of stream - first token) / (output tokens - 1), per request (AIPerf calls it
+  inter-token latency; LoadGen's TPOT is the same quotient).
+- ITL: the gaps between consecutive content chunks, all requests pooled (vLLM's ITL).
+- E2E: request sent to end of stream.
+- Duration: first request sent to last one ended; rates are completed requests and output
+  tokens over it.
+- Goodput (DistServe's, vLLM's ``--goodput``): requests that completed and met every SLO given
+  (TTFT, TPOT, E2E), per second of the duration, and their output tokens per second; SLO
+  attainment: that count over every request sent (failed ones count against it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from perfsuite.workloads.inference._serving_client import REASONS, RequestResult
+
+PERCENTILES = (50, 90, 99)
+EXAMPLES_PER_REASON = 3
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency objectives per request in ms; None: not an objective."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and not value > 0:
+                raise ValueError(f"SLO {name} must be greater than 0, not {value:g}")
+
+    def met(self, r: RequestResult) -> bool:
+        if not r.ok:
+            return False
+        if self.ttft_ms is not None and r.ttft_s * 1e3 > self.ttft_ms:
+            return False
+        tpot = r.tpot_s
+        if self.tpot_ms is not None and tpot is not None and tpot * 1e3 > self.tpot_ms:
+            return False  # one output token has no TPOT: vLLM counts it as met
+        return not (self.e2e_ms is not None and r.e2e_s * 1e3 > self.e2e_ms)
+
+    def describe(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """p50/p90/p99 (numpy's linear interpolation, as vLLM and AIPerf report), mean, min, max."""
+    import numpy as np
+
+    if not values:
+        return {}
+    a = np.asarray(values, dtype=float)
+    out = {f"p{p}": float(np.percentile(a, p)) for p in PERCENTILES}
+    out.update(mean=float(a.mean()), min=float(a.min()), max=float(a.max()))
+    return out
+
+
+def errors(results: Iterable[RequestResult]) -> dict:
+    """Failed requests counted by reason, with a few examples of each."""
+    counts: Counter[str] = Counter()
+    examples: dict[str, list[str]] = {}
+    for r in results:
+        if r.reason is None:
+            continue
+        counts[r.reason] += 1
+        if len(examples.setdefault(r.reason, [])) < EXAMPLES_PER_REASON:
+            examples[r.reason].append(r.detail)
+    return {
+        "count": sum(counts.values()),
+        "by_reason": {k: counts[k] for k in REASONS if counts[k]},
+        "examples": examples,
+    }
+
+
+def summarize(results: list[RequestResult], slo: SLO) -> dict:
+    """The figures of one measured load step (JSON-ready; times in ms)."""
+    ok = [r for r in results if r.ok]
+    if results:
+        start = min(r.sent_ns for r in results if r.sent_ns) if any(r.sent_ns for r in results) else 0
+        end = max((r.done_ns for r in results), default=start)
+        duration_s = max((end - start) * 1e-9, 1e-9)
+    else:
+        duration_s = 0.0
+    good = [r for r in ok if slo.met(r)]
+    tokens = sum(r.output_tokens for r in ok)
+    itl = [x * 1e3 for r in ok for x in r.itl_s]
+    lag = [(r.sent_ns - r.scheduled_ns) * 1e-6 for r in results if r.sent_ns and r.scheduled_ns]
+    sources = Counter(r.token_source for r in ok)
+    rate = (lambda n: n / duration_s) if duration_s else (lambda n: 0.0)
+    return {
+        "requests": len(results),
+        "completed": len(ok),
+        "duration_s": duration_s,
+        "completed_rps": rate(len(ok)),
+        "output_tokens": tokens,
+        "output_tokens_per_s": rate(tokens),
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in ok) or None,
+        "ttft_ms": percentiles([r.ttft_s * 1e3 for r in ok]),
+        "tpot_ms": percentiles([t * 1e3 for r in ok if (t := r.tpot_s) is not None]),
+        "itl_ms": percentiles(itl),
+        "e2e_ms": percentiles([r.e2e_s * 1e3 for r in ok]),
+        "send_lag_ms": percentiles(lag),
+        "good": len(good),
+        "goodput_rps": rate(len(good)),
+        "goodput_tokens_per_s": rate(sum(r.output_tokens for r in good)),
+        "slo_attainment": len(good) / len(results) if results else 0.0,
+        "token_sources": dict(sources),
+        "errors": errors(results),
+    }

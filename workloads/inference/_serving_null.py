@@ -1,0 +1,295 @@
+"""A null OpenAI-compatible streaming server: answers every completion at once with N chunks.
+
+It measures the load generator, not a model: against it, whatever time a request takes is
+the client's own (and the loopback's). ``bench/serving_client_capacity.py`` drives it to state
+how many streamed requests per second ``inference.serving``'s client sustains and how much it
+adds to TTFT. With ``--fail-every`` / ``--stall-every`` / ``--malformed-every`` /
+``--truncate-every`` it is also the bad server of the tests: every Nth request answers HTTP 500,
+stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream.
+
+Plain asyncio (no web framework) so that the server costs as little CPU as it can on a
+machine it shares with the client: HTTP/1.1 with keep-alive, a response as one write.
+
+    python bench/serving_null_server.py --port 8123 [--chunks 16] [--processes 1]
+    GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions
+
+``max_tokens`` in a request sets its chunk count (one token each); without it ``--chunks``.
+The first line on stdout is ``listening on http://HOST:PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+MODEL = "null"
+MAX_HEADER_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Every Nth request (counted per process, from 1) misbehaves; 0: never."""
+
+    fail_every: int = 0
+    stall_every: int = 0
+    stall_s: float = 30.0
+    malformed_every: int = 0
+    truncate_every: int = 0
+
+    def pick(self, n: int) -> str | None:
+        for name, every in (
+            ("fail", self.fail_every),
+            ("stall", self.stall_every),
+            ("malformed", self.malformed_every),
+            ("truncate", self.truncate_every),
+        ):
+            if every and n % every == 0:
+                return name
+        return None
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(obj: object) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+@lru_cache(maxsize=256)
+def stream_events(n: int, chat: bool) -> tuple[bytes, ...]:
+    """The SSE events of one streamed answer of ``n`` tokens, each an HTTP chunk: n content
+    chunks, one with the finish reason and usage, then ``[DONE]``."""
+    kind = "chat.completion.chunk" if chat else "text_completion"
+
+    def choice(text: str | None, finish: str | None) -> dict:
+        if chat:
+            return {"index": 0, "delta": {} if text is None else {"content": text}, "finish_reason": finish}
+        return {"index": 0, "text": text or "", "finish_reason": finish}
+
+    events = [
+        _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" t{i}", None)]}) for i in range(n)
+    ]
+    events.append(
+        _event(
+            {
+                "id": "null",
+                "object": kind,
+                "model": MODEL,
+                "choices": [choice(None, "length")],
+                "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
+            }
+        )
+    )
+    events.append(_chunk(b"data: [DONE]\n\n"))
+    return tuple(events)
+
+
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\nServer: perfsuite-null/1\r\n\r\n"
+)
+END = b"0\r\n\r\n"
+
+
+def json_response(status: int, obj: object) -> bytes:
+    body = json.dumps(obj).encode()
+    reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error"}[status]
+    return (
+        b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+        b"Server: perfsuite-null/1\r\n\r\n%s" % (status, reason.encode(), len(body), body)
+    )
+
+
+class NullHTTP(asyncio.Protocol):
+    """One connection: requests parsed as they arrive, answered in order (keep-alive)."""
+
+    def __init__(self, state: "ServerState") -> None:
+        self.state = state
+        self.buffer = b""
+        self.transport: Any = None  # asyncio's Transport, or uvloop's (not a subclass of it)
+        self.busy = False  # a stalled answer is being written: later requests wait their turn
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.busy:
+            self._drain()
+
+    def _drain(self) -> None:
+        while self.transport is not None and not self.transport.is_closing():
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > MAX_HEADER_BYTES:
+                    self.transport.close()
+                return
+            head = self.buffer[:end].decode("latin-1").split("\r\n")
+            length = 0
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            method, path, _ = [*head[0].split(" "), "", "", ""][:3]
+            if self._answer(method, path, body):  # a stalled answer: the rest waits for it
+                return
+
+    def _answer(self, method: str, path: str, body: bytes) -> bool:
+        t = self.transport
+        assert t is not None
+        if method == "GET" and path == "/health":
+            t.write(json_response(200, {"status": "ok"}))
+            return False
+        if method == "GET" and path == "/v1/models":
+            t.write(
+                json_response(
+                    200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "perfsuite-null"}]}
+                )
+            )
+            return False
+        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
+            t.write(json_response(404, {"error": f"no route {method} {path}"}))
+            return False
+        try:
+            req = json.loads(body or b"{}")
+        except ValueError:
+            t.write(json_response(400, {"error": "body is not JSON"}))
+            return False
+        self.state.count += 1
+        fault = self.state.faults.pick(self.state.count)
+        n = int(req.get("max_tokens") or req.get("max_completion_tokens") or self.state.chunks)
+        events = stream_events(n, path.endswith("chat/completions"))
+        if fault == "fail":
+            t.write(json_response(500, {"error": "injected failure (--fail-every)"}))
+            return False
+        if not req.get("stream"):
+            text = "".join(f" t{i}" for i in range(n))
+            t.write(
+                json_response(
+                    200,
+                    {
+                        "id": "null",
+                        "object": "text_completion",
+                        "model": MODEL,
+                        "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                        "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
+                    },
+                )
+            )
+            return False
+        half = max(1, n // 2)
+        if fault == "truncate":
+            t.write(STREAM_HEAD + b"".join(events[:half]))
+            t.close()  # mid-stream, without the terminating chunk
+            return True
+        if fault == "malformed":
+            t.write(
+                STREAM_HEAD
+                + b"".join(events[:half])
+                + _chunk(b'data: {"choices": [\n\n')
+                + b"".join(events[half:])
+                + END
+            )
+            return False
+        if fault == "stall":
+            t.write(STREAM_HEAD + b"".join(events[:half]))
+            self.busy = True
+            asyncio.get_running_loop().call_later(self.state.faults.stall_s, self._resume, events[half:])
+            return True
+        t.write(STREAM_HEAD + b"".join(events) + END)
+        return False
+
+    def _resume(self, rest: tuple[bytes, ...]) -> None:
+        self.busy = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(rest) + END)
+            self._drain()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
+@dataclass
+class ServerState:
+    chunks: int
+    faults: Faults
+    count: int = 0
+
+
+async def serve(sock: socket.socket, chunks: int, faults: Faults) -> None:
+    loop = asyncio.get_running_loop()
+    state = ServerState(chunks, faults)
+    server = await loop.create_server(lambda: NullHTTP(state), sock=sock, backlog=4096)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
+
+
+def run_process(sock: socket.socket, chunks: int, faults: Faults) -> None:
+    try:
+        import uvloop  # the event loop of the serving engines, where it is installed
+
+        uvloop.install()
+    except ImportError:
+        pass  # asyncio's own loop
+    asyncio.run(serve(sock, chunks, faults))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    ap.add_argument("--chunks", type=int, default=16, help="tokens per answer when a request names no max_tokens")
+    ap.add_argument("--processes", type=int, default=1, help="server processes sharing the listening socket")
+    ap.add_argument("--fail-every", type=int, default=0)
+    ap.add_argument("--stall-every", type=int, default=0)
+    ap.add_argument("--stall-s", type=float, default=30.0)
+    ap.add_argument("--malformed-every", type=int, default=0)
+    ap.add_argument("--truncate-every", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.chunks < 1 or a.processes < 1:
+        print("error: --chunks and --processes must be at least 1", file=sys.stderr)
+        return 2
+    faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((a.host, a.port))
+    sock.listen(4096)
+    sock.setblocking(False)
+    print(f"listening on http://{a.host}:{sock.getsockname()[1]}", flush=True)
+    children = []
+    for _ in range(a.processes - 1):
+        pid = os.fork()
+        if pid == 0:
+            run_process(sock, a.chunks, faults)
+            os._exit(0)
+        children.append(pid)
+    try:
+        run_process(sock, a.chunks, faults)
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

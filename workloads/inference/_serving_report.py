@@ -1,0 +1,184 @@
+"""What ``perfsuite show`` prints for an ``inference.serving`` record, and the record's shape
+that the leaderboard reads to draw latency against throughput.
+
+``details["serving"]`` (all times in ms, rates per second):
+
+- ``endpoint``: ``base_url``, ``model``, ``api``, ``started_by_suite`` (with ``server``: argv,
+  log file name, seconds to ready, the stop) or a ``note`` that it ran already; ``engine``
+  (``name``, ``version``); ``self_report`` (what its endpoints answered).
+- ``client``: ``libraries``, ``processes``, ``event_loop``, ``capacity`` (``requests_per_s``,
+  ``idle_ttft_p50_ms``, ``chunks_per_request``, ``method``).
+- ``prompts``, ``slo`` (``ttft_ms``, ``tpot_ms``, ``e2e_ms`` where set, ``goodput_target``,
+  ``error_budget``), ``warm_up``, ``energy`` (how energy was measured, or why not).
+- ``loadgen``: ``scenarios`` -> name -> ``performance``: ``valid``, ``invalid_reasons``,
+  ``summary`` (LoadGen's, parsed), ``client`` (the step figures below, for LoadGen's requests).
+- ``rate_sweep`` / ``concurrency_sweep``: ``steps``, each a step row: ``mode`` ("rate" or
+  "concurrency"), ``load``, ``offered_rps``, ``valid``, ``invalid_reasons``, ``within_slo``,
+  ``completed_rps``, ``output_tokens_per_s``, ``goodput_rps``, ``goodput_tokens_per_s``,
+  ``slo_attainment``, ``ttft_ms`` / ``tpot_ms`` / ``itl_ms`` / ``e2e_ms`` / ``send_lag_ms``
+  (each ``{p50, p90, p99, mean, min, max}``), ``errors`` (``count``, ``by_reason``,
+  ``examples``), ``energy`` (``per_request_j``, ``per_output_token_j``, ``power_w``) where
+  measured, ``requests_file`` (every request's row, JSONL, beside the record). The rate sweep
+  adds ``peak_rps`` and, with find_peak, ``find_peak`` (``peak_rps``, ``lowest_failing_rps``).
+
+:func:`curve` flattens the steps into the points a latency-throughput chart draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+CURVE_FIELDS = (
+    "mode",
+    "load",
+    "offered_rps",
+    "completed_rps",
+    "output_tokens_per_s",
+    "goodput_rps",
+    "slo_attainment",
+    "valid",
+    "within_slo",
+)
+
+
+def curve(record: Mapping[str, Any]) -> dict:
+    """The latency-throughput points of a record's sweeps, with the SLO lines:
+    ``{"slo": {...}, "points": [{mode, load, offered_rps, completed_rps, output_tokens_per_s,
+    goodput_rps, slo_attainment, valid, within_slo, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms,
+    tpot_p99_ms, itl_p50_ms, e2e_p99_ms}, ...]}`` (points in the order measured)."""
+    serving = (record.get("details") or {}).get("serving") or {}
+    points = []
+    for key in ("rate_sweep", "concurrency_sweep"):
+        for row in (serving.get(key) or {}).get("steps", []):
+            point = {f: row.get(f) for f in CURVE_FIELDS}
+            for kind in ("ttft", "tpot", "itl", "e2e"):
+                for pct in ("p50", "p99"):
+                    point[f"{kind}_{pct}_ms"] = (row.get(f"{kind}_ms") or {}).get(pct)
+            points.append(point)
+    return {"slo": serving.get("slo") or {}, "points": points}
+
+
+def _f(value: Any, fmt: str = ".2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render(record: Mapping[str, Any]) -> Any:
+    """rich renderables for the record (plain-text cells: reasons come from servers)."""
+    serving = (record.get("details") or {}).get("serving")
+    if not serving:
+        return None
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    ep = serving.get("endpoint") or {}
+    engine = ep.get("engine") or {}
+    cap = (serving.get("client") or {}).get("capacity") or {}
+    slo = serving.get("slo") or {}
+    lines = [
+        Text(
+            f"endpoint {ep.get('base_url')} model {ep.get('model')} ({ep.get('api')}); "
+            f"{'started by the suite' if ep.get('started_by_suite') else 'already running'}; engine "
+            f"{engine.get('name')} {engine.get('version') or ''}".rstrip()
+        ),
+        Text(
+            f"SLOs: TTFT {slo.get('ttft_ms')} ms, TPOT {slo.get('tpot_ms')} ms"
+            + (f", E2E {slo['e2e_ms']} ms" if slo.get("e2e_ms") else "")
+            + f"; goodput target {slo.get('goodput_target')}, error budget {slo.get('error_budget')}"
+        ),
+        Text(
+            f"client: {_f(cap.get('requests_per_s'), '.0f')} streamed requests/s against the null server, "
+            f"idle TTFT p50 {_f(cap.get('idle_ttft_p50_ms'))} ms"
+            if cap
+            else "client capacity: not measured"
+        ),
+    ]
+    parts: list[Any] = list(lines)
+    scenarios = (serving.get("loadgen") or {}).get("scenarios") or {}
+    if scenarios:
+        t = Table(title=Text(f"LoadGen {serving['loadgen'].get('loadgen_version')} against the endpoint"))
+        for col in (
+            "scenario",
+            "result",
+            "tokens/s",
+            "samples/s",
+            "TTFT p99",
+            "TPOT p99",
+            "latency p90",
+            "client TTFT p50",
+            "failed",
+        ):
+            t.add_column(col, justify="left" if col in ("scenario", "result") else "right")
+        for name, out in scenarios.items():
+            perf = out.get("performance") or {}
+            s = perf.get("summary") or {}
+            rates, lat = s.get("rates", {}), s.get("latency_ns", {})
+            client = perf.get("client") or {}
+            verdict = "VALID" if perf.get("valid") else "INVALID: " + "; ".join(perf.get("invalid_reasons", []))
+            samples = (
+                rates.get("completed_samples_per_s") or rates.get("samples_per_s") or rates.get("qps_with_overhead")
+            )
+            t.add_row(
+                *(
+                    Text(c)
+                    for c in (
+                        name,
+                        verdict,
+                        _f(rates.get("tokens_per_s"), ".1f"),
+                        _f(samples),
+                        _f((lat.get("ttft") or {}).get("p99", None) and lat["ttft"]["p99"] / 1e6),
+                        _f((lat.get("tpot") or {}).get("p99", None) and lat["tpot"]["p99"] / 1e6),
+                        _f((lat.get("latency") or {}).get("p90", None) and lat["latency"]["p90"] / 1e6),
+                        _f((client.get("ttft_ms") or {}).get("p50")),
+                        str((client.get("errors") or {}).get("count", "-")),
+                    )
+                )
+            )
+        parts.append(t)
+    points = curve(record)["points"]
+    if points:
+        t = Table(title=Text("latency against throughput (ms; rates per second)"))
+        for col in (
+            "load",
+            "offered",
+            "achieved",
+            "tokens/s",
+            "goodput",
+            "in SLO",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p50",
+            "TPOT p99",
+            "ITL p50",
+            "E2E p99",
+            "verdict",
+        ):
+            t.add_column(col, justify="left" if col in ("load", "verdict") else "right")
+        for p in points:
+            verdict = ("VALID" if p["valid"] else "INVALID") + (", within SLO" if p["within_slo"] else "")
+            t.add_row(
+                *(
+                    Text(c)
+                    for c in (
+                        f"{p['mode']} {p['load']:g}",
+                        _f(p["offered_rps"]),
+                        _f(p["completed_rps"]),
+                        _f(p["output_tokens_per_s"], ".1f"),
+                        _f(p["goodput_rps"]),
+                        _f(p["slo_attainment"], ".0%"),
+                        _f(p["ttft_p50_ms"]),
+                        _f(p["ttft_p99_ms"]),
+                        _f(p["tpot_p50_ms"]),
+                        _f(p["tpot_p99_ms"]),
+                        _f(p["itl_p50_ms"]),
+                        _f(p["e2e_p99_ms"]),
+                        verdict,
+                    )
+                )
+            )
+        parts.append(t)
+        peak = (serving.get("rate_sweep") or {}).get("peak_rps")
+        if peak is not None:
+            parts.append(Text(f"peak rate within the SLOs: {peak:g} requests/s"))
+    return Group(*parts)

@@ -1,0 +1,243 @@
+"""The server's life when the suite starts it, reaching one that runs already, and what a
+server says of itself.
+
+Started: the command line (``server_command``, with ``{port}``, ``{model_dir}`` and
+``{python}`` filled in) runs as a child of the measuring process, so it belongs to the run's
+process tree: the runner's timeout kills the tree, and the measuring process's lifeline kills
+its children when the runner dies. Its stdout and stderr go to ``server.log`` in the run's
+artifact folder, kept beside the record. It is ready when its health endpoint answers 200;
+a server that exits first, or is not ready within its timeout, is one line (with the log's
+last line) and nothing is measured. At the end it gets SIGTERM, then SIGKILL with everything
+it started (engines run worker processes of their own) after ``STOP_GRACE_S``.
+
+Hub downloads are off in the server's environment (``HF_HUB_OFFLINE=1``,
+``HF_HUB_DISABLE_UPDATE_CHECK=1``) unless the user set those variables: the values used are
+recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+STOP_GRACE_S = 10.0
+POLL_S = 0.25
+PROBE_TIMEOUT_S = 5.0
+ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1"}
+# What engines expose about themselves, tried in turn (each missing one is recorded as such).
+SELF_REPORT_PATHS = ("/v1/models", "/version", "/server_info", "/get_server_info", "/info")
+
+
+class ServerUnavailable(RuntimeError):
+    """The endpoint cannot be measured: unreachable, or the started server never became ready."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def command_argv(command: str, port: int, model_dir: str) -> list[str]:
+    """``server_command`` as an argument list, placeholders filled in."""
+    words = shlex.split(command)
+    if not words:
+        raise ValueError("server_command is empty")
+    fill = {"{port}": str(port), "{model_dir}": model_dir, "{python}": sys.executable}
+    out = []
+    for w in words:
+        for key, value in fill.items():
+            w = w.replace(key, value)
+        out.append(w)
+    return out
+
+
+def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of a GET; raises OSError (URLError included) when unreachable."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return resp.status, dict(resp.headers), resp.read(65536)
+    except urllib.error.HTTPError as exc:  # an answer, with an error status
+        return exc.code, dict(exc.headers or {}), exc.read(65536) if exc.fp else b""
+
+
+def probe(base_url: str, health_path: str, headers: dict[str, str] | None = None) -> int:
+    """The health endpoint's status; raises ServerUnavailable (one line) when nothing answers."""
+    try:
+        status, _, _ = http_get(base_url.rstrip("/") + health_path, PROBE_TIMEOUT_S, headers)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerUnavailable(f"cannot reach {base_url}{health_path}: {reason}") from None
+    return status
+
+
+class ServerProcess:
+    """A server started by the suite for one run."""
+
+    def __init__(self, argv: list[str], log_path: Path, base_url: str, health_path: str) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        self.base_url = base_url
+        self.health_path = health_path
+        self.env_defaults = {k: v for k, v in ENV_DEFAULTS.items() if k not in os.environ}
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self.ready_s: float | None = None
+        self.exit_code: int | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:  # the child holds its own copy of the descriptor
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.env_defaults},
+                )
+            except OSError as exc:
+                raise ServerUnavailable(f"cannot start the server ({shlex.join(self.argv)}): {exc}") from None
+        self.started_at = time.monotonic()
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until the health endpoint answered 200; raises ServerUnavailable."""
+        assert self.proc is not None
+        url = self.base_url.rstrip("/") + self.health_path
+        deadline = self.started_at + timeout_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                self.exit_code = code
+                raise ServerUnavailable(
+                    f"the server exited with code {code} before {url} answered; "
+                    f"last log line: {self.last_log_line()!r} (log: {self.log_path})"
+                )
+            try:
+                status, _, _ = http_get(url, PROBE_TIMEOUT_S)
+                if status == 200:
+                    self.ready_s = time.monotonic() - self.started_at
+                    return self.ready_s
+                last = f"HTTP {status}"
+            except (OSError, ValueError) as exc:
+                last = str(getattr(exc, "reason", exc))
+            time.sleep(POLL_S)
+        raise ServerUnavailable(
+            f"the server was not ready within {timeout_s:g} s ({url}: {last}); last log line: "
+            f"{self.last_log_line()!r} (log: {self.log_path})"
+        )
+
+    def last_log_line(self) -> str:
+        try:
+            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> dict:
+        """SIGTERM, then SIGKILL to the server and everything it started; what happened."""
+        import psutil
+
+        if self.proc is None:
+            return {"stopped": False}
+        if self.proc.poll() is not None:
+            self.exit_code = self.proc.returncode
+            return {"stopped": False, "exited_before_stop": True, "exit_code": self.exit_code}
+        try:
+            root = psutil.Process(self.proc.pid)
+            family = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            family = []
+        for p in family:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                continue  # exited meanwhile
+        _, alive = psutil.wait_procs(family, timeout=STOP_GRACE_S)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                continue
+        psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+        self.exit_code = self.proc.wait(timeout=STOP_GRACE_S)
+        return {"stopped": True, "killed_after_grace": len(alive), "exit_code": self.exit_code}
+
+    def describe(self) -> dict:
+        return {
+            "argv": self.argv,
+            "pid": self.proc.pid if self.proc else None,
+            "log": self.log_path.name,
+            "ready_after_s": self.ready_s,
+            "health_path": self.health_path,
+            "env_set": self.env_defaults,
+        }
+
+
+def self_report(base_url: str, headers: dict[str, str] | None = None) -> dict:
+    """What the server says of itself: its models, version and info endpoints where it has
+    them (vLLM ``/version``, SGLang ``/get_server_info``, TGI ``/info``), and its ``Server``
+    header. Each path's outcome is recorded, answered or not."""
+    out: dict[str, Any] = {}
+    for path in SELF_REPORT_PATHS:
+        try:
+            status, hdrs, body = http_get(base_url.rstrip("/") + path, PROBE_TIMEOUT_S, headers)
+        except (OSError, ValueError) as exc:
+            out[path] = {"error": str(getattr(exc, "reason", exc))}
+            continue
+        entry: dict[str, Any] = {"status": status}
+        server = hdrs.get("server") or hdrs.get("Server")
+        if server:
+            out["server_header"] = server
+        if status == 200:
+            try:
+                entry["body"] = _trim(json.loads(body))
+            except ValueError:
+                entry["body"] = body[:200].decode("utf-8", "replace")
+        out[path] = entry
+    return out
+
+
+def _trim(obj: Any, depth: int = 0) -> Any:
+    """A JSON answer cut down to what a record should hold (no long lists, no deep nesting)."""
+    if depth > 3:
+        return "..."
+    if isinstance(obj, dict):
+        return {str(k)[:80]: _trim(v, depth + 1) for k, v in list(obj.items())[:40]}
+    if isinstance(obj, list):
+        return [_trim(v, depth + 1) for v in obj[:8]]
+    if isinstance(obj, str):
+        return obj[:300]
+    return obj
+
+
+def engine_from_report(report: dict) -> dict:
+    """The engine's name and version as far as the report tells them."""
+    engine: dict[str, Any] = {"name": None, "version": None}
+    header = report.get("server_header") or ""
+    version = (report.get("/version") or {}).get("body") or {}
+    if isinstance(version, dict) and version.get("version"):
+        engine.update(name="vllm", version=version["version"])
+    info = (report.get("/get_server_info") or report.get("/server_info") or {}).get("body")
+    if isinstance(info, dict) and info.get("version") and engine["name"] is None:
+        engine.update(name="sglang", version=info["version"])
+    tgi = (report.get("/info") or {}).get("body")
+    if isinstance(tgi, dict) and tgi.get("version") and engine["name"] is None:
+        engine.update(name="text-generation-inference", version=tgi["version"])
+    if engine["name"] is None and header:
+        engine["name"] = header
+    return engine

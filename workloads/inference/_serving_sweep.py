@@ -1,0 +1,96 @@
+"""Request-rate and concurrency sweeps of ``inference.serving``, and the search of the highest
+rate within the SLOs (``find_peak``).
+
+A step sends ``requests`` prompts at one load (an open-loop rate or a closed-loop concurrency)
+and is judged as LoadGen judges a run, by rules stated in advance:
+
+- VALID when its failed requests stay within the error budget, the client kept to its schedule
+  (send lag p99 under ``MAX_SEND_LAG_MS``) and the offered rate is within the client's measured
+  capacity; otherwise INVALID with each reason;
+- within the SLO when the share of requests that met every latency objective (SLO attainment)
+  reaches the goodput target.
+
+``find_peak`` doubles the rate from its start while a step is VALID and within the SLO (halves
+while not), then bisects between the highest good rate and the lowest bad one, in at most
+``steps`` steps; every step is recorded, and the peak is the highest good rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+
+MAX_SEND_LAG_MS = 50.0  # a client this late at p99 no longer offers the rate it was asked for
+
+
+@dataclass(frozen=True)
+class StepRules:
+    slo: SLO
+    goodput_target: float  # least SLO attainment of a step within the SLO
+    error_budget: float  # most failed requests, as a fraction of those sent
+    client_capacity_rps: float | None  # the client's measured streamed requests/s (None: not measured)
+
+
+def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: float | None) -> dict:
+    """One step's row: its figures, verdict and reasons (JSON-ready)."""
+    s = summarize(results, rules.slo)
+    reasons = []
+    failed = s["errors"]["count"]
+    if s["requests"] and failed / s["requests"] > rules.error_budget:
+        by = ", ".join(f"{k} {v}" for k, v in s["errors"]["by_reason"].items())
+        reasons.append(
+            f"{failed} of {s['requests']} requests failed ({by}): over the error budget of {rules.error_budget:.1%}"
+        )
+    lag = s["send_lag_ms"].get("p99")
+    if mode == "rate" and lag is not None and lag > MAX_SEND_LAG_MS:
+        reasons.append(
+            f"the client fell behind its schedule: send lag p99 {lag:.1f} ms (more than {MAX_SEND_LAG_MS:g} ms)"
+        )
+    offered = load if mode == "rate" else None
+    if offered is not None and rules.client_capacity_rps is not None and offered > rules.client_capacity_rps:
+        reasons.append(
+            f"the offered rate {offered:g}/s exceeds the client's measured capacity {rules.client_capacity_rps:.0f}/s"
+        )
+    row: dict[str, Any] = {
+        "mode": mode,
+        "load": load,
+        "offered_rps": offered,
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "within_slo": not reasons and s["slo_attainment"] >= rules.goodput_target,
+        **s,
+    }
+    if energy_j is not None and s["completed"]:
+        row["energy"] = {
+            "energy_j": energy_j,
+            "power_w": energy_j / s["duration_s"] if s["duration_s"] else None,
+            "per_request_j": energy_j / s["completed"],
+            "per_output_token_j": energy_j / s["output_tokens"] if s["output_tokens"] else None,
+        }
+    return row
+
+
+def find_peak(run_rate: Callable[[float], dict], start: float, steps: int) -> dict:
+    """The highest rate whose step is VALID and within the SLO; ``run_rate(rate)`` measures one
+    step and returns its row."""
+    rows: list[dict] = []
+    good: float | None = None
+    bad: float | None = None
+    rate = start
+    for _ in range(steps):
+        row = run_rate(rate)
+        rows.append(row)
+        if row["within_slo"]:
+            good = rate if good is None else max(good, rate)
+        else:
+            bad = rate if bad is None else min(bad, rate)
+        if bad is None:
+            rate *= 2
+        elif good is None:
+            rate /= 2
+        else:
+            rate = (good + bad) / 2
+    return {"start_rps": start, "max_steps": steps, "steps": rows, "peak_rps": good, "lowest_failing_rps": bad}
