@@ -184,11 +184,15 @@ def filed_run_ids() -> set[str]:
 FENCED = re.compile(r"^```.*?^```$", re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.parametrize("page", [FIGURES, README], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "page",
+    [FIGURES, REPO / "docs" / "triton-plugin.md", REPO / "tools" / "probes" / "README.md", README],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
 def test_every_run_id_quoted_is_a_record_under_submissions(page):
     """Prose and tables only: a fenced block shows a command's output (the README's CPU run,
     whose records are not filed)."""
     quoted = set(RUN_ID.findall(FENCED.sub("", page.read_text())))
-    assert quoted, f"{page.name} quotes no run id"
+    assert quoted, f"{page} quotes no run id"
     missing = sorted(quoted - filed_run_ids())
-    assert missing == [], f"{page.name} quotes run ids with no record under submissions/: {missing}"
+    assert missing == [], f"{page} quotes run ids with no record under submissions/: {missing}"
