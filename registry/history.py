@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfsuite.schemas.headline import case_headline
+from perfsuite.schemas.samples import decode
 
 from .compare import _system_filter
 from .models import Metric, Run, Workload
@@ -99,7 +100,7 @@ def metric_history(
                 r.value,
                 s.get("ci95_low"),
                 s.get("ci95_high"),
-                list(r.samples),
+                decode(r.samples),
             )
         )
     return points

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import canonical_json, check_record, parse_timestamp
+from .records import canonical_json, check_record, compact_record, parse_timestamp
 
 STORED = "stored"
 DUPLICATE = "duplicate"
@@ -70,6 +70,9 @@ def _existing(session: Session, run_id: str, sha256: str) -> str | None:
 
 
 def _run_row(session: Session, record: dict, sha256: str) -> Run:
+    from perfsuite.schemas.samples import standalone
+
+    record = compact_record(record)  # long sample lists encoded; the same sha256
     env = record["environment"]
     wl = record["workload"]
     key, system_columns = system_key(env)
@@ -111,7 +114,7 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
                 unit=m["unit"],
                 value=m["value"],
                 higher_is_better=m["higher_is_better"],
-                samples=m["samples"],
+                samples=standalone(m, record["metrics"]),
                 statistics=m["statistics"],
                 roofline_resource=roofline.get("resource"),
                 roofline_fraction=roofline.get("fraction"),

@@ -41,6 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
@@ -49,13 +50,10 @@ from perfsuite.schemas.cost import result_cost, validate_price
 
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
-from .records import (
-    MAX_RECORD_BYTES,
-    canonical_json,
-    check_sha256,
-    load_record_file,
-    validate_record,
-)
+from .records import MAX_RECORD_BYTES, canonical_json, load_record_file, record_text
+
+if TYPE_CHECKING:
+    from .bulk import Prepared
 
 SYSTEMS_DIR = "systems"
 RESULTS_DIR = "results"
@@ -102,6 +100,7 @@ class FiledRecord:
     path: Path  # absolute
     relpath: str
     record: dict
+    prepared: "Prepared | None" = None  # its rows, rendered while it was checked (import_tree stores them)
 
 
 @dataclass
@@ -272,8 +271,69 @@ def required_runs(category: str) -> int:
     return REQUIRED_RUNS.get(category, DEFAULT_REQUIRED_RUNS)
 
 
-def check_tree(root: Path) -> TreeReport:
-    """Check a submissions tree; every problem is reported with its file."""
+def _record_files(root: Path, escaped: set[str]) -> list[Path]:
+    """The files at results/<system>/<workload>/<run_id>.json that the checks will read."""
+    out = []
+    for org_dir in _org_dirs(root):
+        results_dir = org_dir / RESULTS_DIR
+        if not results_dir.is_dir():
+            continue
+        for path in sorted(results_dir.rglob(f"*{RECORD_SUFFIX}")):
+            rel = _rel(root, path)
+            if rel in escaped or any(rel.startswith(e + os.sep) for e in escaped) or path.is_dir():
+                continue
+            if len(path.relative_to(results_dir).parts) == 3:
+                out.append(path)
+    return out
+
+
+def record_files(root: Path) -> list[Path]:
+    """The record files a check of ``root`` reads (for a progress bar's total)."""
+    root = Path(root)
+    return _record_files(root, set()) if root.is_dir() else []
+
+
+def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
+    """Read and check one record file once (size, UTF-8, JSON, schema, sha256) and render its
+    registry rows; or the problem, worded for ``perfsuite check``."""
+    from .bulk import prepare_checked
+    from .records import validate_schema
+
+    try:
+        record = load_record_file(path)  # size limit, UTF-8, JSON
+    except RecordInvalid as exc:
+        return f"not a readable record: {exc}"
+    try:
+        if not isinstance(record, dict):
+            raise RecordInvalid(f"a run record must be a JSON object, not {type(record).__name__}")
+        validate_schema(record)
+    except RecordInvalid as exc:
+        return f"schema: {exc}"
+    try:
+        return record, prepare_checked(record)
+    except RecordInvalid as exc:
+        return f"record hash: {exc} (the record was changed after it was written)"
+
+
+def _check_chunk(paths: list[Path]) -> list[tuple[dict, "Prepared"] | str]:
+    return [check_record_file(p) for p in paths]
+
+
+def _check_files(paths: list[Path], progress: Callable[[int], None] | None) -> dict[Path, tuple[dict, Prepared] | str]:
+    """Each file's :func:`check_record_file`, in worker processes when there are many."""
+    from .bulk import map_chunks
+
+    out: dict[Path, tuple[dict, Prepared] | str] = {}
+    for chunk, results in map_chunks(_check_chunk, paths):
+        out.update(zip(chunk, results))
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
+def check_tree(root: Path, progress: Callable[[int], None] | None = None) -> TreeReport:
+    """Check a submissions tree; every problem is reported with its file. ``progress`` is
+    called with the number of record files just checked."""
     root = Path(root)
     report = TreeReport(root=root)
     problems = report.problems
@@ -283,6 +343,7 @@ def check_tree(root: Path) -> TreeReport:
     problems.extend(_escapes(root))
     escaped = {p.path for p in problems}
     real_root = root.resolve()
+    results = _check_files(_record_files(root, escaped), progress)
 
     for org_dir in _org_dirs(root):
         org = org_dir.name if org_dir != root else root.resolve().name
@@ -325,21 +386,13 @@ def check_tree(root: Path) -> TreeReport:
             if path.suffix != RECORD_SUFFIX or len(parts) != 3:
                 problems.append(Problem(rel, "not at results/<system>/<workload>/<run_id>.json"))
                 continue
-            try:
-                record = load_record_file(path)  # size limit, UTF-8, JSON
-            except RecordInvalid as exc:
-                problems.append(Problem(rel, f"not a readable record: {exc}"))
+            checked = results.get(path)
+            if checked is None:
                 continue
-            try:
-                validate_record(record)
-            except RecordInvalid as exc:
-                problems.append(Problem(rel, f"schema: {exc}"))
+            if isinstance(checked, str):
+                problems.append(Problem(rel, checked))
                 continue
-            try:
-                check_sha256(record)
-            except RecordInvalid as exc:
-                problems.append(Problem(rel, f"record hash: {exc} (the record was changed after it was written)"))
-                continue
+            record, prepared = checked
             system, workload, _ = parts
             if record["workload"]["name"] != workload:
                 problems.append(
@@ -369,7 +422,7 @@ def check_tree(root: Path) -> TreeReport:
                     missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k not in _mllog_keys(mllog)]
                     if missing:
                         problems.append(Problem(_rel(root, mllog), f"MLLOG lacks required keys: {', '.join(missing)}"))
-            report.records.append(FiledRecord(org, system, path, rel, record))
+            report.records.append(FiledRecord(org, system, path, rel, record, prepared))
 
     _check_across_records(report)
     if not report.records and not report.problems:
@@ -468,20 +521,32 @@ def _system_row(session, org: str, name: str, description: dict) -> int:
     return row.id
 
 
-def import_tree(registry, root: Path) -> dict[str, int]:
-    """Check ``root``, then store its records and their systems; idempotent.
+def import_tree(
+    registry, root: Path, progress: Callable[[int], None] | None = None, checked: TreeReport | None = None
+) -> dict[str, int]:
+    """Check ``root`` (or take its ``checked`` report), then store its records and their
+    systems; idempotent. Each record is read and checked once.
 
     Raises :class:`RegistryError` listing the problems when the tree does not check clean
     (nothing is stored then). Returns counts: stored, duplicate, systems.
     """
-    report = check_tree(root)
+    report = checked if checked is not None else check_tree(root)
     if not report.ok:
         shown = "; ".join(str(p) for p in report.problems[:5])
         more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
         raise RegistryError(f"{root} does not check clean, nothing imported: {shown}{more}")
-    outcomes = {"stored": 0, "duplicate": 0, "systems": len(report.systems)}
-    for outcome in registry.store_all([filed.record for filed in report.records]):  # all or none
-        outcomes[outcome] += 1
+    from .bulk import BulkOutcome, store_prepared
+
+    outcome = BulkOutcome()
+    batches = [
+        [f.prepared for f in report.records[i : i + 2000] if f.prepared is not None]
+        for i in range(0, len(report.records), 2000)
+    ]
+    from .errors import translated_errors
+
+    with translated_errors(f"registry {registry.url}"):
+        store_prepared(registry.engine, batches, outcome, atomic=True, progress=progress)  # all or none
+    outcomes = {"stored": outcome.stored, "duplicate": outcome.duplicate, "systems": len(report.systems)}
     with registry._write_sessions() as session, session.begin():
         system_ids = {key: _system_row(session, *key, desc) for key, desc in report.systems.items()}
         run_pks = dict(
@@ -501,11 +566,6 @@ def import_tree(registry, root: Path) -> dict[str, int]:
 
 
 # -- filing runs into a tree -------------------------------------------------------------------
-def record_text(record: dict) -> str:
-    """A record file's text as the runner writes it (the sha256 covers content, not layout)."""
-    return json.dumps(record, indent=1, sort_keys=True)
-
-
 def submit_runs(
     records: list[dict],
     root: Path,

@@ -96,7 +96,10 @@ def test_leaderboard_prices_results_without_a_cost_at_their_systems_price(tmp_pa
         assert import_tree(reg, root)["stored"] == 3
         build_site(reg, tmp_path / "site")
     page = (tmp_path / "site" / "workloads" / "kernels.gemm.html").read_text()
-    rows = {name: next(r for r in page.split("<tr") if f">{name}<" in r) for name in ("priced", "own-cost", "unpriced")}
+    rows = {
+        name: next(r.split("</tr>")[0] for r in page.split("<tr") if f">{name}<" in r)
+        for name in ("priced", "own-cost", "unpriced")
+    }
     assert "0.04 USD per 1M tokens [from the system&#39;s price]" in rows["priced"]
     assert "0.4242 USD per 1M tokens<" in rows["own-cost"] and "0.04 USD" not in rows["own-cost"]
     assert "USD" not in rows["unpriced"]

@@ -1,15 +1,18 @@
-"""The leaderboard in a real headless Chromium (Debian's ``chromium``, driven by
-playwright; no browser is ever downloaded): it opens from files, a header click sorts,
-the filter hides rows, a system link opens its page, and a system named like a script
-renders as text without running."""
+"""The leaderboard in a real headless Chromium (Debian's ``chromium``, driven by playwright; no
+browser is ever downloaded), one browser for the module: it opens from files, a header click
+sorts, a column filter hides rows, the busbw chart draws one series per system, a table
+downloads as CSV, the system-against-system page compares, nothing overflows a 390 px phone,
+and no script runs from a ``<script>``, ``onerror=`` or ``javascript:`` payload in any
+submitted field."""
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
 import pytest
-from factories import gemm_metrics, make_record
+from factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.registry import open_registry
 from perfsuite.registry.leaderboard import build_site
@@ -24,26 +27,67 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 EVIL = "<script>alert(1)</script>"
+EVIL_IMG = '<img src=x onerror="alert(2)">'
+EVIL_LINK = "javascript:alert(3)"
 
 
 def _times(scale: float) -> tuple[float, ...]:
     return tuple(round(scale * (1.0 + 0.001 * i), 6) for i in range(9))
 
 
+def _collective(host: str, busbw: float, seed: int) -> dict:
+    """An all_reduce record with its sweep table (details.rows), as the collectives write it."""
+    rows = [
+        {
+            "size_bytes": size,
+            "count": size // 4,
+            "dtype": "float",
+            "redop": "sum",
+            "root": -1,
+            "oop": None,
+            "ip": {"busbw_gbps": busbw * size / (size + 2**20), "algbw_gbps": busbw, "time_us": 10.0, "wrong": 0},
+        }
+        for size in (2**10, 2**14, 2**18, 2**22)
+    ]
+    metrics = [
+        make_metric("in-place", "busbw_gbps", "GB/s", [busbw, busbw * 0.99, busbw * 1.01], higher_is_better=True)
+    ]
+    return make_record(
+        workload_name="collectives.all_reduce",
+        category="collectives",
+        host=host,
+        device="cuda",
+        params={"max_bytes": 2**22, "inject": "none", "iters": 20},
+        metrics=metrics,
+        details={"rows": rows},
+        controls={"seed": seed},
+    )
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """Three hosts ranked on one gemm case (the slowest host named like a script), plus a
-    failed and an unverified run that must not appear."""
+    """Three hosts ranked on one gemm case (the slowest named like a script, another like an
+    image whose load fails), two hosts on all_reduce, plus a failed and an unverified run that
+    must not appear."""
     root = tmp_path_factory.mktemp("board")
     with open_registry(f"sqlite:///{root / 'r.db'}") as reg:
-        for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0)):
-            reg.store(make_record(host=host, device="cuda", metrics=gemm_metrics(time_ms=_times(scale))))
+        for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0), (EVIL_IMG, 2.0)):
+            reg.store(
+                make_record(
+                    host=host,
+                    device="cuda",
+                    metrics=gemm_metrics(time_ms=_times(scale)),
+                    params={"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "note": EVIL_LINK},
+                )
+            )
         reg.store(make_record(host="failed-box", device="cuda", status="failed"))
         reg.store(
             make_record(
                 host="unverified-box", device="cuda", verification="failed", metrics=gemm_metrics(time_ms=_times(0.5))
             )
         )
+        reg.store(_collective("fast-box", 300.0, 1))
+        reg.store(_collective("mid-box", 150.0, 2))
         build_site(reg, root / "site")
     return root / "site"
 
@@ -51,9 +95,34 @@ def site(tmp_path_factory) -> Path:
 def test_unranked_runs_are_absent_and_text_is_escaped_in_the_html(site):
     page = (site / "workloads" / "kernels.gemm.html").read_text()
     assert "failed-box" not in page and "unverified-box" not in page
-    assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    for system_page in (site / "systems").glob("*.html"):
-        assert EVIL not in system_page.read_text()
+    for text in [page] + [p.read_text() for p in (site / "systems").glob("*.html")]:
+        assert EVIL not in text and EVIL_IMG not in text
+        assert "<script>" not in text.replace('<script type="application/json"', "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_site_is_swapped_in_whole_and_a_failed_build_keeps_the_old_one(site, tmp_path):
+    out = tmp_path / "site"
+    with open_registry(f"sqlite:///{site.parent / 'r.db'}") as reg:
+        build_site(reg, out)
+        (out / "stale.html").write_text("from an older build")
+        build_site(reg, out)
+        assert not (out / "stale.html").exists()
+        before = sorted(p.relative_to(out) for p in out.rglob("*"))
+        reg.engine.dispose()
+    import shutil
+
+    from perfsuite.registry import RegistryError
+
+    shutil.copyfile(site.parent / "r.db", tmp_path / "broken.db")
+    with open_registry(f"sqlite:///{tmp_path / 'broken.db'}") as broken:
+        with broken.engine.begin() as c:  # runs whose metrics are gone: the build fails half way
+            c.exec_driver_sql("PRAGMA foreign_keys = OFF")
+            c.exec_driver_sql("DROP TABLE metrics")
+        with pytest.raises((RegistryError, Exception), match="metrics"):
+            build_site(broken, out)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site.")]
 
 
 @pytest.fixture(scope="module")
@@ -67,55 +136,158 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context()
+def _page(browser, width: int = 1400, downloads: bool = False):
+    context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=downloads)
     context.route("http://*/**", lambda route: route.abort())  # nothing may come from a network
     context.route("https://*/**", lambda route: route.abort())
     p = context.new_page()
-    dialogs: list[str] = []
-    p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    p.dialogs = dialogs
+    p.dialogs, p.errors = [], []
+    p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
+    p.on("pageerror", lambda e: p.errors.append(str(e)))
+    p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
+    return p
+
+
+@pytest.fixture
+def page(browser):
+    p = _page(browser)
     yield p
-    context.close()
+    p.context.close()
 
 
 def _systems(page) -> list[str]:
-    return page.locator("table.board tbody tr td:nth-child(3)").all_inner_texts()
+    return page.locator(".tabulator-row .tabulator-cell[tabulator-field='system']").all_inner_texts()
 
 
 def test_the_board_opens_from_files_and_sorts_by_a_column(site, page):
     page.goto((site / "index.html").as_uri())
     page.click("a[href='workloads/kernels.gemm.html']")
-    assert page.url.endswith("/workloads/kernels.gemm.html")
-    assert _systems(page) == ["fast-box", "mid-box", EVIL]  # ranked by TFLOP/s, best first
-    result_header = page.locator("table.board thead th", has_text="result")
-    result_header.click()  # ascending: worst first
-    assert _systems(page) == [EVIL, "mid-box", "fast-box"]
-    result_header.click()
-    assert _systems(page) == ["fast-box", "mid-box", EVIL]
-    page.locator("table.board thead th", has_text="system").click()
-    assert _systems(page) == sorted(_systems(page), key=str.lower)
-    assert page.dialogs == []
+    page.wait_for_selector(".tabulator-row")
+    assert _systems(page) == ["fast-box", "mid-box", EVIL_IMG, EVIL]  # ranked by TFLOP/s, best first
+    header = page.locator(".tabulator-col[tabulator-field='c:bf16'] .tabulator-col-title")
+    header.click()  # first click: best first (higher is better)
+    header.click()
+    assert _systems(page) == [EVIL, EVIL_IMG, "mid-box", "fast-box"]
+    assert "sort=c%3Abf16%3Aasc" in page.url or "sort=c:bf16:asc" in page.url  # the state is in the permalink
+    again = page.context.new_page()
+    again.goto(page.url)
+    again.wait_for_selector(".tabulator-row")
+    assert _systems(again) == [EVIL, EVIL_IMG, "mid-box", "fast-box"]
+    assert page.dialogs == [] and page.errors == []
 
 
-def test_the_filter_hides_rows(site, page):
+def _wait_rows(page, count: int) -> None:
+    """Wait for the table to show ``count`` rows (the page's CSP forbids wait_for_function's eval)."""
+    for _ in range(50):
+        if page.locator(".tabulator-row").count() == count:
+            return
+        page.wait_for_timeout(100)
+    assert page.locator(".tabulator-row").count() == count
+
+
+def test_a_column_filter_hides_rows(site, page):
     page.goto((site / "workloads" / "kernels.gemm.html").as_uri())
-    page.fill("input.filter", "mid-")
-    visible = page.locator("table.board tbody tr:visible td:nth-child(3)").all_inner_texts()
-    assert visible == ["mid-box"]
-    page.fill("input.filter", "")
-    assert page.locator("table.board tbody tr:visible").count() == 3
+    page.wait_for_selector(".tabulator-row")
+    box = page.locator(".tabulator-col[tabulator-field='system'] input")
+    box.press_sequentially("mid-")
+    _wait_rows(page, 1)  # the filter applies once typing pauses
+    assert _systems(page) == ["mid-box"]
+    assert "f.system=mid-" in page.url  # the filter is in the permalink
+    box.fill("")
+    box.press("Backspace")
+    _wait_rows(page, 4)
 
 
-def test_a_system_link_opens_its_page_and_a_script_name_is_text(site, page):
+def test_the_busbw_chart_draws_one_series_per_system(site, page):
+    page.goto((site / "workloads" / "collectives.all_reduce.html").as_uri())
+    chart = page.locator("#family-chart")
+    chart.locator("canvas").wait_for()
+    assert chart.get_attribute("data-series") == "2"
+    assert sorted(chart.locator(".u-legend .u-series th").all_inner_texts()) == ["fast-box", "mid-box", "size"]
+    assert "harness" not in page.inner_text("main") and "max_bytes" not in page.inner_text("main")
+    assert "inject" not in page.inner_text("main")
+    assert page.errors == []
+
+
+def test_a_table_downloads_as_csv(site, browser, tmp_path):
+    page = _page(browser, downloads=True)
     page.goto((site / "workloads" / "kernels.gemm.html").as_uri())
-    page.locator("a.system-link", has_text=EVIL).click()
-    assert "/systems/" in page.url
+    page.wait_for_selector(".tabulator-row")
+    with page.expect_download() as info:
+        page.click("button.csv")
+    path = tmp_path / "table.csv"
+    info.value.save_as(path)
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert [r["system"] for r in rows] == ["fast-box", "mid-box", EVIL_IMG, EVIL]
+    assert float(rows[0]["bf16 (TFLOP/s)"]) > float(rows[1]["bf16 (TFLOP/s)"])
+    page.context.close()
+
+
+def test_system_against_system_gives_a_ratio_and_a_verdict(site, page):
+    page.goto((site / "compare.html").as_uri())
+    page.select_option("#system-a", label="mid-box")
+    page.select_option("#system-b", label="fast-box")
+    page.wait_for_selector("#pair-grid .tabulator-row")
+    benchmarks = page.locator("#pair-grid .tabulator-cell[tabulator-field='benchmark']").all_inner_texts()
+    assert sorted(benchmarks) == ["collectives.all_reduce", "kernels.gemm"]
+    gemm = page.locator("#pair-grid .tabulator-row", has_text="kernels.gemm")
+    ratio = float(gemm.locator(".tabulator-cell[tabulator-field='ratio']").inner_text())
+    assert ratio == pytest.approx(1.5, rel=0.01)  # fast-box does 1.5x mid-box's TFLOP/s
+    assert gemm.locator(".tabulator-cell[tabulator-field='verdict']").inner_text() == "not tested (one run)"
+    assert "a=" in page.url and "b=" in page.url
+    assert page.errors == []
+
+
+@pytest.mark.parametrize(
+    "path", ["index.html", "workloads/kernels.gemm.html", "workloads/collectives.all_reduce.html", "compare.html"]
+)
+def test_nothing_overflows_a_phone(site, browser, path):
+    page = _page(browser, width=390)
+    page.goto((site / path).as_uri())
+    page.wait_for_timeout(300)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.locator("meta[name=viewport]").count() == 1
+    page.context.close()
+
+
+def test_a_record_page_draws_its_record_and_offers_its_json(site, browser):
+    page = _page(browser, downloads=True)
+    run_id = sorted((site / "records").glob("*.js"))[0].stem
+    page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
+    page.locator("#record-body table").first.wait_for()
+    assert run_id in page.inner_text("h1")
+    assert page.locator("#record-body td", has_text="bf16").count() >= 1
+    with page.expect_download() as info:
+        page.click("text=record (JSON)")
+    assert info.value.suggested_filename == f"{run_id}.json"
+    assert page.errors == []
+    page.context.close()
+
+
+def test_no_submitted_payload_runs_anywhere(site, browser):
+    page = _page(browser)
+    pages = [
+        "index.html",
+        "compare.html",
+        *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
+        *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
+        *(f"record.html#{p.stem}" for p in sorted((site / "records").glob("*.js"))[:4]),
+    ]
+    for path in pages:
+        page.goto(
+            (site / path).as_uri()
+            if "#" not in path
+            else f"{(site / path.split('#')[0]).as_uri()}#{path.split('#')[1]}"
+        )
+        page.wait_for_timeout(100)
+        for link in page.locator("a").all():
+            assert not (link.get_attribute("href") or "").lower().startswith("javascript:"), path
+    page.goto((site / "workloads" / "kernels.gemm.html").as_uri())
+    page.wait_for_selector(".tabulator-row")
+    page.locator(".tabulator a.system-link", has_text=EVIL).click()
     assert page.locator("h1.system-name").inner_text() == EVIL
-    assert page.locator("script").count() == 1  # only the page's own leaderboard.js
-    page.goto((site / "index.html").as_uri())
-    page.locator("a.system-link", has_text="fast-box").click()
-    assert page.locator("h1.system-name").inner_text() == "fast-box"
-    assert "nothing to place on a roofline" in page.inner_text("main")  # these runs report no bytes
-    assert page.dialogs == []
+    page.go_back()
+    page.locator(".tabulator a.system-link", has_text="onerror").click()
+    assert page.locator("h1.system-name").inner_text() == EVIL_IMG
+    assert page.dialogs == [] and page.errors == []
+    page.context.close()

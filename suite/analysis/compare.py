@@ -167,17 +167,22 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alph
     for record in (a, b):
         if record["status"] != "success":
             raise ValueError(f"run {record['run_id']} has status {record['status']}: nothing measured to compare")
+    from perfsuite.schemas.samples import metric_samples
+
     by_key_b = {(m["case"], m["name"]): m for m in b["metrics"]}
     heads = _headline_names(a)
     rows = []
     for ma in a["metrics"]:
         mb = by_key_b.get((ma["case"], ma["name"]))
-        if mb is None or not ma["samples"] or not mb["samples"]:
+        if mb is None:
             continue
-        ratio, low, high = stats.ratio_of_medians_ci(ma["samples"], mb["samples"])
+        sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
+        if not sa or not sb:
+            continue
+        ratio, low, high = stats.ratio_of_medians_ci(sa, sb)
         p = None
-        if len(ma["samples"]) > 1 and len(mb["samples"]) > 1:
-            _, p = stats.mann_whitney_u(ma["samples"], mb["samples"])
+        if len(sa) > 1 and len(sb) > 1:
+            _, p = stats.mann_whitney_u(sa, sb)
         verdict = metric_verdict(ratio, low, high, p, ma["higher_is_better"], threshold, alpha)
         rows.append(
             MetricComparison(
@@ -185,14 +190,14 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alph
                 metric=ma["name"],
                 unit=ma["unit"],
                 higher_is_better=ma["higher_is_better"],
-                median_a=float(np.median(ma["samples"])),
-                median_b=float(np.median(mb["samples"])),
+                median_a=float(np.median(sa)),
+                median_b=float(np.median(sb)),
                 ratio=ratio,
                 ratio_ci_low=low,
                 ratio_ci_high=high,
                 p_value=p,
-                n_a=len(ma["samples"]),
-                n_b=len(mb["samples"]),
+                n_a=len(sa),
+                n_b=len(sb),
                 verdict=verdict,
                 headline=heads.get(ma["case"]) == ma["name"],
             )

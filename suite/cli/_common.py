@@ -4,10 +4,12 @@ colours for the tables of the registry commands."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
@@ -100,3 +102,31 @@ def fmt_p(p: float | None) -> str:
     if p is None:
         return "n/a"
     return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, what: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar with its ETA on stderr when it is a terminal, else (for 1,000 items or more)
+    a line at each tenth; yields the function to call with the number of items just done."""
+    if total < 1 or (total < 1000 and not sys.stderr.isatty()):
+        yield lambda _done: None
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(what, total=total)
+            yield lambda done: bar.advance(task, done)
+        return
+    state = {"done": 0, "shown": 0}
+
+    def advance(done: int) -> None:
+        state["done"] += done
+        tenth = state["done"] * 10 // total
+        if tenth > state["shown"]:
+            state["shown"] = tenth
+            click.echo(f"{what}: {state['done']} of {total}", err=True)
+
+    yield advance

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import emit_json
+from perfsuite.cli._common import emit_json, progress_bar
 
 
 def print_report(report) -> None:
@@ -26,9 +26,10 @@ def check_cmd(path: Path, as_json: bool) -> None:
     (training 5 per system and parameters, others 1), unique seeds, MLLOG keys of training
     runs, system files matching the records' GPUs, no path escaping the tree, no duplicate
     run ids. Lists every problem with its file; exit 1 if any."""
-    from perfsuite.registry.submissions import check_tree
+    from perfsuite.registry.submissions import check_tree, record_files
 
-    report = check_tree(path)
+    with progress_bar(len(record_files(path)), "checking") as advance:
+        report = check_tree(path, progress=advance)
     if as_json:
         emit_json(
             {

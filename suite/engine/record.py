@@ -143,6 +143,8 @@ def write_files(record: dict, records_dir: Path) -> Path:
     """The record's JSON file and its MLLOG twin, each written atomically; the JSON path."""
     records_dir.mkdir(parents=True, exist_ok=True)
     path = records_dir / f"{record['run_id']}.json"
-    write_atomic(path, json.dumps(record, indent=1, sort_keys=True))
+    from perfsuite.registry.records import record_text
+
+    write_atomic(path, record_text(record))  # long sample lists encoded: the same sha256
     mllog.write(record, path.with_suffix(".mllog"))
     return path

@@ -1,9 +1,25 @@
-// Sorting and filtering of the leaderboard's tables: plain JavaScript, no network.
-// A header click sorts its table by that column (numbers by data-value); a second click
-// reverses. A filter box hides the rows of the page's tables that do not contain its text.
+// The leaderboard's behaviour: tables (Tabulator: sort, per-column filters, CSV), charts (uPlot),
+// configuration tabs and table state in the URL (a permalink), the system-against-system picker.
+// Data comes from <script type="application/json"> elements; nothing is fetched from a network.
 (function () {
   "use strict";
+  var doc = document;
+  doc.documentElement.classList.add("js");
+  var PALETTE = ["#0b5394", "#b45f06", "#38761d", "#990000", "#674ea7", "#0c7b7b", "#7f6000", "#a64d79", "#434343"];
 
+  function json(id) {
+    var el = doc.getElementById(id);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+  function fmt(v) {
+    if (v === null || v === undefined) return "";
+    var a = Math.abs(v);
+    if (a >= 1e4) return Math.round(v).toLocaleString("en-US");
+    return Number(v.toPrecision(4)).toLocaleString("en-US", { maximumSignificantDigits: 4 });
+  }
+  function text(el, s) { el.textContent = s; return el; }
+
+  // -- plain sortable tables and row filters (front, system and record pages) ------------------
   function cellKey(row, index, type) {
     var cell = row.cells[index];
     if (!cell) return type === "number" ? -Infinity : "";
@@ -14,39 +30,400 @@
     }
     return cell.textContent.trim().toLowerCase();
   }
-
-  function sortTable(table, index, type, th) {
-    var body = table.tBodies[0];
-    var ascending = !th.classList.contains("sorted-asc");
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) {
-      h.classList.remove("sorted-asc", "sorted-desc");
-    });
-    th.classList.add(ascending ? "sorted-asc" : "sorted-desc");
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var ka = cellKey(a, index, type), kb = cellKey(b, index, type);
-      var order = ka < kb ? -1 : ka > kb ? 1 : 0;
-      return ascending ? order : -order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  }
-
-  document.querySelectorAll("table.sortable").forEach(function (table) {
+  doc.querySelectorAll("table.sortable").forEach(function (table) {
     if (!table.tHead) return;
     Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, index) {
       th.addEventListener("click", function () {
-        sortTable(table, index, th.getAttribute("data-type") || "text", th);
+        var ascending = !th.classList.contains("sorted-asc");
+        Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) { h.classList.remove("sorted-asc", "sorted-desc"); });
+        th.classList.add(ascending ? "sorted-asc" : "sorted-desc");
+        var type = th.getAttribute("data-type") || "text";
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var ka = cellKey(a, index, type), kb = cellKey(b, index, type);
+          var order = ka < kb ? -1 : ka > kb ? 1 : 0;
+          return ascending ? order : -order;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+  doc.querySelectorAll("input.filter").forEach(function (input) {
+    input.addEventListener("input", function () {
+      var needle = input.value.trim().toLowerCase();
+      doc.querySelectorAll("table.sortable tbody tr").forEach(function (row) {
+        row.classList.toggle("hidden", needle !== "" && row.textContent.toLowerCase().indexOf(needle) === -1);
       });
     });
   });
 
-  document.querySelectorAll("input.filter").forEach(function (input) {
-    input.addEventListener("input", function () {
-      var needle = input.value.trim().toLowerCase();
-      document.querySelectorAll("table.sortable tbody tr").forEach(function (row) {
-        var hit = needle === "" || row.textContent.toLowerCase().indexOf(needle) !== -1;
-        row.classList.toggle("hidden", !hit);
+  // -- the URL's hash: the table state (configuration, sort, filters) --------------------------
+  function readHash() {
+    var out = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (part) {
+      var i = part.indexOf("=");
+      if (i > 0) out[decodeURIComponent(part.slice(0, i))] = decodeURIComponent(part.slice(i + 1));
+    });
+    return out;
+  }
+  function writeHash(state) {
+    var parts = [];
+    Object.keys(state).forEach(function (k) { if (state[k]) parts.push(encodeURIComponent(k) + "=" + encodeURIComponent(state[k])); });
+    history.replaceState(null, "", "#" + parts.join("&"));
+  }
+
+  // -- charts ---------------------------------------------------------------------------------
+  function chartWidth(el) { return Math.max(280, Math.min(el.clientWidth || 600, 1100)); }
+  function drawChart(el, opts, data) {
+    el.textContent = "";
+    opts.width = chartWidth(el);
+    opts.height = Math.round(Math.min(420, Math.max(240, opts.width * 0.55)));
+    var plot = new uPlot(opts, data, el);
+    el.setAttribute("data-series", String(opts.series.length - 1));
+    window.addEventListener("resize", function () { plot.setSize({ width: chartWidth(el), height: opts.height }); });
+    return plot;
+  }
+  function note(el, s) { el.textContent = ""; el.appendChild(text(doc.createElement("p"), s)).className = "note"; el.setAttribute("data-series", "0"); }
+  // Series with their own x values on one shared, sorted x axis (nulls where a series has no point).
+  function align(seriesList) {
+    var xs = {};
+    seriesList.forEach(function (s) { s.points.forEach(function (p) { xs[p[0]] = true; }); });
+    var x = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
+    var data = [x];
+    seriesList.forEach(function (s) {
+      var m = {};
+      s.points.forEach(function (p) { m[p[0]] = p[1]; });
+      data.push(x.map(function (v) { return v in m ? m[v] : null; }));
+    });
+    return data;
+  }
+  function lineSeries(label, i, lines) {
+    var colour = PALETTE[i % PALETTE.length];
+    return { label: label, stroke: colour, width: 2, spanGaps: true, points: { show: true, size: 6, fill: colour },
+             paths: lines ? undefined : function () { return null; } };
+  }
+  function bytes(v) {
+    if (v === null || v === undefined) return "";
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (Math.round(v * 10) / 10) + " " + units[i];
+  }
+
+  function familyChart(el, chart) {
+    if (!chart) {
+      note(el, board.category === "kernels" ? "Kernel results are drawn on their system's roofline: follow a system's link."
+                                           : "No picture for this benchmark's family: its figures are in the table above.");
+      return;
+    }
+    var names = Object.keys(chart.series);
+    if (chart.kind === "busbw") {
+      var list = names.map(function (n) { return { points: chart.series[n] }; });
+      drawChart(el, {
+        title: "bus bandwidth against message size (nccl-tests' busbw)",
+        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
+        axes: [{ label: "message size", values: function (u, vals) { return vals.map(bytes); } }, { label: "busbw GB/s" }],
+        series: [{ label: "size", value: function (u, v) { return v === null ? "" : bytes(v); } }]
+          .concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+      }, align(list));
+    } else if (chart.kind === "serving") {
+      drawChart(el, {
+        title: "time to first token and time per output token (p99) against the offered rate",
+        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
+        axes: [{ label: "offered rate (requests/s)" }, { label: "ms" }],
+        series: [{ label: "rate" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+      }, align(names.map(function (n) { return { points: chart.series[n] }; })));
+    } else if (chart.kind === "latency") {
+      var lat = names.map(function (n) { return { points: chart.series[n] }; });
+      drawChart(el, {
+        title: "latency (p90) against throughput, one point per LoadGen scenario",
+        scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
+        axes: [{ label: "throughput (samples/s or queries/s)" }, { label: "latency p90 ms" }],
+        series: [{ label: "throughput" }].concat(names.map(function (n, i) { return lineSeries(n, i, false); }))
+      }, align(lat));
+    } else if (chart.kind === "time_to_target") {
+      var cases = {};
+      names.forEach(function (n) { Object.keys(chart.series[n]).forEach(function (c) { cases[c] = true; }); });
+      var caseList = Object.keys(cases);
+      var data = [names.map(function (_, i) { return i; })];
+      caseList.forEach(function (c) { data.push(names.map(function (n) { var v = chart.series[n][c]; return v === undefined ? null : v; })); });
+      drawChart(el, {
+        title: "time to target per system",
+        scales: { x: { time: false } },
+        axes: [{ label: "system", values: function (u, vals) { return vals.map(function (v) { return names[v] || ""; }); } }, { label: "seconds" }],
+        series: [{ label: "system", value: function (u, v) { return names[v] || ""; } }].concat(caseList.map(function (c, i) {
+          return { label: c, stroke: PALETTE[i % PALETTE.length], fill: PALETTE[i % PALETTE.length], paths: uPlot.paths.bars({ size: [0.6] }), points: { show: false } };
+        }))
+      }, data);
+    }
+  }
+
+  function trendChart(el, trends, caseName) {
+    var bySystem = (trends || {})[caseName];
+    if (!bySystem) { note(el, "No runs to draw."); return; }
+    var names = Object.keys(bySystem);
+    var list = names.map(function (n) {
+      var s = bySystem[n];
+      return { points: s.t.map(function (t, i) { return [t, s.v[i]]; }) };
+    });
+    var changes = [];
+    names.forEach(function (n) { var s = bySystem[n]; s.change.forEach(function (i) { changes.push([s.t[i], s.v[i]]); }); });
+    var series = [{ label: "time" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }));
+    if (changes.length) {
+      list.push({ points: changes });
+      series.push({ label: "change point", stroke: "#a11515", width: 0, points: { show: true, size: 14, fill: "transparent", stroke: "#a11515", width: 2 }, paths: function () { return null; } });
+    }
+    drawChart(el, { title: caseName + " over time", scales: { x: { time: true } }, axes: [{}, { label: caseName }], series: series }, align(list));
+  }
+
+  // -- a benchmark's page -------------------------------------------------------------------------
+  var board = json("board-data");
+  if (board) {
+    var tables = {};
+    var state = readHash();
+    var configs = {};
+    board.configs.forEach(function (cfg) { configs[cfg.id] = cfg; });
+    // A table is built when its tab is first shown (Tabulator measures its container).
+    function build(cfg) {
+      var holder = doc.querySelector('.grid[data-config="' + cfg.id + '"]');
+      var columns = [
+        { title: "#", field: "rank", sorter: "number", minWidth: 56, headerFilter: false },
+        { title: "system", field: "system", headerFilter: "input", formatter: function (cell) {
+          var a = doc.createElement("a"); a.className = "system-link";
+          a.href = "../systems/" + cell.getData().system_key + ".html"; a.textContent = cell.getValue(); return a; } },
+        { title: "submitter", field: "submitter", headerFilter: "input" },
+        { title: "accelerator", field: "accelerator", headerFilter: "input" },
+        { title: "software", field: "software", headerFilter: "input" }
+      ];
+      cfg.columns.forEach(function (col) {
+        columns.push({
+          title: col.case + " (" + col.unit + ")", field: "c:" + col.case, sorter: "number", hozAlign: "right",
+          headerSortStartingDir: col.higher_is_better ? "desc" : "asc", headerFilter: false,
+          formatter: function (cell) {
+            var d = cell.getData(), v = cell.getValue();
+            if (v === undefined || v === null) return "";
+            var span = doc.createElement("span");
+            var a = doc.createElement("a"); a.href = "../record.html#" + d["r:" + col.case]; a.textContent = fmt(v);
+            span.appendChild(a);
+            var small = doc.createElement("small"); small.textContent = " " + (d["n:" + col.case] || ""); span.appendChild(small);
+            return span;
+          },
+          accessorDownload: function (v) { return v; }
+        });
+      });
+      var mine = state.cfg === cfg.id;
+      var sort = mine && state.sort ? state.sort.split(":") : null;
+      var filters = [];
+      if (mine) Object.keys(state).forEach(function (k) { if (k.indexOf("f.") === 0) filters.push({ field: k.slice(2), value: state[k] }); });
+      var table = new Tabulator(holder, { data: cfg.rows, columns: columns, layout: "fitDataStretch",
+                                          initialSort: [sort ? { column: sort.slice(0, -1).join(":"), dir: sort[sort.length - 1] } : { column: "rank", dir: "asc" }],
+                                          initialHeaderFilter: filters, placeholder: "no rows match" });
+      tables[cfg.id] = table;
+      table.on("tableBuilt", function () {
+        table.on("dataSorted", function () { saveState(cfg.id); });
+        table.on("dataFiltered", function () { saveState(cfg.id); });
+        holder.setAttribute("data-built", "true");
+      });
+    }
+    function saveState(id) {
+      var table = tables[id], out = { cfg: id };
+      var sorters = table.getSorters();
+      if (sorters.length) out.sort = sorters[0].field + ":" + sorters[0].dir;
+      table.getHeaderFilters().forEach(function (f) { if (f.value) out["f." + f.field] = f.value; });
+      writeHash(out);
+    }
+    function show(id) {
+      doc.querySelectorAll("section.config").forEach(function (s) { s.classList.toggle("hidden", s.getAttribute("data-config") !== id); });
+      doc.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("selected", t.getAttribute("data-config") === id); });
+      if (!tables[id]) build(configs[id]);
+      familyChart(doc.getElementById("family-chart"), board.charts[id]);
+      var select = doc.getElementById("trend-case");
+      select.textContent = "";
+      Object.keys(board.trends[id] || {}).forEach(function (c) { var o = doc.createElement("option"); o.value = c; o.textContent = c; select.appendChild(o); });
+      trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value);
+      select.onchange = function () { trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value); };
+      current = id;
+    }
+    var current = null;
+    doc.querySelectorAll(".tab").forEach(function (t) {
+      t.addEventListener("click", function (e) { e.preventDefault(); var id = t.getAttribute("data-config"); show(id); writeHash({ cfg: id }); });
+    });
+    doc.querySelectorAll("button.csv").forEach(function (b) {
+      b.addEventListener("click", function () { var t = tables[b.getAttribute("data-config")]; if (t) t.download("csv", board.workload + ".csv"); });
+    });
+    var defaultId = board.configs.filter(function (c) { return c.default; })[0].id;
+    show(state.cfg && configs[state.cfg] ? state.cfg : defaultId);
+  }
+
+  // -- a system's roofline (points from the same report as `perfsuite roofline`) -------------------
+  var roof = json("roofline-data");
+  if (roof) {
+    var el = doc.getElementById("roofline-chart");
+    var pts = roof.points.filter(function (p) { return p.intensity && p.tflops; });
+    var bw = roof.bandwidths_gbps.memory;
+    var xs = pts.map(function (p) { return p.intensity; });
+    var ridges = Object.keys(roof.peaks_tflops).map(function (k) { return bw ? roof.peaks_tflops[k] * 1e3 / bw : 1; });
+    var lo = Math.min.apply(null, xs.concat(ridges, [1])) / 8, hi = Math.max.apply(null, xs.concat(ridges, [1])) * 8;
+    var grid = [];
+    for (var g = Math.log10(lo); g <= Math.log10(hi) + 1e-9; g += 0.05) grid.push(Math.pow(10, g));
+    var list = Object.keys(roof.peaks_tflops).map(function (k) {
+      var peak = roof.peaks_tflops[k];
+      return { label: k, points: grid.map(function (x) { return [x, bw ? Math.min(peak, x * bw / 1e3) : peak]; }) };
+    });
+    list.push({ label: "results", points: pts.map(function (p) { return [p.intensity, p.tflops]; }) });
+    var series = [{ label: "FLOP/B" }].concat(list.map(function (s, i) {
+      if (s.label === "results") return { label: "results", stroke: "#1a1a1a", width: 0, points: { show: true, size: 9, fill: "#1a1a1a" }, paths: function () { return null; } };
+      return { label: s.label + " roof", stroke: PALETTE[i % PALETTE.length], width: 1.5, points: { show: false }, spanGaps: true };
+    }));
+    if (pts.length) {
+      drawChart(el, { title: "roofline (" + roof.device + ")", scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
+                      axes: [{ label: "arithmetic intensity (FLOP/byte)" }, { label: "TFLOP/s" }], series: series }, align(list));
+    } else {
+      note(el, "No result of this system reports both FLOPs and bytes: see the table below.");
+    }
+  }
+
+  // -- a record's page: its tables drawn from the record itself (every text set as text) ---------
+  // record.html#RUN_ID loads records/RUN_ID.js (the stored record, as data) and draws it.
+  var recordBody = doc.getElementById("record-body");
+  if (recordBody) {
+    var runId = location.hash.replace(/^#/, "");
+    if (!/^[0-9a-f]{1,64}$/.test(runId)) {
+      text(recordBody, "No record named: the address ends with #RUN_ID.");
+    } else {
+      var loader = doc.createElement("script");
+      loader.src = "records/" + runId + ".js";
+      loader.onload = function () { drawRecord(window.PERFSUITE_RECORD.record, window.PERFSUITE_RECORD.mllog, runId); };
+      loader.onerror = function () { text(recordBody, "No record " + runId + " in this site."); };
+      doc.body.appendChild(loader);
+    }
+    window.addEventListener("hashchange", function () { location.reload(); });
+  }
+  function drawRecord(record, hasMllog, runId) {
+    var body = recordBody;
+    body.textContent = "";
+    function h2(s) { body.appendChild(text(doc.createElement("h2"), s)); }
+    function table(head, rows) {
+      var wrap = doc.createElement("div"); wrap.className = "scroll";
+      var t = doc.createElement("table"), tr = doc.createElement("tr");
+      head.forEach(function (hd) { tr.appendChild(text(doc.createElement("th"), hd)); });
+      var thead = doc.createElement("thead"); thead.appendChild(tr); t.appendChild(thead);
+      var tb = doc.createElement("tbody");
+      rows.forEach(function (r) {
+        var row = doc.createElement("tr");
+        r.forEach(function (v) { row.appendChild(text(doc.createElement("td"), v === null || v === undefined ? "" : String(v))); });
+        tb.appendChild(row);
+      });
+      t.appendChild(tb); wrap.appendChild(t); body.appendChild(wrap);
+    }
+    var links = doc.getElementById("record-links");
+    var download = doc.createElement("a");
+    download.textContent = "record (JSON)";
+    download.download = runId + ".json";
+    download.href = URL.createObjectURL(new Blob([JSON.stringify(record, null, 1)], { type: "application/json" }));
+    links.appendChild(download);
+    if (hasMllog) {
+      links.appendChild(doc.createTextNode(" · "));
+      var mllog = doc.createElement("a"); mllog.textContent = "MLLOG"; mllog.href = "records/" + runId + ".mllog";
+      links.appendChild(mllog);
+    }
+    var wl = record.workload || {}, envr = record.environment || {};
+    text(doc.getElementById("record-title"), (wl.name || "") + " · run " + record.run_id);
+    doc.title = (wl.name || "") + " run " + String(record.run_id).slice(0, 8) + " — perfsuite leaderboard";
+    text(doc.getElementById("record-facts"), [record.started_at, envr.host, (envr.measured_device || {}).name,
+      "status " + record.status, "verification " + (record.verification || {}).status].join(" · "));
+    h2("Statistics");
+    table(["case", "metric", "value", "unit", "n", "95% CI", "p5–p95"], (record.metrics || []).map(function (m) {
+      var st = m.statistics || {};
+      return [m["case"], m.name, fmt(m.value), m.unit, st.n, st.ci95_low === undefined ? "" : fmt(st.ci95_low) + "–" + fmt(st.ci95_high),
+              st.p5 === undefined ? "" : fmt(st.p5) + "–" + fmt(st.p95)];
+    }));
+    h2("Verification: " + (record.verification || {}).status);
+    table(["check"], ((record.verification || {}).checks || []).map(function (c) { return [typeof c === "string" ? c : JSON.stringify(c)]; }));
+    var throttle = (record.details || {}).throttle || {};
+    h2("Regime (what NVML saw while each case was timed)");
+    table(["case", "power-capped", "thermal slowdown", "SM MHz min–max", "power W (median)", "clock events"],
+      Object.keys(throttle).map(function (c) { var t = throttle[c] || {};
+        return [c, t.power_capped, t.thermal_slowdown, (t.sm_clock_mhz_min || "") + "–" + (t.sm_clock_mhz_max || ""), t.power_w_median,
+                (t.clock_events || []).join(", ")]; }));
+    h2("GPU state");
+    var gpuRows = [];
+    Object.keys(record.gpu_state || {}).forEach(function (when) {
+      var seen = record.gpu_state[when];
+      (Array.isArray(seen) ? seen : []).forEach(function (g) {
+        gpuRows.push([when, g.index, g.sm_clock_mhz, g.power_w, g.power_limit_w, g.temperature_c, (g.throttle_reasons || []).join(", ")]);
       });
     });
-  });
+    table(["when", "GPU", "SM MHz", "power W", "limit W", "°C", "clock events"], gpuRows);
+    h2("Environment");
+    var runtime = envr.runtime || {};
+    table(["fact", "value"], [["host", envr.host], ["CPU", (envr.cpu || {}).model], ["OS", envr.os], ["Python", envr.python],
+      ["GPUs", (envr.gpus || []).map(function (g) { return g.name + " (driver " + g.driver + ")"; }).join(", ")],
+      ["launch", (record.launch || {}).launcher + " x" + (record.launch || {}).world_size],
+      ["parameters", Object.keys(wl.params || {}).map(function (k) { return k + "=" + JSON.stringify(wl.params[k]); }).join(", ")]]
+      .concat(Object.keys(runtime).map(function (k) { return [k, runtime[k]]; })));
+    var inference = (record.details || {}).inference;
+    if (inference && inference.scenarios) {
+      var files = [];
+      Object.keys(inference.scenarios).forEach(function (sc) {
+        var info = inference.scenarios[sc] || {};
+        Object.keys(info).forEach(function (k) { ((info[k] || {}).files || []).forEach(function (f) { files.push([sc, f]); }); });
+      });
+      h2("LoadGen logs (kept with the run's artifacts" + (inference.artifact_dir ? ": " + inference.artifact_dir : "") + ")");
+      table(["scenario", "file"], files);
+    }
+  }
+
+  // -- system against system ---------------------------------------------------------------------
+  var pairs = json("pairs-data");
+  if (pairs) {
+    var a = doc.getElementById("system-a"), b = doc.getElementById("system-b");
+    var grid = null;
+    var st = readHash();
+    if (st.a) a.value = st.a;
+    if (st.b) b.value = st.b;
+    function render() {
+      var pair = null, flip = false;
+      pairs.forEach(function (p) {
+        if (p.systems[0] === a.value && p.systems[1] === b.value) pair = p;
+        if (p.systems[0] === b.value && p.systems[1] === a.value) { pair = p; flip = true; }
+      });
+      writeHash({ a: a.value, b: b.value });
+      var summary = doc.getElementById("pair-summary");
+      var rows = [];
+      if (pair) {
+        rows = pair.rows.map(function (r) {
+          var ratio = flip ? 1 / r.ratio : r.ratio, lo = flip ? 1 / r.ci_high : r.ci_low, hi = flip ? 1 / r.ci_low : r.ci_high;
+          var verdict = r.verdict;
+          if (flip && verdict === "faster") verdict = "slower"; else if (flip && verdict === "slower") verdict = "faster";
+          return { benchmark: r.benchmark, configuration: r.configuration, "case": r["case"],
+                   a: flip ? r.b : r.a, b: flip ? r.a : r.b, unit: r.unit, ratio: ratio,
+                   ci: r.p === null ? "n/a (a side has one run)" : fmt(lo) + "–" + fmt(hi),
+                   p: r.p, runs: (flip ? r.runs_b : r.runs_a) + " / " + (flip ? r.runs_a : r.runs_b), verdict: verdict };
+        });
+      }
+      text(summary, a.value === b.value ? "Pick two different systems." :
+           rows.length + " shared benchmark cells: B against A (ratio above 1: B's figure is larger).");
+      if (grid) grid.destroy();
+      grid = new Tabulator(doc.getElementById("pair-grid"), {
+        data: rows, layout: "fitDataStretch", placeholder: "no shared benchmark",
+        columns: [
+          { title: "benchmark", field: "benchmark", headerFilter: "input" },
+          { title: "configuration", field: "configuration", headerFilter: "input" },
+          { title: "case", field: "case", headerFilter: "input" },
+          { title: "A", field: "a", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
+          { title: "B", field: "b", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
+          { title: "B / A", field: "ratio", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()); } },
+          { title: "95% CI", field: "ci" },
+          { title: "p", field: "p", sorter: "number", formatter: function (c) { var v = c.getValue(); return v === null ? "n/a" : v.toPrecision(2); } },
+          { title: "runs A / B", field: "runs" },
+          { title: "verdict", field: "verdict", minWidth: 200, headerFilter: "input", formatter: function (c) {
+            var s = doc.createElement("span"); s.textContent = c.getValue(); s.className = "verdict-" + c.getValue().split(" ")[0]; return s; } }
+        ]
+      });
+    }
+    a.addEventListener("change", render);
+    b.addEventListener("change", render);
+    render();
+  }
 })();

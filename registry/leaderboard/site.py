@@ -1,0 +1,476 @@
+"""Writing the leaderboard site: pages from Jinja2 templates (autoescaped), the data each page's
+tables and charts need as JSON inside ``<script type="application/json">`` (never run: the
+content security policy of every page allows scripts from the site's own files only), the
+vendored table and chart libraries, and the downloads (the board as JSONL and Parquet).
+
+The site is built into a temporary sibling folder and swapped in at the end: a failed build
+leaves the previous site as it was, and no file of an older build survives a new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from sqlalchemy import select
+
+from ..models import Metric, Run, Submission
+from .compare import system_pairs
+from .data import Board, Config, SystemInfo, load
+from .trend import trend_series
+
+HERE = Path(__file__).resolve().parent
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
+CHUNK = 1000
+
+
+def _json_script(data) -> str:
+    """JSON that is safe inside a <script type="application/json"> element: '<', '>' and '&'
+    are escaped, so no submitted string can close the element."""
+    return _escape_json_text(json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str))
+
+
+def _environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+    from markupsafe import Markup
+
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = num
+    env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:.1f}%"
+    env.filters["json_script"] = lambda data: Markup(_json_script(data))
+    env.globals["csp"] = CSP
+    return env
+
+
+def num(value: float | None) -> str:
+    """Four significant digits, thousands separated: 773.4, 4,240, 0.02113."""
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.4g}"
+
+
+def cell_json(config: Config) -> list[dict]:
+    """A configuration's rows as the table's data: one object per system."""
+    out = []
+    for rank, row in enumerate(config.rows, start=1):
+        s = row.system
+        item = {
+            "rank": rank,
+            "system": s.name,
+            "system_key": s.key,
+            "submitter": s.submitter or "(not submitted)",
+            "accelerator": f"{s.accelerator_count} x {s.accelerator}",
+            "software": s.software,
+        }
+        for case in config.cases:
+            c = row.cells.get(case)
+            if c is None:
+                continue
+            item[f"c:{case}"] = c.value
+            item[f"t:{case}"] = f"{num(c.value)} {c.unit}"
+            item[f"n:{case}"] = "; ".join(x for x in (c.note, c.regime, _ci(c), c.cost or "") if x)
+            item[f"r:{case}"] = c.latest.run_id
+        out.append(item)
+    return out
+
+
+def _ci(cell) -> str:
+    return f"{num(cell.ci_low)}–{num(cell.ci_high)}" if cell.ci_low is not None else ""
+
+
+def _columns(config: Config, board: Board) -> list[dict]:
+    units: dict[str, tuple] = {}
+    for row in config.rows:
+        for case, c in row.cells.items():
+            units.setdefault(case, (c.unit, c.higher_is_better, c.metric))
+    return [
+        {"case": case, "unit": units[case][0], "higher_is_better": units[case][1], "metric": units[case][2]}
+        for case in config.cases
+        if case in units
+    ]
+
+
+def board_rows(boards: list[Board]) -> list[dict]:
+    """The whole board, one row per cell (benchmark, configuration, system, case): the downloads."""
+    out = []
+    for board in boards:
+        for config in board.configs:
+            for row in config.rows:
+                s = row.system
+                for case, c in row.cells.items():
+                    out.append(
+                        {
+                            "benchmark": board.workload,
+                            "category": board.category,
+                            "configuration": config.label,
+                            "settings": json.dumps(config.settings, sort_keys=True, default=str),
+                            "default_configuration": config.default,
+                            "submitter": s.submitter,
+                            "system": s.name,
+                            "accelerator": s.accelerator,
+                            "accelerator_count": s.accelerator_count,
+                            "software": s.software,
+                            "availability": s.availability,
+                            "case": case,
+                            "metric": c.metric,
+                            "value": c.value,
+                            "unit": c.unit,
+                            "higher_is_better": c.higher_is_better,
+                            "ci_low": c.ci_low,
+                            "ci_high": c.ci_high,
+                            "runs": c.count,
+                            "score": c.note,
+                            "regime": c.regime,
+                            "ceiling_fraction": c.fraction,
+                            "cost": c.cost,
+                            "latest_run_id": c.latest.run_id,
+                            "latest_started_at": c.latest.started_at.isoformat(),
+                        }
+                    )
+    return out
+
+
+def _write_downloads(rows: list[dict], out: Path) -> None:
+    with open(out / "board.jsonl", "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    with open(out / "board.csv", "w", encoding="utf-8", newline="") as f:
+        if rows:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return  # the Parquet download needs perfsuite[parquet]; the page says so when it is absent
+    pq.write_table(pa.Table.from_pylist(rows), out / "board.parquet")
+
+
+def _family_charts(session, board: Board) -> dict:
+    """Per configuration, the family's picture: busbw against message size (collectives), latency
+    against throughput per scenario (inference), time to target (training)."""
+    out: dict[str, dict] = {}
+    if board.category not in ("collectives", "inference", "training"):
+        return out
+    for config in board.configs:
+        latest = {
+            row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
+            for row in config.rows
+        }
+        if board.category == "collectives":
+            curves = {}
+            for chunk in _chunks(list(latest.items())):
+                by_id = dict(
+                    session.execute(
+                        select(Run.run_id, Run.record[("details", "rows")]).where(
+                            Run.run_id.in_([rid for _, rid in chunk])
+                        )
+                    ).all()
+                )
+                for system, rid in chunk:
+                    points = []
+                    for r in by_id.get(rid) or []:
+                        side = r.get("ip") or r.get("oop") or {}
+                        if side.get("busbw_gbps") and r.get("size_bytes"):
+                            points.append([r["size_bytes"], side["busbw_gbps"]])
+                    if points:
+                        curves[system] = points
+            if curves:
+                out[config.id] = {"kind": "busbw", "series": curves}
+        elif board.category == "inference":
+            curves = _serving_curves(session, latest)
+            if curves:
+                out[config.id] = {"kind": "serving", "series": curves}
+                continue
+            series: dict[str, list] = {}
+            pk_of = dict(session.execute(select(Run.run_id, Run.id).where(Run.run_id.in_(list(latest.values())))).all())
+            metrics: dict[tuple, dict] = defaultdict(dict)
+            for run_pk, case, name, value in session.execute(
+                select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(
+                    Metric.run_id.in_(list(pk_of.values()))
+                )
+            ):
+                metrics[(run_pk, case)][name] = value
+            for system, rid in latest.items():
+                pts = []
+                for case in config.cases:
+                    m = metrics.get((pk_of.get(rid), case), {})
+                    x = next(
+                        (
+                            m[k]
+                            for k in (
+                                "completed_samples_per_s",
+                                "samples_per_s",
+                                "qps_with_overhead",
+                                "qps_without_overhead",
+                            )
+                            if k in m
+                        ),
+                        None,
+                    )
+                    y = next((m[k] for k in ("latency_p90_ms", "latency_p99_ms", "latency_p50_ms") if k in m), None)
+                    if x and y:
+                        pts.append([x, y, case])
+                if pts:
+                    series[system] = pts
+            if series:
+                out[config.id] = {"kind": "latency", "series": series}
+        else:
+            bars = {row.system.name: {case: c.value for case, c in row.cells.items()} for row in config.rows}
+            out[config.id] = {"kind": "time_to_target", "series": bars}
+    return out
+
+
+def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
+    """TTFT and TPOT (p99) against the offered rate, per system, from the latest run's rate
+    sweep (``inference.serving``'s ``details.rate_sweep.steps``)."""
+    curves: dict[str, list] = {}
+    for chunk in _chunks(list(latest.items())):
+        sweeps = dict(
+            session.execute(
+                select(Run.run_id, Run.record[("details", "rate_sweep")]).where(Run.run_id.in_([r for _, r in chunk]))
+            ).all()
+        )
+        for system, rid in chunk:
+            steps = (sweeps.get(rid) or {}).get("steps") or []
+            for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
+                points = sorted(
+                    [step["load"], step[key]["p99"]]
+                    for step in steps
+                    if isinstance(step.get(key), dict) and step[key].get("p99") and step.get("load")
+                )
+                if points:
+                    curves[f"{system} {label}"] = points
+    return curves
+
+
+def _chunks(items: list) -> list[list]:
+    return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+def _rooflines(session, boards: list[Board], systems: dict[str, SystemInfo]) -> dict[str, dict]:
+    """Each system's kernel results on its measured roofline, computed by the one roofline
+    definition the CLI uses (``perfsuite roofline``): its latest ``kernels.ceilings`` run and the
+    latest run of each kernel configuration."""
+    from perfsuite.analysis.roofline_report import report
+    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
+
+    latest: dict[str, dict[str, str]] = defaultdict(dict)  # system -> config -> run id
+    ceilings: dict[str, tuple] = {}
+    for board in boards:
+        if board.category != "kernels":
+            continue
+        for config in board.configs:
+            for row in config.rows:
+                newest = max((c.latest for c in row.cells.values()), key=lambda r: r.started_at)
+                if board.workload == CEILINGS_WORKLOAD:
+                    held = ceilings.get(row.system.key)
+                    if held is None or held[0] < newest.started_at:
+                        ceilings[row.system.key] = (newest.started_at, newest.run_id)
+                else:
+                    latest[row.system.key][f"{board.workload}|{config.id}"] = newest.run_id
+    out = {}
+    for key, (_, ceiling_id) in ceilings.items():
+        ids = [ceiling_id, *latest.get(key, {}).values()]
+        records = dict(session.execute(select(Run.run_id, Run.record).where(Run.run_id.in_(ids))).all())
+        data = report([records[i] for i in ids[1:] if i in records], records[ceiling_id])
+        out[key] = data
+    return out
+
+
+def _mllogs(session, run_ids: list[str], submissions: Path | None) -> dict[str, Path]:
+    """Record files' MLLOG twins in the submissions tree the records were imported from."""
+    if submissions is None:
+        return {}
+    found = {}
+    for chunk in _chunks(run_ids):
+        for run_id, rel in session.execute(
+            select(Run.run_id, Submission.path)
+            .join(Submission, Submission.run_id == Run.id)
+            .where(Run.run_id.in_(chunk))
+        ):
+            mllog = (Path(submissions) / rel).with_suffix(".mllog")
+            if mllog.is_file():
+                found[run_id] = mllog
+    return found
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def build_site(registry, out: Path, submissions: Path | None = None) -> dict[str, int]:
+    """Write the site into ``out``, atomically (see the module docstring). Returns counts.
+
+    ``submissions``: the tree the records were imported from, for each record's MLLOG file."""
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        counts = _build(registry, staging, submissions)
+        os.chmod(staging, 0o755)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.rename(out, old / "site")
+        os.rename(staging, out)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return counts
+
+
+def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
+    env = _environment()
+    for folder in ("workloads", "systems", "records", "data"):
+        (out / folder).mkdir()
+    shutil.copytree(HERE / "static", out / "static")
+    with registry.session() as session:
+        boards, systems = load(session)
+        rows = board_rows(boards)
+        _write_downloads(rows, out)
+        system_list = sorted(systems.values(), key=lambda s: (s.submitter, s.name))
+        front = []
+        for board in boards:
+            config = board.default
+            lead = max(config.cases, key=lambda c: sum(c in r.cells for r in config.rows))
+            best = [
+                {
+                    "system": r.system.name,
+                    "system_key": r.system.key,
+                    "accelerator": f"{r.system.accelerator_count} x {r.system.accelerator}",
+                    "value": r.cells[lead].value,
+                    "text": f"{num(r.cells[lead].value)} {r.cells[lead].unit}",
+                    "regime": r.cells[lead].regime,
+                }
+                for r in config.rows
+                if lead in r.cells
+            ]
+            front.append(
+                {
+                    "workload": board.workload,
+                    "category": board.category,
+                    "case": lead,
+                    "configuration": config.label,
+                    "best": best,
+                }
+            )
+        _write(
+            out / "index.html",
+            env.get_template("index.html").render(root="", boards=front, systems=system_list, board_count=len(boards)),
+        )
+        for board in boards:
+            data = {
+                "workload": board.workload,
+                "category": board.category,
+                "configs": [
+                    {
+                        "id": c.id,
+                        "label": c.label,
+                        "default": c.default,
+                        "settings": c.settings,
+                        "runs": c.runs,
+                        "columns": _columns(c, board),
+                        "rows": cell_json(c),
+                    }
+                    for c in board.configs
+                ],
+                "charts": _family_charts(session, board),
+                "trends": {c.id: trend_series(c) for c in board.configs},
+            }
+            _write(
+                out / "workloads" / f"{board.workload}.html",
+                env.get_template("workload.html").render(
+                    root="../", board=board, data=data, columns={c.id: _columns(c, board) for c in board.configs}
+                ),
+            )
+        rooflines = _rooflines(session, boards, systems)
+        for info in system_list:
+            results = [(b, c, row) for b in boards for c in b.configs for row in c.rows if row.system.key == info.key]
+            _write(
+                out / "systems" / f"{info.key}.html",
+                env.get_template("system.html").render(
+                    root="../", system=info, results=results, roofline=rooflines.get(info.key)
+                ),
+            )
+        pairs = system_pairs(boards)
+        _write(
+            out / "compare.html",
+            env.get_template("compare.html").render(
+                root="", systems=[s for s in system_list if any(s.key in p["systems"] for p in pairs)], pairs=pairs
+            ),
+        )
+        run_ids = sorted(
+            {
+                rv.run_id
+                for b in boards
+                for c in b.configs
+                for r in c.rows
+                for cell in r.cells.values()
+                for rv in cell.runs
+            }
+        )
+        _write_records(session, env, out, run_ids, _mllogs(session, run_ids, submissions))
+    return {
+        "workloads": len(boards),
+        "boards": sum(len(b.configs) for b in boards),
+        "systems": len(systems),
+        "records": len(run_ids),
+    }
+
+
+def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str, Path]) -> None:
+    """One page for every record (``record.html#RUN_ID``) and each record's data as a script
+    file, ``records/RUN_ID.js``, holding its stored text as is: a public round of 100,000
+    records is written without parsing or rendering one of them here, and without a second
+    copy (the page offers the record's JSON for download)."""
+    from sqlalchemy import Text, cast
+
+    (out / "record.html").write_text(env.get_template("record.html").render(root=""), encoding="utf-8")
+    folder = str(out / "records")
+    for chunk in _chunks(run_ids):
+        for run_id, text in session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))):
+            mllog = mllogs.get(run_id)
+            if mllog is not None:
+                shutil.copyfile(mllog, f"{folder}/{run_id}.mllog")
+            with open(f"{folder}/{run_id}.js", "w", encoding="utf-8") as f:
+                f.write(f'window.PERFSUITE_RECORD = {{"mllog": {"true" if mllog else "false"}, "record": {text}}};\n')
+
+
+def _escape_json_text(text: str) -> str:
+    """JSON text made safe inside <script type="application/json">: '<', '>' and '&' only occur
+    inside its strings, where their \\u escapes mean the same characters."""
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def csv_text(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buffer.getvalue()

@@ -1,0 +1,41 @@
+"""A benchmark's figure over time, per system and case, with its change points marked: the
+host's change-point rule (``perfsuite.analysis.history.change_points``) on the runs' headline values, one
+value per run (runs are the unit that varies)."""
+
+from __future__ import annotations
+
+from .data import Config
+
+MAX_POINTS = 200  # the latest runs of a series that a page carries
+
+
+def trend_series(config: Config) -> dict[str, dict[str, dict]]:
+    """case -> system name -> {"t": epoch seconds, "v": values, "run": run ids, "change": indices}."""
+    from perfsuite.analysis.history import change_points
+
+    out: dict[str, dict[str, dict]] = {}
+    for row in config.rows:
+        for case, cell in row.cells.items():
+            runs = cell.runs[-MAX_POINTS:]
+            values = [r.value for r in runs]
+            changes = [c.index for c in change_points(values, [[v] for v in values])] if _may_step(values) else []
+            out.setdefault(case, {})[row.system.name] = {
+                "t": [r.started_at.timestamp() for r in runs],
+                "v": values,
+                "run": [r.run_id for r in runs],
+                "change": changes,
+            }
+    return out
+
+
+def _may_step(values: list[float]) -> bool:
+    """Whether the change-point rule can find a step at all: it needs two runs a side and a
+    step between two sides' medians beyond its minimum, which no series whose spread is within
+    that minimum has (every median lies between the series' extremes). Skipping those is exact,
+    and spares a public round's thousands of steady series the search."""
+    from perfsuite.analysis.history import DEFAULT_MIN_STEP
+
+    if len(values) < 4:
+        return False
+    low, high = min(values), max(values)
+    return not (low > 0 and high / low - 1.0 <= DEFAULT_MIN_STEP)
