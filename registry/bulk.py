@@ -41,7 +41,7 @@ from .records import (
     nesting_depth,
     parse_timestamp,
 )
-from .store import system_key
+from .store import key_columns, system_key
 
 DEFAULT_BATCH = 2000
 # Below this many records the checks run in this process: starting workers costs more.
@@ -114,9 +114,12 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
         record_text = _json(compact)
     env, wl = record["environment"], record["workload"]
     key, system_columns, env_text, env_sha = _environment_keys(env)
+    keyed = key_columns(record)  # recomputed from the record: a stored key is never trusted
     run = {
         "run_id": record["run_id"],
-        "comparability_key": record["comparability_key"],
+        "comparability_key": keyed["comparability_key"],
+        "key_settings": _json(keyed["key_settings"]),
+        "regime": keyed["regime"],
         "params": _json(wl["params"]),
         "device": record["controls"]["device"],
         "device_key": env["measured_device"]["key"],
@@ -271,6 +274,8 @@ _RUN_COLUMNS = (
     "system_id",
     "environment_id",
     "comparability_key",
+    "key_settings",
+    "regime",
     "params",
     "device",
     "device_key",
@@ -373,6 +378,8 @@ class _Writer:
                     system_id,
                     environment_id,
                     r["comparability_key"],
+                    r["key_settings"],
+                    r["regime"],
                     r["params"],
                     r["device"],
                     r["device_key"],

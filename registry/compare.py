@@ -61,3 +61,38 @@ def latest_run(
             + (" and the same parameters" if comparability_key else "")
         )
     return found.record
+
+
+def runs_of_key(
+    session: Session,
+    workload: str,
+    comparability_key: str,
+    *,
+    system: str | None = None,
+    commit: str | None = None,
+    limit: int = 5,
+) -> list[dict]:
+    """The newest ``limit`` successful runs of ``workload`` with this key (full records, newest
+    first), on a system and at a suite commit where given; an empty side raises RegistryError."""
+    query = (
+        select(Run.record)
+        .join(Workload, Run.workload_id == Workload.id)
+        .where(Workload.name == workload, Run.status == "success", Run.comparability_key == comparability_key)
+    )
+    if system is not None:
+        query = query.where(_system_filter(system))
+    query = query.order_by(Run.started_at.desc(), Run.id.desc())
+    want = commit.lower() if commit is not None else None
+    found = []
+    for (record,) in session.execute(query):
+        if want is not None and not (record["environment"]["suite"].get("git_commit") or "").startswith(want):
+            continue
+        found.append(record)
+        if len(found) == limit:
+            break
+    if not found:
+        where = ", ".join(f"{k} {v}" for k, v in (("system", system), ("commit", commit)) if v)
+        raise RegistryError(
+            f"no successful run of {workload} with the same settings" + (f" and {where}" if where else "")
+        )
+    return found

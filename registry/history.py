@@ -1,6 +1,7 @@
 """One metric of one workload over time: the points ``perfsuite history`` plots and scans
-for change points. Reads metric rows by (workload, system or device, start time), the
-order the 0002 indexes serve."""
+for change points, each with its comparability key and the key's settings (a series never
+mixes keys). Reads metric rows by (workload, system or device, start time), the order the 0002
+indexes serve."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from perfsuite.schemas.headline import case_headline
+from perfsuite.schemas.headline import case_metric_names
 from perfsuite.schemas.samples import decode
 
 from .compare import _system_filter
@@ -21,6 +22,7 @@ class Point:
     run_id: str
     started_at: str
     comparability_key: str
+    key_settings: dict
     params: dict
     host_key: str  # the registry's system id: one line per machine unless --system picks one
     case: str
@@ -38,13 +40,15 @@ def metric_history(
 ) -> list[Point]:
     """Successful, verified runs of ``workload`` oldest first, one point per run and case.
 
-    Without ``metric``, each case's headline metric (``perfsuite.schemas.headline``)."""
+    Without ``metric``, each case's headline metric (``perfsuite.schemas.headline``), as the first
+    run of its key declares it."""
     query = (
         select(
             Run.id,
             Run.run_id,
             Run.started_at,
             Run.comparability_key,
+            Run.key_settings,
             Run.params,
             Run.system_id,
             Metric.case,
@@ -69,18 +73,13 @@ def metric_history(
     rows = session.execute(query.order_by(Run.started_at, Run.id, Metric.position)).all()
     heads: dict[tuple[str, str], str] = {}
     if metric is None:  # each case's headline, by the one rule, from the first run of its key
-        by_run: dict[int, list[dict]] = {}
-        for r in rows:
-            by_run.setdefault(r.id, []).append({"case": r.case, "name": r.name})
         firsts: dict[str, int] = {}
         for r in rows:
             firsts.setdefault(r.comparability_key, r.id)
         for ckey, pk in firsts.items():
-            primary = (
-                session.execute(select(Run.record).where(Run.id == pk)).scalar_one()["workload"].get("primary_metric")
-            )
-            for case in dict.fromkeys(m["case"] for m in by_run[pk]):
-                heads[(ckey, case)] = case_headline(by_run[pk], case, primary)["name"]
+            record = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()
+            for case, name in case_metric_names(record).items():
+                heads[(ckey, case)] = name
     points: list[Point] = []
     for r in rows:
         if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
@@ -91,6 +90,7 @@ def metric_history(
                 r.run_id,
                 r.started_at.isoformat(),
                 r.comparability_key,
+                r.key_settings or {},
                 r.params,
                 str(r.system_id),
                 r.case,

@@ -140,7 +140,11 @@ class Run(Base):
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
     system_id: Mapped[int] = mapped_column(ForeignKey("systems.id"))
     environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
-    comparability_key: Mapped[str] = mapped_column(String(64), index=True)
+    comparability_key: Mapped[str] = mapped_column(String(64), index=True)  # recomputed on store (0004)
+    # 0004: what the key is made of (perfsuite.schemas.comparability.key_settings) and its regime,
+    # filled on store from the record's content; readers filter and show them.
+    key_settings: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    regime: Mapped[str | None] = mapped_column(String(16))
     params: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
     device: Mapped[str] = mapped_column(String(16))  # controls.device: "cpu" or "cuda"
     device_key: Mapped[str] = mapped_column(String(64))  # environment.measured_device.key

@@ -12,10 +12,13 @@ instead of one losing a unique-constraint race.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+
+from perfsuite.schemas.comparability import key_settings, settings_key
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
@@ -39,8 +42,17 @@ def system_key(environment: dict) -> tuple[str, dict]:
     }
 
 
+def key_columns(record: dict) -> dict:
+    """The run's comparability key, its settings and its regime, recomputed from the record's own
+    content: a key stored in the record is never trusted (records with different parameters and one
+    planted key must not pool)."""
+    settings = key_settings(record)
+    return {"comparability_key": settings_key(settings), "key_settings": settings, "regime": settings["regime"]}
+
+
 def _insert_ignore(session: Session, model, conflict_columns: list[str], values: dict) -> None:
     dialect = session.get_bind().dialect.name
+    insert: Any
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     elif dialect == "sqlite":
@@ -87,7 +99,7 @@ def _run_row(session: Session, record: dict, sha256: str) -> Run:
         workload_id=workload_id,
         system_id=system_id,
         environment_id=environment_id,
-        comparability_key=record["comparability_key"],
+        **key_columns(record),
         params=wl["params"],
         device=record["controls"]["device"],
         device_key=env["measured_device"]["key"],

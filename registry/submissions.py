@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from perfsuite import schemas
+from perfsuite.schemas.comparability import comparability_key
 from perfsuite.schemas.cost import result_cost, validate_price
 
 from .errors import RecordInvalid, RegistryError, one_line
@@ -447,7 +448,8 @@ def _check_across_records(report: TreeReport) -> None:
         by_run_id[r["run_id"]].append(filed)
         # MLPerf's rule is about the runs scored together: those of one workload with the same
         # parameters (comparability key) on one system. Other configurations may reuse a seed.
-        group = (filed.org, filed.system, r["workload"]["name"], r["comparability_key"])
+        key = comparability_key(r)  # recomputed from the record: a stored key is never trusted
+        group = (filed.org, filed.system, r["workload"]["name"], key)
         seed = r["controls"]["seed"]
         first = seeds[group].get(seed)
         if first is not None:
@@ -460,7 +462,7 @@ def _check_across_records(report: TreeReport) -> None:
             )
         else:
             seeds[group][seed] = filed
-        counts[(filed.org, filed.system, r["workload"]["name"], r["comparability_key"])].append(filed)
+        counts[group].append(filed)
         description = report.systems.get((filed.org, filed.system))
         if description is None:
             problems.append(

@@ -4,6 +4,7 @@ This module is the public API that workload plugins build on; they import only w
 exports (``__all__``) and the public modules named here::
 
     from perfsuite import hookimpl, Workload, Case, Work, Check, Requirements, param
+    from perfsuite import Headline        # a workload's headline: per scenario, per size, figures beside
     from perfsuite import RunContext      # the type of a workload's ``ctx`` (imported on first use)
     from perfsuite import capture_graph   # a CUDA graph of one call, for drivers that replay their own
     from perfsuite import copy_case       # a copy timed and verified bit-exact (memory, host, peer links)
@@ -29,6 +30,7 @@ from perfsuite.case import Case, Check, Work
 from perfsuite.copies import copy_case
 from perfsuite.hookspecs import hookimpl
 from perfsuite.measure.timing import capture_graph
+from perfsuite.schemas.headline import Headline
 from perfsuite.workload import Requirements, Workload, param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -39,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Case",
     "Check",
+    "Headline",
     "Requirements",
     "RunContext",
     "Work",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfsuite.controls import TIMING_CONTROLS
+from perfsuite.schemas.headline import Headline
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite.case import Case
@@ -29,11 +30,17 @@ CATEGORIES = ("data", "kernels", "collectives", "training", "inference")
 DEVICES = ("cpu", "cuda")
 
 
-def param(default: Any, help: str, choices: tuple | None = None) -> Any:
-    """A typed workload parameter: use as a field of a workload's ``Params`` dataclass."""
+def param(default: Any, help: str, choices: tuple | None = None, harness: bool = False) -> Any:
+    """A typed workload parameter: use as a field of a workload's ``Params`` dataclass.
+
+    ``harness=True``: the parameter steers only a self-test of the harness (a planted wrong
+    element, a rank that raises), never what is measured. It stays out of the comparability
+    key, and a run with it away from its default is a self-test: recorded, never ranked."""
     meta: dict[str, Any] = {"help": help}
     if choices is not None:
         meta["choices"] = tuple(choices)
+    if harness:
+        meta["harness"] = True
     if isinstance(default, (list, dict, set)):
         raise TypeError("parameter defaults must be immutable (use a tuple)")
     return field(default=default, metadata=meta)
@@ -63,6 +70,12 @@ class Workload:
     # The headline metric of each case (e.g. "tflops"), stored in the record and used by every
     # table and summary (schemas.headline); None: the case's first throughput.
     primary_metric: ClassVar[str | None] = None
+    # A richer headline (per scenario, per message size, figures beside it, the validity check);
+    # None: ``primary_metric`` alone. See perfsuite.schemas.headline.Headline.
+    headline: ClassVar[Headline | None] = None
+    # The oldest version whose records measure the same thing as this one (its records and
+    # this version's then share a comparability key); None: only this version's.
+    comparable_since: ClassVar[int | None] = None
     # The timing controls (perfsuite.controls.TIMING_CONTROLS) this workload applies: all of them
     # when its cases go through ctx.measure; a driver that times its own way names the ones
     # it honours, and its records state the rest as not applied.
@@ -107,6 +120,22 @@ class Workload:
         return None
 
 
+def harness_params(cls: type[Workload]) -> dict[str, Any]:
+    """Name -> default (JSON-ready: a tuple as a list) of the parameters declared ``param(..., harness=True)``."""
+    return {
+        f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+        for f in dataclasses.fields(cls.Params)
+        if f.metadata.get("harness")
+    }
+
+
+def headline_declaration(cls: type[Workload]) -> Headline | None:
+    """The workload's headline: its declaration, else its ``primary_metric`` alone, else None."""
+    if cls.headline is not None:
+        return cls.headline
+    return Headline(metric=(cls.primary_metric,)) if cls.primary_metric else None
+
+
 def validate_workload_class(cls: Any) -> None:
     """Raise TypeError naming the first thing wrong with a registered workload class."""
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
@@ -129,6 +158,11 @@ def validate_workload_class(cls: Any) -> None:
         raise TypeError(f"workload {cls.name}: controls_honoured names unknown controls {sorted(unknown)}")
     if cls.primary_metric is not None and not (isinstance(cls.primary_metric, str) and cls.primary_metric):
         raise TypeError(f"workload {cls.name}: primary_metric must be a metric name or None")
+    if cls.headline is not None and not isinstance(cls.headline, Headline):
+        raise TypeError(f"workload {cls.name}: headline must be a perfsuite.Headline or None")
+    since = cls.comparable_since
+    if since is not None and not (isinstance(since, int) and 1 <= since <= cls.version):
+        raise TypeError(f"workload {cls.name}: comparable_since must be a version from 1 to {cls.version}, or None")
     for d in cls.requirements.devices:
         if d not in DEVICES:
             raise TypeError(f"workload {cls.name}: device {d!r} is not one of {DEVICES}")

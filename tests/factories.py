@@ -19,7 +19,8 @@ import uuid as uuidlib
 from datetime import UTC, datetime, timedelta
 
 from perfsuite.measure import stats
-from perfsuite.registry.records import canonical_json, record_sha256
+from perfsuite.registry.records import record_sha256
+from perfsuite.schemas.comparability import comparability_key
 
 DEFAULT_START = datetime(2026, 1, 15, 12, 0, 0, tzinfo=UTC)
 H200 = {"name": "NVIDIA H200", "memory_bytes": 150_754_820_096, "sm_count": 132, "compute_capability": "9.0"}
@@ -28,11 +29,6 @@ H200 = {"name": "NVIDIA H200", "memory_bytes": 150_754_820_096, "sm_count": 132,
 def make_device_key(kind: str, name: str, uuid: str | None) -> str:
     """A measured-device key as 16 hex digits (what the schema's pattern allows)."""
     return hashlib.sha256(f"{kind}|{name}|{uuid}".encode()).hexdigest()[:16]
-
-
-def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
-    body = {"workload": name, "version": version, "params": params, "scenario": scenario, "division": division}
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
 def make_metric(
@@ -181,7 +177,7 @@ def make_record(
             "scenario": None,
             "division": "closed",
         },
-        "comparability_key": comparability_key(workload_name, version, params, None, "closed"),
+        "comparability_key": "0" * 64,  # set from the record's content below
         "controls": {
             "device": device,
             "seed": 0,
@@ -227,6 +223,8 @@ def make_record(
         "details": {"note": "made by tests/factories.py"},
     }
     record = _merge(record, overrides)
+    if "comparability_key" not in overrides:
+        record["comparability_key"] = comparability_key(record)
     if "sha256" not in overrides:
         sign(record)
     return record

@@ -108,16 +108,19 @@ def test_goodput_other_is_the_unnamed_rest_of_the_wall_time():
 
 # -- scoring ------------------------------------------------------------------------------
 def _rec(seed, status, t=None, world=1, key="k"):
-    metrics = [{"name": "time_to_target_s", "value": t}] if t is not None else []
-    return {
-        "run_id": f"r{seed}",
-        "status": status,
-        "metrics": metrics,
-        "controls": {"seed": seed},
-        "workload": {"name": "training.x"},
-        "comparability_key": key,
-        "launch": {"world_size": world},
-    }
+    """A time-to-target record; ``key`` is a parameter, so records of different ``key`` differ in key."""
+    from factories import make_metric, make_record
+
+    metrics = [make_metric("target", "time_to_target_s", "s", [t], higher_is_better=False)] if t is not None else []
+    return make_record(
+        workload_name="training.gpt",
+        params={"task": key},
+        status=status,
+        metrics=metrics,
+        run_id=f"{seed:032x}",
+        controls={"seed": seed},
+        launch={"world_size": world, "nproc_per_node": world},
+    )
 
 
 def test_olympic_mean_drops_fastest_and_slowest_and_an_aborted_run_counts_as_slowest():

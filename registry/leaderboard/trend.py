@@ -18,7 +18,7 @@ def trend_series(config: Config) -> dict[str, dict[str, dict]]:
         for case, cell in row.cells.items():
             runs = cell.runs[-MAX_POINTS:]
             values = [r.value for r in runs]
-            changes = [c.index for c in change_points(values, [[v] for v in values])] if _may_step(values) else []
+            changes = [c.index for c in change_points(values)] if _may_step(values) else []
             out.setdefault(case, {})[row.system.name] = {
                 "t": [r.started_at.timestamp() for r in runs],
                 "v": values,

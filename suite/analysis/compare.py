@@ -1,13 +1,23 @@
-"""Is B faster than A? Two run records compared metric by metric, apples to apples.
+"""Is B faster than A? Two groups of runs (one run or several a side) compared metric by metric,
+apples to apples.
 
-Two records compare only when their comparability basis is equal: workload name,
-version, every resolved parameter, scenario and division (what the record's
-``comparability_key`` hashes). Otherwise :class:`NotComparable` names each field that
-differs. For each case and metric the ratio of medians (B over A) gets a bootstrap 95%
-CI and a two-sided Mann-Whitney U p-value on the raw samples; a change is called only
-when it is significant (p < ``alpha``) *and* larger than ``threshold`` (default 2%).
-Environment differences (driver, CUDA, NCCL, torch, clocks and power state seen, host)
-are listed beside the verdict: they are often the reason.
+Runs compare only when their comparability keys are equal, recomputed from each record's
+content (:mod:`perfsuite.schemas.comparability`): same workload and version, parameters, timing
+controls honoured, world and regime. Otherwise :class:`NotComparable` names each setting that
+differs.
+
+The unit that varies between runs is the run (clocks, placement, power state), so:
+
+- **between runs** (both sides have at least two runs): one value per run (the run's figure,
+  the median of its calls). The ratio of the medians of those values (B over A) gets a bootstrap
+  95% CI over runs, and Welch's t-test on the run values gives the p-value.
+- **within run** (a side has one run): the newest run of each side, the ratio of the medians of
+  their calls with a bootstrap CI and Mann-Whitney U over the calls. That says whether the calls
+  of two runs differ, not whether runs do: it is labelled as such, never as a p-value over runs.
+
+A change is called only when it is significant (p < ``alpha``), the CI excludes 1 *and* it is
+larger than ``threshold`` (default 2%). Environment differences (driver, CUDA, NCCL, torch,
+clocks and power state seen, host) are listed beside the verdict: they are often the reason.
 """
 
 from __future__ import annotations
@@ -18,16 +28,21 @@ from typing import Any
 import numpy as np
 
 from perfsuite.measure import stats
+from perfsuite.schemas.comparability import comparability_key, flat_settings, key_settings
+from perfsuite.schemas.headline import case_metric_names
+from perfsuite.schemas.samples import metric_samples
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_ALPHA = 0.05
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no significant change"
 NOT_TESTED = "not tested (one sample)"  # a single value on a side (power, energy): no test possible
 MIXED = "mixed"
+BETWEEN_RUNS, WITHIN_RUN = "between runs", "within run"
+TESTS = {BETWEEN_RUNS: "Welch's t over run values", WITHIN_RUN: "Mann-Whitney U over the calls of one run a side"}
 
 
 class NotComparable(ValueError):
-    """Two runs of different comparability keys; ``fields`` names each difference."""
+    """Runs of different comparability keys; ``fields`` names each difference."""
 
     def __init__(self, fields: list[str]):
         self.fields = fields
@@ -40,52 +55,65 @@ class MetricComparison:
     metric: str
     unit: str
     higher_is_better: bool
-    median_a: float
+    median_a: float  # between runs: the median of A's run values; within run: of A's calls
     median_b: float
     ratio: float  # median(B) / median(A)
     ratio_ci_low: float
     ratio_ci_high: float
-    p_value: float | None  # None: a single sample on a side, no test possible
-    n_a: int
+    p_value: float | None  # None: too few values on a side, no test possible
+    n_a: int  # runs (between runs) or calls (within run)
     n_b: int
     verdict: str
     headline: bool = False
+    basis: str = BETWEEN_RUNS
 
 
 @dataclass
 class Comparison:
-    run_a: str
+    run_a: str  # the newest run of each side
     run_b: str
     workload: str
     threshold: float
     alpha: float
     verdict: str
+    basis: str = BETWEEN_RUNS
+    test: str = TESTS[BETWEEN_RUNS]
+    runs_a: list[str] = field(default_factory=list)
+    runs_b: list[str] = field(default_factory=list)
+    comparability_key: str = ""
+    key_settings: dict = field(default_factory=dict)
     metrics: list[MetricComparison] = field(default_factory=list)
     environment_differences: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def note(self) -> str:
+        """What the figures are: over runs, or over the calls of one run a side (and why)."""
+        if self.basis == BETWEEN_RUNS:
+            return (
+                f"between runs: {len(self.runs_a)} runs of A against {len(self.runs_b)} of B, one value per run; "
+                f"p from {self.test}, 95% CI of B/A bootstrapped over runs"
+            )
+        few = "A" if len(self.runs_a) < 2 else "B"
+        return (
+            f"within run: side {few} has one run, so the CI and p are over the calls of run "
+            f"{self.run_a[:8]} against those of run {self.run_b[:8]}, not over runs; repeat the runs "
+            "(perfsuite run --repeat N) for a test between runs"
+        )
+
 
 def key_basis(record: dict) -> dict[str, Any]:
-    """The fields the comparability key is made of, flattened: ``param.m`` per parameter."""
-    w = record["workload"]
-    basis: dict[str, Any] = {
-        "workload": w["name"],
-        "version": w["version"],
-        "scenario": w["scenario"],
-        "division": w["division"],
-    }
-    for name, value in w["params"].items():
-        basis[f"param.{name}"] = value
-    return basis
+    """The settings the comparability key is made of, flattened: ``param.m`` per parameter."""
+    return flat_settings(key_settings(record))
 
 
 _MISSING = object()
 
 
 def key_differences(a: dict, b: dict) -> list[str]:
-    """Each comparability field that differs, as ``field: A value vs B value``."""
+    """Each comparability setting that differs, as ``setting: A value vs B value``."""
     ba, bb = key_basis(a), key_basis(b)
     out = []
     for name in list(dict.fromkeys([*ba, *bb])):
@@ -93,8 +121,6 @@ def key_differences(a: dict, b: dict) -> list[str]:
         if va != vb:
             show = lambda v: "(absent)" if v is _MISSING else repr(v)
             out.append(f"{name}: {show(va)} vs {show(vb)}")
-    if not out and a["comparability_key"] != b["comparability_key"]:
-        out.append(f"comparability_key: {a['comparability_key'][:12]} vs {b['comparability_key'][:12]}")
     return out
 
 
@@ -150,30 +176,62 @@ def metric_verdict(
     return FASTER if better else SLOWER
 
 
-def _headline_names(record: dict) -> dict[str, str]:
-    """case -> the name of its headline metric, by the one rule (schemas.headline)."""
-    from perfsuite.schemas.headline import case_headline
-
-    primary = record["workload"].get("primary_metric")
-    cases = dict.fromkeys(m["case"] for m in record["metrics"])
-    return {case: case_headline(record["metrics"], case, primary)["name"] for case in cases}
-
-
-def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Compare run B against run A. Raises :class:`NotComparable` for different keys."""
-    diffs = key_differences(a, b)
-    if diffs:
-        raise NotComparable(diffs)
-    for record in (a, b):
+def _check_side(records: list[dict], side: str) -> None:
+    if not records:
+        raise ValueError(f"side {side} has no run")
+    for record in records:
         if record["status"] != "success":
             raise ValueError(f"run {record['run_id']} has status {record['status']}: nothing measured to compare")
-    from perfsuite.schemas.samples import metric_samples
 
-    by_key_b = {(m["case"], m["name"]): m for m in b["metrics"]}
-    heads = _headline_names(a)
+
+def _newest(records: list[dict]) -> dict:
+    return max(records, key=lambda r: (r["started_at"], r["run_id"]))
+
+
+def _metrics(record: dict) -> dict[tuple[str, str], dict]:
+    return {(m["case"], m["name"]): m for m in record["metrics"]}
+
+
+def _between_runs(
+    a: list[dict], b: list[dict], heads: dict[str, str], threshold: float, alpha: float
+) -> list[MetricComparison]:
+    by_a, by_b = [_metrics(r) for r in a], [_metrics(r) for r in b]
+    rows = []
+    for case, name in _metrics(_newest(a)):
+        if not all((case, name) in m for m in by_a + by_b):
+            continue
+        va = [m[(case, name)]["value"] for m in by_a]
+        vb = [m[(case, name)]["value"] for m in by_b]
+        first = by_a[0][(case, name)]
+        ratio, low, high = stats.ratio_of_medians_ci(va, vb)
+        p = stats.welch_t(va, vb)
+        rows.append(
+            MetricComparison(
+                case=case,
+                metric=name,
+                unit=first["unit"],
+                higher_is_better=first["higher_is_better"],
+                median_a=float(np.median(va)),
+                median_b=float(np.median(vb)),
+                ratio=ratio,
+                ratio_ci_low=low,
+                ratio_ci_high=high,
+                p_value=p,
+                n_a=len(va),
+                n_b=len(vb),
+                verdict=metric_verdict(ratio, low, high, p, first["higher_is_better"], threshold, alpha),
+                headline=heads.get(case) == name,
+                basis=BETWEEN_RUNS,
+            )
+        )
+    return rows
+
+
+def _within_run(a: dict, b: dict, heads: dict[str, str], threshold: float, alpha: float) -> list[MetricComparison]:
+    by_b = _metrics(b)
     rows = []
     for ma in a["metrics"]:
-        mb = by_key_b.get((ma["case"], ma["name"]))
+        mb = by_b.get((ma["case"], ma["name"]))
         if mb is None:
             continue
         sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
@@ -183,7 +241,6 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alph
         p = None
         if len(sa) > 1 and len(sb) > 1:
             _, p = stats.mann_whitney_u(sa, sb)
-        verdict = metric_verdict(ratio, low, high, p, ma["higher_is_better"], threshold, alpha)
         rows.append(
             MetricComparison(
                 case=ma["case"],
@@ -198,21 +255,56 @@ def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alph
                 p_value=p,
                 n_a=len(sa),
                 n_b=len(sb),
-                verdict=verdict,
+                verdict=metric_verdict(ratio, low, high, p, ma["higher_is_better"], threshold, alpha),
                 headline=heads.get(ma["case"]) == ma["name"],
+                basis=WITHIN_RUN,
             )
         )
+    return rows
+
+
+def compare_runs(
+    a: list[dict], b: list[dict], threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA
+) -> Comparison:
+    """Compare the runs of side B against those of side A (see the module docstring).
+
+    Raises :class:`NotComparable` where any two runs have different keys, ValueError where a
+    side is empty, a run did not succeed, or the sides share no metric."""
+    _check_side(a, "A")
+    _check_side(b, "B")
+    reference = _newest(a)
+    for record in [*a, *b]:
+        diffs = key_differences(reference, record)
+        if diffs:
+            raise NotComparable(diffs)
+    newest_a, newest_b = reference, _newest(b)
+    heads = case_metric_names(newest_a)
+    if len(a) >= 2 and len(b) >= 2:
+        basis, rows = BETWEEN_RUNS, _between_runs(a, b, heads, threshold, alpha)
+    else:
+        basis, rows = WITHIN_RUN, _within_run(newest_a, newest_b, heads, threshold, alpha)
     if not rows:
-        raise ValueError(f"runs {a['run_id'][:8]} and {b['run_id'][:8]} share no metric with samples")
+        raise ValueError(f"runs {newest_a['run_id'][:8]} and {newest_b['run_id'][:8]} share no metric with samples")
     verdicts = {r.verdict for r in rows if r.headline} or {r.verdict for r in rows}
     overall = verdicts.pop() if len(verdicts) == 1 else MIXED
     return Comparison(
-        run_a=a["run_id"],
-        run_b=b["run_id"],
-        workload=a["workload"]["name"],
+        run_a=newest_a["run_id"],
+        run_b=newest_b["run_id"],
+        workload=newest_a["workload"]["name"],
         threshold=threshold,
         alpha=alpha,
         verdict=overall,
+        basis=basis,
+        test=TESTS[basis],
+        runs_a=[r["run_id"] for r in a],
+        runs_b=[r["run_id"] for r in b],
+        comparability_key=comparability_key(newest_a),
+        key_settings=key_settings(newest_a),
         metrics=rows,
-        environment_differences=environment_differences(a, b),
+        environment_differences=environment_differences(newest_a, newest_b),
     )
+
+
+def compare_records(a: dict, b: dict, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
+    """Compare one run B against one run A: within-run figures (see :func:`compare_runs`)."""
+    return compare_runs([a], [b], threshold=threshold, alpha=alpha)

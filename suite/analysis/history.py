@@ -1,14 +1,24 @@
-"""Change points in a metric's history: where did the figure step, and was it real?
+"""Change points in a history of runs of one comparability key: where did the figure step, and
+was the step larger than runs of that key vary from one to the next?
 
-Binary segmentation on the run medians (asv's approach, simplified): the split whose
-one-step fit leaves the least squared error is a change point when the step between the
-two sides' medians exceeds ``min_step`` (default 5%) *and* a Mann-Whitney U test on the
-raw samples of the runs on each side gives p < ``alpha``; each side is then searched
-again. A lone noisy run cannot make a step: each side needs ``min_runs`` runs.
+The unit is the run: one value per run (its median), never the calls inside it. On the logs of
+those values (steps are relative), ruptures' PELT search with a least-squares cost finds the
+segmentation; its penalty comes from the series' own between-run noise
+(:func:`perfsuite.measure.stats.run_noise`, robust to the steps it looks for), as the BIC of a
+Gaussian mean shift: ``2 sigma^2 log n``. A break found there is reported only when
+
+- each side holds at least ``min_runs`` runs (a lone wild run is not a step),
+- the step is larger than ``min_step`` (default 5%) *and* than ``noise_factor`` times the noise
+  (default 3: a shift beyond what runs of this key do anyway), and
+- Welch's t-test on the run values on either side gives p < ``alpha``.
+
+Runs of different keys never share a history: a change of settings (L2 flush, a power-capped
+regime, another iteration policy) starts another series, so it cannot look like a change point.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,48 +28,55 @@ from perfsuite.measure import stats
 DEFAULT_MIN_STEP = 0.05
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_RUNS = 2
+DEFAULT_NOISE_FACTOR = 3.0
+# The noise a series of identical values is taken to have (relative): a floor that keeps the
+# penalty positive, far below any step worth reporting.
+NOISE_FLOOR = 1e-4
 
 
 @dataclass
 class ChangePoint:
     index: int  # the first run after the step
-    before: float  # median of the run medians before (within the segment)
+    before: float  # median of the run values before (within the segment)
     after: float
     ratio: float  # after / before
-    p_value: float
+    p_value: float  # Welch's t over the run values of the two segments
+    noise: float  # the series' between-run noise (relative standard deviation)
+
+
+def _segments(y: np.ndarray, penalty: float, min_runs: int) -> list[int]:
+    """The break indices PELT finds (each the first run of a new segment)."""
+    import ruptures
+
+    ends = ruptures.Pelt(model="l2", min_size=min_runs, jump=1).fit(y.reshape(-1, 1)).predict(pen=penalty)
+    return [int(e) for e in ends[:-1]]  # the last "end" is the series' length
 
 
 def change_points(
-    medians: list[float],
-    samples: list[list[float]],
+    values: list[float],
     min_step: float = DEFAULT_MIN_STEP,
     alpha: float = DEFAULT_ALPHA,
     min_runs: int = DEFAULT_MIN_RUNS,
+    noise_factor: float = DEFAULT_NOISE_FACTOR,
 ) -> list[ChangePoint]:
-    """Change points of a series, in order. ``samples[i]`` are run i's raw samples."""
-    found: list[ChangePoint] = []
-
-    def search(lo: int, hi: int) -> None:  # the segment medians[lo:hi]
-        if hi - lo < 2 * min_runs:
-            return
-        values = np.asarray(medians[lo:hi], dtype=np.float64)
-        best, best_cost = None, np.inf
-        for i in range(min_runs, len(values) - min_runs + 1):  # least squares of a one-step fit
-            left, right = values[:i], values[i:]
-            cost = float(((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum())
-            if cost < best_cost:
-                best, best_cost = lo + i, cost
-        before, after = float(np.median(medians[lo:best])), float(np.median(medians[best:hi]))
-        if before == 0 or abs(after / before - 1.0) <= min_step:
-            return
-        left_samples = [v for run in samples[lo:best] for v in run]
-        right_samples = [v for run in samples[best:hi] for v in run]
-        _, p = stats.mann_whitney_u(left_samples, right_samples)
-        if p >= alpha:
-            return
-        found.append(ChangePoint(best, before, after, after / before, p))
-        search(lo, best)
-        search(best, hi)
-
-    search(0, len(medians))
-    return sorted(found, key=lambda c: c.index)
+    """Change points of a series of run values (one per run, oldest first), in order."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 2 * min_runs or x.size < 3 or not np.all(x > 0):
+        return []
+    noise = max(stats.run_noise(x), NOISE_FLOOR)
+    y = np.log(x)
+    breaks = _segments(y, 2.0 * noise**2 * math.log(x.size), min_runs)
+    bounds = [0, *breaks, int(x.size)]
+    found = []
+    for i, at in enumerate(breaks):
+        left, right = x[bounds[i] : at], x[at : bounds[i + 2]]
+        if left.size < min_runs or right.size < min_runs:
+            continue
+        before, after = float(np.median(left)), float(np.median(right))
+        step = abs(math.log(after / before))
+        if abs(after / before - 1.0) <= min_step or step <= noise_factor * noise:
+            continue
+        p = stats.welch_t(left, right)
+        if p < alpha:
+            found.append(ChangePoint(at, before, after, after / before, p, noise))
+    return found

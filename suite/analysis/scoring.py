@@ -3,8 +3,9 @@
 MLPerf Training scores a benchmark by N runs with unique seeds: drop the fastest and the
 slowest, average the rest (the olympic mean). A run that did not reach its target
 (``aborted``, or one that failed or timed out) counts as the slowest, so it is the one
-dropped; with more than one such run there is no score. The runs are grouped by
-comparability key and world size (a 2-GPU and a 1-GPU run of one key do not mix).
+dropped; with more than one such run there is no score. The runs are grouped by their
+comparability key, recomputed from each record (its world size is one of its settings), and a
+self-test run (a harness parameter away from its default) is never scored.
 
 Where the aggregate lives: it is derived, not stored. ``perfsuite run`` prints it after
 the results of a repeat; :func:`scores` gives the same figures as data (the bench
@@ -17,6 +18,7 @@ import math
 from typing import Any
 
 from perfsuite.measure.stats import olympic_mean
+from perfsuite.schemas.comparability import comparability_key, is_self_test
 
 TIME_METRIC = "time_to_target_s"
 MIN_RUNS = 3
@@ -38,8 +40,8 @@ def scores(records: list[dict]) -> list[dict]:
     """One score per (workload, comparability key, world size) among time-to-target records."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        if _is_time_to_target(r):
-            groups.setdefault((r["workload"]["name"], r["comparability_key"], r["launch"]["world_size"]), []).append(r)
+        if _is_time_to_target(r) and not is_self_test(r):
+            groups.setdefault((r["workload"]["name"], comparability_key(r), r["launch"]["world_size"]), []).append(r)
     out = []
     for (name, key, world), runs in groups.items():
         times = [_time_to_target(r) for r in runs]

@@ -1,31 +1,87 @@
-"""``perfsuite compare A B``: is B faster than A, with the statistics and the environment
-differences beside the verdict."""
+"""``perfsuite compare A B``: is B faster than A, between runs where each side has several, with
+the statistics and the environment differences beside the verdict; a CI gate with
+``--fail-on slower`` (exit 3 on a significant regression beyond ``--threshold``), a Markdown
+table for ``$GITHUB_STEP_SUMMARY`` and JUnit XML for test reporters."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
-from perfsuite.cli._common import fmt_p, pct, text, verdict_text
+from perfsuite.cli._common import fail, fmt_p, open_db, pct, text, verdict_text
+
+# The exit status of a comparison whose verdict is one --fail-on names (errors stay 1, usage 2).
+EXIT_REGRESSION = 3
+DEFAULT_LAST = 5
+FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "change": ("slower", "faster"), "never": ()}
+
+
+class Fraction(click.ParamType):
+    """A relative change: ``5%`` or ``0.05``."""
+
+    name = "fraction"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, float):
+            return value
+        raw = str(value).strip()
+        try:
+            number = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+        except ValueError:
+            self.fail(f"{value!r} is not a relative change (give 5% or 0.05)", param, ctx)
+        if not 0.0 <= number < 1.0:
+            self.fail(f"{value!r} is not a relative change between 0 and 100% (give 5% or 0.05)", param, ctx)
+        return number
 
 
 @click.command("compare")
 @click.argument("runs", nargs=-1)
 @click.option(
-    "--workload", default=None, help="Compare the latest runs of this workload (with --system or --commit twice)."
+    "--workload", default=None, help="Compare runs of this workload (with --system or --commit twice: A, then B)."
 )
 @click.option(
     "--system", "systems", multiple=True, help="A system (submitted name, host or device key): give A then B."
 )
 @click.option("--commit", "commits", multiple=True, help="A suite git commit (prefix): give A then B.")
 @click.option(
-    "--threshold",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Smallest relative change called a change (default 0.02 = 2%).",
+    "--last",
+    type=click.IntRange(min=1),
+    default=DEFAULT_LAST,
+    show_default=True,
+    help="With --workload: the newest runs of each side with A's settings.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option(
+    "--threshold",
+    type=Fraction(),
+    default=None,
+    help="Smallest relative change called a change: 5% or 0.05 (default 2%).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(sorted(FAIL_ON)),
+    default="never",
+    show_default=True,
+    help=f"Exit {EXIT_REGRESSION} when the verdict is this (change: slower or faster): a CI gate.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "json"]),
+    default="table",
+    show_default=True,
+    help="markdown: a GitHub table (for $GITHUB_STEP_SUMMARY).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (--format json).")
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write JUnit XML: one test case per case and headline metric, failed where --fail-on says.",
+)
 @click.pass_context
 def compare_cmd(
     ctx: click.Context,
@@ -33,66 +89,94 @@ def compare_cmd(
     workload: str | None,
     systems: tuple[str, ...],
     commits: tuple[str, ...],
+    last: int,
     threshold: float | None,
+    fail_on: str,
+    fmt: str,
     as_json: bool,
+    junit_path: Path | None,
 ) -> None:
-    """Compare run B against run A (ids or prefixes): ratio of medians with its 95% CI, a
-    Mann-Whitney U p-value, and a verdict per case and metric."""
-    from perfsuite.analysis.compare import (
-        DEFAULT_THRESHOLD,
-        NotComparable,
-        compare_records,
-    )
-    from perfsuite.cli._common import emit_json, fail, open_db
-    from perfsuite.registry import RegistryError
-    from perfsuite.registry.compare import latest_run
+    """Compare runs B against runs A (the baseline). A and B are run ids or prefixes, each side
+    one run or several joined by commas (a repeat); or --workload W with two --system or two
+    --commit, taking the newest --last runs of each side with the settings of A's newest run.
+
+    With several runs a side the test is between runs (one value per run: Welch's t, a bootstrap
+    CI of B/A over runs); with one run a side the figures are within run (over its calls) and
+    say so."""
+    from perfsuite.analysis.compare import DEFAULT_THRESHOLD, NotComparable, compare_runs
+    from perfsuite.cli._common import emit_json
 
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-    registry = open_db(ctx)
+    side_a, side_b = _sides(ctx, runs, workload, systems, commits, last)
     try:
-        if runs:
-            if len(runs) != 2 or workload or systems or commits:
-                fail("give two run ids, or --workload with two --system or two --commit")
-            a, b = registry.get(runs[0]), registry.get(runs[1])
-        else:
-            if not workload or not (
-                (len(systems) == 2 and not commits)
-                or (len(commits) == 2 and not systems)
-                or (len(systems) == 1 and len(commits) == 2)
-            ):
-                fail("give two run ids, or --workload W with --system A --system B or --commit A --commit B")
-            sides = [
-                dict(
-                    system=systems[i] if len(systems) == 2 else (systems[0] if systems else None),
-                    commit=commits[i] if commits else None,
-                )
-                for i in range(2)
-            ]
-            with registry.session() as session:
-                a = latest_run(session, workload, **sides[0])
-                b = latest_run(session, workload, comparability_key=a["comparability_key"], **sides[1])
-    except RegistryError as exc:
-        fail(str(exc), 1)
-    try:
-        result = compare_records(a, b, threshold=threshold)
+        result = compare_runs(side_a, side_b, threshold=threshold)
     except NotComparable as exc:
         fail(str(exc), 1)
     except ValueError as exc:
         fail(str(exc), 1)
-    if as_json:
-        emit_json(result.to_dict())
-        return
-    print_comparison(result, a, b)
+    failing = result.verdict in FAIL_ON[fail_on] or any(
+        m.headline and m.verdict in FAIL_ON[fail_on] for m in result.metrics
+    )
+    if junit_path is not None:
+        write_junit(result, junit_path, FAIL_ON[fail_on])
+    if as_json or fmt == "json":
+        emit_json({**result.to_dict(), "note": result.note, "fail_on": fail_on, "failed": failing})
+    elif fmt == "markdown":
+        click.echo(markdown(result))
+    else:
+        print_comparison(result, side_a[0], side_b[0])
+    if failing:
+        click.echo(f"compare: {result.verdict} (--fail-on {fail_on})", err=True)
+        sys.exit(EXIT_REGRESSION)
 
 
-def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None:
-    from rich.table import Table
+def _sides(
+    ctx: click.Context,
+    runs: tuple[str, ...],
+    workload: str | None,
+    systems: tuple[str, ...],
+    commits: tuple[str, ...],
+    last: int,
+) -> tuple[list[dict], list[dict]]:
+    """The records of side A and side B, as the arguments name them."""
+    from perfsuite.registry import RegistryError
+    from perfsuite.registry.compare import latest_run, runs_of_key
+    from perfsuite.schemas.comparability import comparability_key
 
-    from perfsuite.cli._common import console
+    registry = open_db(ctx)
+    try:
+        if runs:
+            if len(runs) != 2 or workload or systems or commits:
+                fail("give two sides (run ids, several joined by commas), or --workload with two --system or --commit")
+            a, b = ([registry.get(rid.strip()) for rid in side.split(",") if rid.strip()] for side in runs)
+            return a, b
+        if not workload or not (
+            (len(systems) == 2 and not commits)
+            or (len(commits) == 2 and not systems)
+            or (len(systems) == 1 and len(commits) == 2)
+        ):
+            fail("give two run ids, or --workload W with --system A --system B or --commit A --commit B")
+        sides = [
+            dict(
+                system=systems[i] if len(systems) == 2 else (systems[0] if systems else None),
+                commit=commits[i] if commits else None,
+            )
+            for i in range(2)
+        ]
+        with registry.session() as session:
+            key = comparability_key(latest_run(session, workload, **sides[0]))
+            a = runs_of_key(session, workload, key, limit=last, **sides[0])
+            b = runs_of_key(session, workload, key, limit=last, **sides[1])
+        return a, b
+    except RegistryError as exc:
+        fail(str(exc), 1)
+    raise AssertionError("not reached: fail() exits")  # for mypy, which sees the registry's session as Any
 
-    out = console()
-    t = Table(title=title or f"{result.workload}: B {result.run_b[:8]} against A {result.run_a[:8]}")
-    for col, just in (
+
+def _columns(result) -> list[tuple[str, str]]:
+    p_col = "p (Welch, runs)" if result.basis == "between runs" else "p within run (calls)"
+    n_col = "runs A/B" if result.basis == "between runs" else "calls A/B"
+    return [
         ("case", "left"),
         ("metric", "left"),
         ("median A", "right"),
@@ -100,34 +184,57 @@ def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None
         ("unit", "left"),
         ("B/A", "right"),
         ("95% CI of B/A", "right"),
-        ("p (Mann-Whitney)", "right"),
-        ("n A/B", "right"),
+        (p_col, "right"),
+        (n_col, "right"),
         ("verdict", "left"),
-    ):
-        t.add_column(col, justify=just)
-    for m in result.metrics:
-        t.add_row(
-            text(m.case),
-            text(m.metric + (" *" if m.headline else "")),
-            f"{m.median_a:.6g}",
-            f"{m.median_b:.6g}",
-            text(m.unit),
-            f"{m.ratio:.4f} ({pct(m.ratio)})",
-            f"{m.ratio_ci_low:.4f}–{m.ratio_ci_high:.4f}",
-            fmt_p(m.p_value),
-            f"{m.n_a}/{m.n_b}",
-            verdict_text(m.verdict),
-        )
-    out.print(t)
+    ]
+
+
+def _cells(m) -> list[str]:
+    return [
+        m.case,
+        m.metric + (" *" if m.headline else ""),
+        f"{m.median_a:.6g}",
+        f"{m.median_b:.6g}",
+        m.unit,
+        f"{m.ratio:.4f} ({pct(m.ratio)})",
+        f"{m.ratio_ci_low:.4f}–{m.ratio_ci_high:.4f}",
+        fmt_p(m.p_value),
+        f"{m.n_a}/{m.n_b}",
+        m.verdict,
+    ]
+
+
+def _verdict_sentence(result) -> str:
+    return (
+        f"B against A on the headline metric (*) of each case; a change is called when p < {result.alpha:g}, "
+        f"the CI excludes 1 and it exceeds {result.threshold * 100:g}%"
+    )
+
+
+def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None:
+    from rich.table import Table
     from rich.text import Text
 
+    from perfsuite.cli._common import console
+    from perfsuite.schemas.comparability import settings_line
+
+    out = console()
+    t = Table(
+        title=title or f"{result.workload}: B {result.run_b[:8]} against A {result.run_a[:8]}",
+        caption=settings_line(result.key_settings) or None,
+    )
+    for col, just in _columns(result):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for m in result.metrics:
+        cells = _cells(m)
+        t.add_row(*(text(c) for c in cells[:-1]), verdict_text(m.verdict))
+    out.print(t)
     line = Text("verdict: ")
     line.append_text(verdict_text(result.verdict))
-    line.append(
-        f"  (B against A on the headline metric (*) of each case; a change is called when "
-        f"p < {result.alpha:g} and it exceeds {result.threshold * 100:g}%)"
-    )
+    line.append(f"  ({_verdict_sentence(result)})")
     out.print(line)
+    out.print(Text(result.note))
     if result.environment_differences:
         t = Table(title="environment differences")
         for col in ("fact", "A", "B"):
@@ -138,3 +245,63 @@ def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None
     else:
         out.print(Text("environment: no differences in driver, CUDA, NCCL, torch, clocks, power or host"))
     sys.stdout.flush()
+
+
+def _md(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(result) -> str:
+    """The comparison as GitHub-flavoured Markdown: a heading with the verdict, the table, the note."""
+    from perfsuite.schemas.comparability import settings_line
+
+    cols = _columns(result)
+    lines = [
+        f"### {_md(result.workload)}: {result.verdict}",
+        "",
+        f"B `{result.run_b[:12]}` against A `{result.run_a[:12]}` · {_md(settings_line(result.key_settings))}",
+        "",
+        "| " + " | ".join(c for c, _ in cols) + " |",
+        "| " + " | ".join("---:" if just == "right" else "---" for _, just in cols) + " |",
+    ]
+    for m in result.metrics:
+        cells = _cells(m)
+        if m.verdict in ("slower", "faster"):
+            cells[-1] = f"**{cells[-1]}**"
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    lines += ["", f"{_verdict_sentence(result)}. {result.note}."]
+    if result.environment_differences:
+        lines += ["", "| environment | A | B |", "| --- | --- | --- |"]
+        lines += [
+            f"| {_md(str(d['fact']))} | {_md(str(d['a']))} | {_md(str(d['b']))} |"
+            for d in result.environment_differences
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_junit(result, path: Path, failing: tuple[str, ...]) -> None:
+    """JUnit XML: one test suite, one test case per case and headline metric; a verdict that
+    ``failing`` names is a failure with the figures as its message."""
+    import xml.etree.ElementTree as ET
+
+    heads = [m for m in result.metrics if m.headline] or result.metrics
+    suite = ET.Element(
+        "testsuite",
+        name=f"perfsuite compare {result.workload}",
+        tests=str(len(heads)),
+        failures=str(sum(m.verdict in failing for m in heads)),
+    )
+    for m in heads:
+        case = ET.SubElement(suite, "testcase", classname=result.workload, name=f"{m.case} {m.metric}")
+        summary = (
+            f"{m.verdict}: B/A {m.ratio:.4f} ({pct(m.ratio)}), 95% CI {m.ratio_ci_low:.4f}-{m.ratio_ci_high:.4f}, "
+            f"p {fmt_p(m.p_value)} ({m.basis}), threshold {result.threshold * 100:g}%"
+        )
+        if m.verdict in failing:
+            ET.SubElement(case, "failure", message=summary, type=m.verdict).text = result.note
+        else:
+            ET.SubElement(case, "system-out").text = summary
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

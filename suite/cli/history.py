@@ -1,10 +1,12 @@
-"""``perfsuite history --workload W``: a metric over time on one system, each run with its
-CI, change points flagged, and a plot on request."""
+"""``perfsuite history --workload W``: a metric over time on one system, one series per
+comparability key (a change of settings starts another series), each run with its CI, change
+points beyond the between-run noise flagged, and a plot on request."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,7 +22,10 @@ from perfsuite.cli._common import fmt_p, pct, text
     "--min-step",
     type=click.FloatRange(min=0),
     default=None,
-    help="Smallest step called a change point (default 0.05 = 5%).",
+    help="Smallest step called a change point (default 0.05 = 5%), beside 3 times the runs' own noise.",
+)
+@click.option(
+    "--all-versions", is_flag=True, help="Every workload version (default: the latest version's series only)."
 )
 @click.option(
     "--plot",
@@ -38,13 +43,11 @@ def history_cmd(
     metric: str | None,
     system: str | None,
     min_step: float | None,
+    all_versions: bool,
     plot_path: Path | None,
     as_json: bool,
 ) -> None:
-    """A metric of WORKLOAD over time, per case and parameters, with change points."""
-    from dataclasses import asdict
-
-    from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
+    """A metric of WORKLOAD over time, one series per comparability key, with change points."""
     from perfsuite.cli._common import console, emit_json, fail, open_db
     from perfsuite.registry.history import metric_history
 
@@ -53,54 +56,73 @@ def history_cmd(
     registry = open_db(ctx)
     with registry.session() as session:
         points = metric_history(session, workload, case=case, metric=metric, system=system)
+    points = [p for p in points if "self_test" not in p.key_settings]  # self-tests are never a figure
+    if points and not all_versions:
+        latest = max(p.key_settings.get("version", 0) for p in points)
+        points = [p for p in points if p.key_settings.get("version", 0) == latest]
     if not points:
         fail(
             f"no successful, verified runs of {workload}"
             + "".join(f" {k} {v}" for k, v in (("case", case), ("metric", metric), ("system", system)) if v),
             1,
         )
-    series: dict[tuple, list] = defaultdict(list)
-    for p in points:
-        series[(p.comparability_key, p.case, p.metric, p.host_key)].append(p)
-    out = []
-    for (key, case_label, metric_name, _host), pts in series.items():
-        found = change_points(
-            [p.median for p in pts],
-            [p.samples for p in pts],
-            min_step=DEFAULT_MIN_STEP if min_step is None else min_step,
-        )
-        out.append(
-            {
-                "comparability_key": key,
-                "params": pts[0].params,
-                "case": case_label,
-                "metric": metric_name,
-                "unit": pts[0].unit,
-                "points": [{k: v for k, v in asdict(p).items() if k != "samples"} for p in pts],
-                "change_points": [{**asdict(c), "run_id": pts[c.index].run_id} for c in found],
-            }
-        )
+    out = series_with_change_points(points, min_step)
     if plot_path is not None:
         _plot(out, workload, plot_path)
     if as_json:
         emit_json(out)
         return
+    _print(out, workload, console())
+    if plot_path is not None:
+        click.echo(f"wrote {plot_path}")
+
+
+def series_with_change_points(points: list, min_step: float | None) -> list[dict]:
+    """One entry per (key, case, metric, system): its points oldest first and its change points."""
+    from dataclasses import asdict
+
+    from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
+
+    series: dict[tuple, list] = defaultdict(list)
+    for p in points:
+        series[(p.comparability_key, p.case, p.metric, p.host_key)].append(p)
+    out = []
+    for (key, case_label, metric_name, _host), pts in series.items():
+        found = change_points([p.median for p in pts], min_step=DEFAULT_MIN_STEP if min_step is None else min_step)
+        out.append(
+            {
+                "comparability_key": key,
+                "key_settings": pts[0].key_settings,
+                "params": pts[0].params,
+                "case": case_label,
+                "metric": metric_name,
+                "unit": pts[0].unit,
+                "points": [{k: v for k, v in asdict(p).items() if k not in ("samples", "key_settings")} for p in pts],
+                "change_points": [{**asdict(c), "run_id": pts[c.index].run_id} for c in found],
+            }
+        )
+    return out
+
+
+def _print(out: list[dict], workload: str, con) -> None:
     from rich.table import Table
 
-    con = console()
+    from perfsuite.schemas.comparability import settings_line
+
     for s in out:
         steps = {c["index"]: c for c in s["change_points"]}
-        t = Table(title=f"{workload} {s['case']} {s['metric']} ({s['unit']}) · params {s['params']}")
+        t = Table(
+            title=f"{workload} {s['case']} {s['metric']} ({s['unit']}) · key {s['comparability_key'][:12]}",
+            caption=settings_line(s["key_settings"]) or None,
+        )
         for col in ("run", "started (UTC)", "median", "95% CI", "change point"):
             t.add_column(col)
         for i, p in enumerate(s["points"]):
             c = steps.get(i)
-            flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])})" if c else ""
+            flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])} over runs)" if c else ""
             ci = f"{p['ci_low']:.6g}–{p['ci_high']:.6g}" if p["ci_low"] is not None else ""
             t.add_row(text(p["run_id"][:12]), text(p["started_at"][:19]), f"{p['median']:.6g}", ci, text(flag))
         con.print(t)
-    if plot_path is not None:
-        click.echo(f"wrote {plot_path}")
 
 
 def _plot(series: list[dict], workload: str, path: Path) -> None:
@@ -117,14 +139,15 @@ def _plot(series: list[dict], workload: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for s in series:
-        xs = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
+        xs: list[Any] = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
         ys = [p["median"] for p in s["points"]]
         low = [p["median"] - p["ci_low"] if p["ci_low"] is not None else 0 for p in s["points"]]
         high = [p["ci_high"] - p["median"] if p["ci_high"] is not None else 0 for p in s["points"]]
-        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=f"{s['case']} {s['metric']}")
+        label = f"{s['case']} {s['metric']} [{s['key_settings'].get('regime', '')}, {s['comparability_key'][:6]}]"
+        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=label)
         for c in s["change_points"]:
             ax.axvline(xs[c["index"]], color="red", linestyle="--", linewidth=1)
-    ax.set_title(f"{workload}: history (dashed: change points)")
+    ax.set_title(f"{workload}: history (one series per comparability key; dashed: change points)")
     ax.set_ylabel(", ".join(sorted({s["unit"] for s in series})))
     ax.legend(fontsize=8)
     fig.autofmt_xdate()

@@ -8,8 +8,6 @@ depends on the registry being reachable when the measurement ends.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,22 +18,14 @@ from perfsuite.engine.files import write_atomic
 from perfsuite.engine.runspec import WorkerResult
 from perfsuite.measure import roofline
 from perfsuite.schemas import RESULT_SCHEMA_VERSION
+from perfsuite.schemas.comparability import comparability_key
+from perfsuite.workload import harness_params, headline_declaration
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite.engine.launcher import Launch
     from perfsuite.engine.runspec import RunRequest
 
 MAX_ERRORS_NAMED = 3
-
-
-def comparability_key(name: str, version: int, params: dict, scenario: str | None, division: str) -> str:
-    """Apples to apples: runs compare only when this key is equal."""
-    basis = json.dumps(
-        {"name": name, "version": version, "params": params, "scenario": scenario, "division": division},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(basis.encode()).hexdigest()
 
 
 def verdict(result: WorkerResult) -> tuple[str, str, str | None]:
@@ -102,8 +92,11 @@ def build_record(
             "scenario": req.scenario,
             "division": req.division,
             "primary_metric": cls.primary_metric,
+            "headline": _headline_dict(cls),
+            "harness_params": harness_params(cls),
+            "comparable_since": cls.comparable_since,
         },
-        "comparability_key": comparability_key(cls.name, cls.version, params, req.scenario, req.division),
+        "comparability_key": "",  # set below, from the record's own content
         "controls": as_applied(req.controls, cls.controls_honoured),
         "launch": {
             "launcher": launch.launcher if launch else "local",
@@ -126,7 +119,13 @@ def build_record(
         record["launch"]["slurm"] = slurm
     if req.reproduces:
         record["reproduces"] = req.reproduces
+    record["comparability_key"] = comparability_key(record)
     return record
+
+
+def _headline_dict(cls) -> dict | None:
+    declared = headline_declaration(cls)
+    return declared.to_dict() if declared is not None else None
 
 
 def finalize(record: dict) -> dict:

@@ -1,8 +1,10 @@
-"""Statistics over raw samples: the summary every metric carries, with a bootstrap CI."""
+"""Statistics over raw samples (the summary every metric carries, with a bootstrap CI) and
+between runs: the ratio of medians with its CI, and the tests that go with it (scipy's)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,7 +14,10 @@ BOOTSTRAP_SEED = 20260101  # fixed, so the same samples always give the same int
 
 
 def bootstrap_ci(
-    samples: Sequence[float], statistic=np.median, confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
+    samples: Sequence[float] | np.ndarray,
+    statistic=np.median,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of ``statistic`` over ``samples``."""
     x = np.asarray(samples, dtype=np.float64)
@@ -58,12 +63,7 @@ def olympic_mean(values: Sequence[float]) -> float:
     return float(np.mean(x[1:-1]))
 
 
-# -- between two runs ----------------------------------------------------------------------
-# scipy.stats.mannwhitneyu's "auto" method is exact when a sample has at most this many
-# values and there are no ties; the same rule here keeps the two in agreement (up to a
-# product of sizes where the exact distribution stays cheap to build).
-MANN_WHITNEY_EXACT_MAX_N = 8
-MANN_WHITNEY_EXACT_MAX_PRODUCT = 4096
+# -- between two runs, and between two groups of runs ----------------------------------------
 
 
 def ratio_of_medians_ci(
@@ -74,8 +74,9 @@ def ratio_of_medians_ci(
 ) -> tuple[float, float, float]:
     """``median(candidate) / median(baseline)`` with a percentile bootstrap CI.
 
-    Each sample is resampled on its own (the runs are independent); the seed is fixed so
-    the same samples always give the same interval. Returns (ratio, low, high).
+    Each side is resampled on its own (the sides are independent): calls of one run each, or one
+    value per run when comparing groups of runs. The seed is fixed so the same values always give
+    the same interval. Returns (ratio, low, high).
     """
     a = np.asarray(baseline, dtype=np.float64)
     b = np.asarray(candidate, dtype=np.float64)
@@ -95,56 +96,49 @@ def ratio_of_medians_ci(
     return ratio, float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1.0 - alpha))
 
 
-def _exact_u_sf(u: float, n1: int, n2: int) -> float:
-    """P(U >= u) under the null, from the exact distribution of U (no ties)."""
-    # counts[m][n] is the array of the number of arrangements giving each U value.
-    counts = [[None] * (n2 + 1) for _ in range(n1 + 1)]
-    for m in range(n1 + 1):
-        for n in range(n2 + 1):
-            if m == 0 or n == 0:
-                counts[m][n] = np.ones(1, dtype=np.float64)
-                continue
-            out = np.zeros(m * n + 1, dtype=np.float64)
-            shifted = counts[m - 1][n]  # the largest value is from the first sample: +n to U
-            out[n : n + shifted.size] += shifted
-            rest = counts[m][n - 1]
-            out[: rest.size] += rest
-            counts[m][n] = out
-    dist = counts[n1][n2]
-    k = int(np.ceil(u - 1e-9))
-    return float(dist[k:].sum() / dist.sum())
-
-
 def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann-Whitney U test: returns (U of ``x``, p-value).
+    """Two-sided Mann-Whitney U test (scipy's, exact for small samples without ties): (U of ``x``, p).
 
-    Exact for small samples without ties; otherwise the normal approximation with the tie
-    correction and a continuity correction (scipy's defaults, so the two agree).
-    """
+    For the calls of two single runs: it says whether the calls differ, not whether runs do (the
+    unit that varies between runs is the run), so callers label it as within-run."""
+    from scipy.stats import mannwhitneyu
+
     a = np.asarray(x, dtype=np.float64)
     b = np.asarray(y, dtype=np.float64)
-    n1, n2 = a.size, b.size
-    if n1 == 0 or n2 == 0:
+    if a.size == 0 or b.size == 0:
         raise ValueError("a Mann-Whitney test needs samples on both sides")
-    both = np.concatenate([a, b])
-    order = np.argsort(both, kind="mergesort")
-    ranks = np.empty(both.size, dtype=np.float64)
-    sorted_values = both[order]
-    # average ranks over ties
-    _, first, counts = np.unique(sorted_values, return_index=True, return_counts=True)
-    avg = first + (counts + 1) / 2.0
-    ranks[order] = np.repeat(avg, counts)
-    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
-    u2 = n1 * n2 - u1
-    u = max(u1, u2)
-    has_ties = bool((counts > 1).any())
-    small = min(n1, n2) <= MANN_WHITNEY_EXACT_MAX_N and n1 * n2 <= MANN_WHITNEY_EXACT_MAX_PRODUCT
-    if small and not has_ties:
-        return u1, min(1.0, 2.0 * _exact_u_sf(u, n1, n2))
-    n = n1 + n2
-    tie_term = float((counts.astype(np.float64) ** 3 - counts).sum())
-    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
-    if variance <= 0:  # every value equal: no evidence of any difference
-        return u1, 1.0
-    z = (u - n1 * n2 / 2.0 - 0.5) / math.sqrt(variance)
-    return u1, min(1.0, math.erfc(z / math.sqrt(2.0)))
+    result = mannwhitneyu(a, b, alternative="two-sided")
+    return float(result.statistic), float(result.pvalue)
+
+
+def welch_t(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p-value of Welch's t-test: do two groups of run values differ in mean?
+
+    The test between groups of runs (one value per run). Welch's rather than Mann-Whitney's:
+    with three runs a side no arrangement of ranks reaches p < 0.1 (scipy: 3 vs 3 gives at least
+    0.1, 4 vs 4 at least 0.029), so a rank test could never call a change from a typical repeat."""
+    from scipy.stats import ttest_ind
+
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(y, dtype=np.float64)
+    if a.size < 2 or b.size < 2:
+        raise ValueError("Welch's t-test needs at least two values a side")
+    if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:  # no spread on either side: equal or certainly different
+        return 1.0 if a[0] == b[0] else 0.0
+    with warnings.catch_warnings():
+        # near-identical values: scipy warns of precision loss and still returns its p-value
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(ttest_ind(a, b, equal_var=False).pvalue)
+    return p if math.isfinite(p) else 1.0
+
+
+def run_noise(values: Sequence[float]) -> float:
+    """The between-run noise of a series of run values, as a standard deviation of their logs
+    (a relative spread), robust to steps in the series: the median absolute difference of
+    successive runs, scaled to a normal standard deviation (MAD / 0.6745, over sqrt 2 for a
+    difference). A level shift moves one difference, not the median of them."""
+    x = np.log(np.asarray(values, dtype=np.float64))
+    if x.size < 3:
+        raise ValueError("the noise of a series needs at least three runs")
+    diffs = np.abs(np.diff(x))
+    return float(np.median(diffs) / 0.6745 / math.sqrt(2.0))

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfsuite import Requirements, Workload, dtypes, param
+from perfsuite import Headline, Requirements, Workload, dtypes, param
 from perfsuite.workloads.collectives import _plan, _report, _sweep
 from perfsuite.workloads.collectives._ops import OPS, REDOPS, OpSpec
 
@@ -53,9 +53,12 @@ class SweepParams:
         choices=tuple(_plan.RANK_TIME_AGGREGATE),
     )
     inject: str = param(
-        "none", "self-test of the harness: wrong_element, raise or hang on inject_rank", choices=_plan.INJECTIONS
+        "none",
+        "self-test of the harness: wrong_element, raise or hang on inject_rank",
+        choices=_plan.INJECTIONS,
+        harness=True,
     )
-    inject_rank: int = param(0, "the rank a self-test acts on")
+    inject_rank: int = param(0, "the rank a self-test acts on", harness=True)
 
     def __post_init__(self) -> None:
         if self.min_bytes < 1 or self.max_bytes < self.min_bytes:
@@ -99,6 +102,8 @@ class Collective(Workload):
     quick: ClassVar[Mapping[str, Any]] = QUICK
     requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2, packages=("torch",))
     primary_metric = "busbw_gbps"
+    # nccl-tests' figure: bus bandwidth at every size of the sweep, out of place and in place
+    headline = Headline(metric=("busbw_gbps",), per_size=True)
     # The sweep times its own loops (iters per size, as nccl-tests): only these apply.
     controls_honoured = ("warmup", "cuda_graph")
 

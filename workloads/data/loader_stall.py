@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import Check, Requirements, param
+from perfsuite import Check, Headline, Requirements, param
 from perfsuite.inputs import datasets
 from perfsuite.inputs import images as pipelines
 from perfsuite.workloads.data._base import DataWorkload
@@ -78,7 +78,8 @@ class LoaderStall(DataWorkload):
     }
     # PIL decodes the reference; scikit-image's package holds the photographs the data set is made from
     requirements = Requirements(packages=("torch", "PIL", "skimage"))
-    primary_metric = "stall_share"
+    # A data pipeline's figure is its rate; the share of the step spent waiting is shown beside it.
+    headline = Headline(metric=("items_per_s",), beside=("stall_share",))
 
     def setup(self, ctx: "RunContext") -> None:
         import torch

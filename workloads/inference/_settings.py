@@ -44,7 +44,9 @@ class LoadGenParams:
     peak_steps: int = param(8, "find_peak: most LoadGen runs of the search (doubling, then bisection)")
     dtype: str = param("bf16", "element type of the measured model (the reference is float32)", choices=DTYPES)
     model_seed: int = param(0, "seed of the model's weights and the synthetic data (fixed across repeats)")
-    inject: str = param("none", "self-test of the SUT: drop a sample or raise in a model call", choices=INJECTIONS)
+    inject: str = param(
+        "none", "self-test of the SUT: drop a sample or raise in a model call", choices=INJECTIONS, harness=True
+    )
 
     def __post_init__(self) -> None:
         if not self.scenarios:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
 
-from perfsuite import Check, Requirements, Workload, param
+from perfsuite import Check, Headline, Requirements, Workload, param
 from perfsuite.workloads.inference._serving_prompts import DISTRIBUTIONS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -228,6 +228,18 @@ class Serving(Workload):
     Params = ServingParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
     controls_honoured = ()  # LoadGen and the load shapes decide how long and how often
+    # A sweep's goodput at its SLOs; LoadGen's tokens/s (Server, Offline) or latency percentile per
+    # scenario with its VALID/INVALID; time to first token and per output token beside.
+    headline = Headline(
+        metric=("goodput_at_slo_rps",),
+        cases={
+            "SingleStream": ("latency_p90_ms",),
+            "Server": ("tokens_per_s",),
+            "Offline": ("tokens_per_s",),
+        },
+        beside=("goodput_at_slo_tokens_per_s", "ttft_p99_ms", "tpot_p99_ms"),
+        validity="{case} VALID",
+    )
     requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("aiohttp", "mlperf_loadgen"))
 
     def __init__(self, params: Any) -> None:

@@ -3,7 +3,7 @@ samples, re-encoded by ``schemas.samples`` (the records keep their sha256, which
 decoded samples); records written before the encoding are otherwise kept exactly as they were.
 
 Revision ID: 0005_compact_samples
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-24
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0005_compact_samples"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
