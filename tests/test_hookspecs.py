@@ -29,7 +29,7 @@ def test_every_hook_has_a_docstring_a_guide_entry_and_a_test():
 
 
 ENV_HOOKS = '''
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_collect_environment(env):
@@ -46,7 +46,7 @@ def perfsuite_register_commands(cli):
 '''
 
 BROKEN_ENV = """
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_collect_environment(env):

@@ -80,7 +80,7 @@ def test_plugin_whose_registration_raises_is_reported(cli, add_plugin):
     add_plugin(
         "badreg",
         """
-from suite import hookimpl
+from perfsuite import hookimpl
 @hookimpl
 def perfsuite_register_workloads(register):
     register(object)
@@ -130,7 +130,7 @@ def test_a_plugin_calling_sys_exit_at_import_is_reported_and_others_work(cli, ad
 
 RAISING_COMMAND_HOOK = """
 import sys
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_register_commands(cli):

@@ -26,7 +26,7 @@ for done, phase in enumerate(sys.argv[1:]):
 SLOW_CASES = """
 import time
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, param
+from perfsuite import hookimpl, Workload, Case, Work, param
 
 @dataclass(frozen=True)
 class P:

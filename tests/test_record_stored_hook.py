@@ -11,7 +11,7 @@ from perfsuite.registry import record_sha256
 
 WORKLOAD = """
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, Check, param
+from perfsuite import hookimpl, Workload, Case, Work, Check, param
 
 @dataclass(frozen=True)
 class P:
@@ -34,7 +34,7 @@ def perfsuite_register_workloads(register):
 
 JSONL_SINK = """
 import json, os
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_record_stored(record, registry_url):
@@ -43,7 +43,7 @@ def perfsuite_record_stored(record, registry_url):
 """
 
 BROKEN_SINK = """
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_record_stored(record, registry_url):

@@ -23,7 +23,7 @@ WIDTH = 100
 
 READABILITY = """
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, Check, param
+from perfsuite import hookimpl, Workload, Case, Work, Check, param
 
 @dataclass(frozen=True)
 class P:
