@@ -8,9 +8,9 @@ failing when run."""
 from __future__ import annotations
 
 import ast
-import re
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
