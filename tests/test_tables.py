@@ -121,8 +121,10 @@ def test_every_table_fits_100_columns_without_cutting_names_ids_or_words(cli, re
     results = cli("results", check=True).stdout
     assert_fits(results)
     assert_whole(results, name, "kernels.gemm", "kernels.tiny", "MFLOP/s", "780")
-    if "power-capped" not in tokens(results):  # whole, or its column said to be left out for the width
-        assert re.search(r"left out for the width \(100 columns\): .*throttled", results)
+    # each headline row's case (indented under its run's workload) and the regime it was measured in
+    assert_whole(results, "pageable.4stream.256MiB", "pinned.1stream.64KiB", "bf16", "power-capped", "failed")
+    left_out = re.search(r"left out for the width \(100 columns\): (.*)", results)
+    assert left_out is None or not {"case", "value", "unit", "regime", "status"} & set(left_out[1].split(", "))
     with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:
         every_id = [r["run_id"] for r in reg.results(limit=None)]
     ids = shown_ids(results)
@@ -148,7 +150,7 @@ def test_every_table_fits_100_columns_without_cutting_names_ids_or_words(cli, re
     table = [line for line in lines(md) if line.startswith("|")]
     assert table[0].startswith("| run | started (UTC) | workload |")
     assert set(table[1]) <= set("|-:")
-    assert len(table) == 2 + 5
+    assert len(table) == 2 + 6  # a row per headline row: the CPU run's two cases, the failed run, three stored
     assert any("power-capped" in line for line in table)
     assert json.loads(cli("results", "--format", "json", check=True).stdout)[0]["run_id"]
 
