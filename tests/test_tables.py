@@ -6,20 +6,23 @@ rules are also checked as plain functions."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from pathlib import Path
 
 import pytest
 from factories import make_metric, make_record
 from rich.console import Console
 
 from perfsuite.analysis.layout import Column, FittedTable, markdown, widths
-from perfsuite.analysis.tables import id_prefixes
+from perfsuite.analysis.tables import id_prefixes, results_table, sweep_tables
 from perfsuite.analysis.units import interval, parts, quantity
 from perfsuite.measure.nvml_sampler import Reading, summarize
 from perfsuite.registry import open_registry
 
 WIDTH = 100
+RESULTS = Path(__file__).resolve().parent.parent / "submissions/perfsuite/results"
 
 READABILITY = """
 from dataclasses import dataclass
@@ -153,6 +156,60 @@ def test_every_table_fits_100_columns_without_cutting_names_ids_or_words(cli, re
     assert len(table) == 2 + 6  # a row per headline row: the CPU run's two cases, the failed run, three stored
     assert any("power-capped" in line for line in table)
     assert json.loads(cli("results", "--format", "json", check=True).stdout)[0]["run_id"]
+
+
+def submitted(system: str, workload: str, run_id: str) -> dict:
+    return json.loads((RESULTS / system / workload / f"{run_id}.json").read_text())
+
+
+def rendered(*renderables) -> str:
+    console = Console(width=WIDTH, record=True)
+    for r in renderables:
+        console.print(r)
+    return console.export_text()
+
+
+def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_sweep_as_nccl_tests_prints_it():
+    """The headline rows of real H200 records at 100 columns: an inference run's three LoadGen
+    scenarios each with its figure and VALID/INVALID (one planted INVALID), a collective's busbw at
+    its largest size per mode with the size in the case, and its nccl-tests table below."""
+    generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
+    invalid = copy.deepcopy(generate)
+    invalid["run_id"] = "0" * 32
+    for check in invalid["verification"]["checks"]:
+        if check["label"] == "Server VALID":
+            check["passed"] = False
+    all_reduce = submitted("h200-x2", "collectives.all_reduce", "99c2fe3d05e64871805b8c4cd4e403f3")
+    records = [generate, invalid, all_reduce]
+    text = rendered(results_table(records), *sweep_tables(records))
+    assert_fits(text)
+    assert_whole(text, "inference.generate", "collectives.all_reduce", "tokens/s", "ms", "GB/s", "VALID", "INVALID")
+    by_line = lines(text)
+    for run in ("8157a68a", "00000000"):
+        scenarios = [ln.split()[1] for ln in by_line if ln.startswith("inference.generate") and ln.endswith(run)]
+        assert scenarios == ["SingleStream", "Server", "Offline"]
+    assert [ln.split()[4] for ln in by_line if ln.endswith("00000000")] == ["VALID", "INVALID", "VALID"]
+    headline = next(ln for ln in by_line if ln.startswith("collectives.all_reduce"))
+    assert headline.split()[1:5] == ["in-place", "1", "MiB", "85.1"]  # the size the busbw was taken at
+    sweep = text[text.index("the sweep as nccl-tests prints it") :]
+    assert_whole(sweep, "8", "1048576", "85.11", "#wrong")
+    assert len([ln for ln in lines(sweep) if re.match(r"\s+\d+\s+\d+\s+float\s+sum", ln)]) == 18  # every size
+
+
+def test_compare_and_history_fit_100_columns_with_run_ids_whole(cli, perfsuite_env):
+    """compare and history of real H200 GEMM runs at 100 columns: every line fits, compare names
+    both runs by their whole ids, history each run by a prefix that names one run."""
+    perfsuite_env["COLUMNS"] = str(WIDTH)
+    runs = ["34a93c24d56643e1ac877a1c10debbe3", "4ee1fe5d4ddd4f2fb5fd52ab3df73fcd", "147bf45bc3ce487bb7e4b9f49e228306"]
+    with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:
+        for run_id in runs:
+            reg.store(submitted("h200-x1", "kernels.gemm", run_id))
+    compared = cli("compare", runs[0][:8], runs[1][:8], check=True).stdout
+    assert_fits(compared)
+    assert_whole(compared, *runs[:2], "bf16", "fp8", "TFLOP/s", "faster")
+    history = cli("history", "--workload", "kernels.gemm", "--case", "bf16", check=True).stdout
+    assert_fits(history)
+    assert_whole(history, "kernels.gemm", *(r[:8] for r in runs), "795", "806", "794")
 
 
 # -- the rules, as functions ---------------------------------------------------------------------

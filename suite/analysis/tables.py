@@ -120,11 +120,14 @@ def valid_cell(valid: bool | None) -> str:
     return "" if valid is None else ("VALID" if valid else "INVALID")
 
 
+def case_cell(row: dict) -> str:
+    """The case a headline row is of, with the size a sweep's row was taken at: ``in-place 1 GiB``."""
+    return row["case"] + (f" {size_text(row['at'])}" if row.get("at") is not None else "")
+
+
 def beside_cell(row: dict) -> str:
-    """What is shown beside a headline, never ranked: ``at 1 GiB``, ``ttft_p90_ms 9.51 ms``."""
-    parts_ = [f"at {size_text(row['at'])}"] if row.get("at") is not None else []
-    parts_ += [f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ()]
-    return ", ".join(parts_)
+    """What is shown beside a headline, never ranked: ``ttft_p90_ms 9.51 ms``, ``algbw 85.1 GB/s``."""
+    return ", ".join(f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ())
 
 
 SUMMARY_COLUMNS = (
@@ -177,7 +180,7 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
             low, high = row["ci95"] or (None, None)
             t.add_row(
                 name,
-                case,
+                case_cell(row),
                 row["metric"],
                 value,
                 unit,
@@ -222,7 +225,7 @@ def _run_lines(r: dict, record: dict | None) -> list[tuple[str, str, str, str, s
     if record is not None:
         out = []
         for row in summary_rows(record):
-            case = row["case"] + (f" {size_text(row['at'])}" if row["at"] is not None else "")
+            case = case_cell(row)
             regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
             status = status_cell(r["status"], _check_for(record, row["case"]))
             value, unit = parts(row["value"], row["unit"])
