@@ -16,7 +16,7 @@ from factories import make_metric, make_record
 from rich.console import Console
 
 from perfsuite.analysis.layout import Column, FittedTable, markdown, widths
-from perfsuite.analysis.tables import id_prefixes, results_table, runs_table, sweep_tables
+from perfsuite.analysis.tables import id_prefixes, results_table, sweep_tables
 from perfsuite.analysis.units import interval, parts, quantity
 from perfsuite.measure.nvml_sampler import Reading, summarize
 from perfsuite.registry import open_registry
@@ -194,28 +194,6 @@ def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_
     sweep = text[text.index("the sweep as nccl-tests prints it") :]
     assert_whole(sweep, "8", "1048576", "85.11", "#wrong")
     assert len([ln for ln in lines(sweep) if re.match(r"\s+\d+\s+\d+\s+float\s+sum", ln)]) == 18  # every size
-
-
-def test_an_invalid_runs_figures_are_shown_beside_the_case_that_failed_and_why():
-    """A run whose verification failed keeps its figures on screen (never ranked): the failing
-    case says invalid, the record's reason is shown once, in the summary and in results."""
-    gemm = make_record()["metrics"]
-    invalid = make_record(status="invalid", verification="failed", error="verification failed: bf16 (0.5 > 0.01)")
-    invalid["metrics"] = gemm
-    summary = rendered(results_table([invalid]))
-    row = next(ln for ln in lines(summary) if ln.startswith("kernels.gemm"))
-    assert row.split()[1:5] == ["bf16", "2.13", "TFLOP/s", "2.05–2.17"] and "invalid" in row.split()
-    assert_whole(summary, "verification", "(0.5", "0.01)")
-    stored = {
-        **{k: invalid[k] for k in ("run_id", "started_at", "status", "error")},
-        "workload": "kernels.gemm",
-        "version": 1,
-        "device": "cpu",
-        "verification": "failed",
-        "value": None,
-    }
-    listed = rendered(runs_table([stored], records={invalid["run_id"]: invalid}))
-    assert any(ln.split() == ["bf16", "2.13", "TFLOP/s", "invalid"] for ln in lines(listed))
 
 
 def test_compare_and_history_fit_100_columns_with_run_ids_whole(cli, perfsuite_env):

@@ -69,16 +69,6 @@ def _vs_baseline(record: dict, case: str) -> str:
     return f"{m['value']:.2f}x {baseline}" if m else ""
 
 
-FIGURES_SHOWN = ("success", "invalid")  # an invalid run's figures are shown (flagged), never ranked
-
-
-def case_status(record: Mapping, case: str) -> str:
-    """A case's outcome in a run that has figures: ``invalid`` where its own check failed (the
-    reason an invalid run is invalid), else as :func:`status_cell` says of its checks."""
-    status = "success" if record["status"] in FIGURES_SHOWN else record["status"]
-    return status_cell(status, _check_for(dict(record), case))
-
-
 def status_cell(status: str, verification: str) -> str:
     """A run's (or a case's) outcome in one word: ``passed`` (succeeded and its output verified),
     ``unverified`` (succeeded, nothing checked its output), else its status: failed, invalid
@@ -178,7 +168,7 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
     t = FittedTable(SUMMARY_COLUMNS, title="results")
     for r in records:
         name, run = r["workload"]["name"], ids[r["run_id"]]
-        rows = summary_rows(r) if r["status"] in FIGURES_SHOWN else []
+        rows = summary_rows(r) if r["status"] == "success" else []
         if not rows:
             status = status_cell(r["status"], r["verification"]["status"])
             t.add_row(name, "", "", "", "", "", "", "", "", "", "", "", "", status, r["error"] or "", run)
@@ -202,8 +192,8 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
                 regime_cell(r, case),
                 _vs_baseline(r, case),
                 valid_cell(row["valid"]),
-                case_status(r, case),
-                (r["error"] or "") if row is rows[0] else "",  # an invalid run's reason, once
+                status_cell(r["status"], _check_for(r, case)),
+                "",
                 run,
             )
     return t
@@ -230,14 +220,14 @@ CASE_INDENT = "  "  # a case under its run's workload, in the nested layout
 def _run_lines(r: dict, record: dict | None) -> list[tuple[str, str, str, str, str, str, str]]:
     """(case, metric, value, unit, regime, valid, status) per headline row of a stored run: from
     its record where given, else the registry's one-line summary; none for a run without a figure."""
-    if r["status"] not in FIGURES_SHOWN:
+    if r["status"] != "success":
         return []
     if record is not None:
         out = []
         for row in summary_rows(record):
             case = case_cell(row)
             regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
-            status = case_status(record, row["case"])
+            status = status_cell(r["status"], _check_for(record, row["case"]))
             value, unit = parts(row["value"], row["unit"])
             out.append((case, row["metric"], value, unit, regime, valid_cell(row["valid"]), status))
         return out
