@@ -209,7 +209,7 @@ RUNS_COLUMNS = (
     Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
-    Column("regime", drop=2),  # qualifies the figure (burst, sustained, power-capped): before the date
+    Column("regime", wrap=True, drop=2),  # qualifies the figure (burst, sustained, power-capped): before the date
     Column("valid", drop=2),
     Column("status"),
     Column("error", wrap=True, drop=4),
@@ -226,7 +226,7 @@ def _run_lines(r: dict, record: dict | None) -> list[tuple[str, str, str, str, s
         out = []
         for row in summary_rows(record):
             case = case_cell(row)
-            regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
+            regime = regime_cell(record, row["case"])  # power-capped with the SM clocks seen
             status = status_cell(r["status"], _check_for(record, row["case"]))
             value, unit = parts(row["value"], row["unit"])
             out.append((case, row["metric"], value, unit, regime, valid_cell(row["valid"]), status))
