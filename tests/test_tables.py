@@ -16,7 +16,7 @@ from factories import make_metric, make_record
 from rich.console import Console
 
 from perfsuite.analysis.layout import Column, FittedTable, markdown, widths
-from perfsuite.analysis.tables import id_prefixes, results_table, sweep_tables
+from perfsuite.analysis.tables import id_prefixes, results_table, runs_table, sweep_tables
 from perfsuite.analysis.units import interval, parts, quantity
 from perfsuite.measure.nvml_sampler import Reading, summarize
 from perfsuite.registry import open_registry
@@ -194,6 +194,29 @@ def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_
     sweep = text[text.index("the sweep as nccl-tests prints it") :]
     assert_whole(sweep, "8", "1048576", "85.11", "#wrong")
     assert len([ln for ln in lines(sweep) if re.match(r"\s+\d+\s+\d+\s+float\s+sum", ln)]) == 18  # every size
+
+
+def test_results_shows_each_scenarios_loadgen_metric_under_its_run(tmp_path):
+    """``perfsuite results``' table of stored H200 records at 100 columns: under the inference
+    run, a line per LoadGen scenario with its figure and verdict; under the collective, its busbw
+    at its largest size per mode."""
+    from perfsuite.analysis.export import records_by_id
+
+    generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
+    all_reduce = submitted("h200-x2", "collectives.all_reduce", "99c2fe3d05e64871805b8c4cd4e403f3")
+    with open_registry(f"sqlite:///{tmp_path / 'registry.db'}") as reg:
+        for record in (generate, all_reduce):
+            reg.store(record)
+        rows = reg.results(limit=None)
+        text = rendered(runs_table(rows, records=records_by_id(reg, [r["run_id"] for r in rows])))
+    assert_fits(text)
+    shown = [ln.split() for ln in lines(text)]
+    start = next(n for n, words in enumerate(shown) if words[:1] == ["8157a68a"] and "inference.generate" in words)
+    scenarios = shown[start + 1 : start + 4]
+    assert [w[0] for w in scenarios] == ["SingleStream", "Server", "Offline"]
+    assert [w[2] for w in scenarios] == ["ms", "tokens/s", "tokens/s"] and all("VALID" in w for w in scenarios)
+    start = next(n for n, words in enumerate(shown) if words[:1] == ["99c2fe3d"] and "collectives.all_reduce" in words)
+    assert shown[start + 1][:5] == ["in-place", "1", "MiB", "85.1", "GB/s"]
 
 
 def test_compare_and_history_fit_100_columns_with_run_ids_whole(cli, perfsuite_env):
