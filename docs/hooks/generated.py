@@ -7,7 +7,9 @@ A page asks for a table with an HTML comment on a line of its own:
   measures), each name linking to its family's page;
 - ``<!-- perfsuite-workloads: FAMILY -->``: one section per workload of that family, with its
   parameters (type, default, quick preset, choices, help);
-- ``<!-- perfsuite-plans -->``: the run plans shipped with the package.
+- ``<!-- perfsuite-plans -->``: the run plans shipped with the package;
+- ``<!-- perfsuite-export-columns -->``: the columns of ``perfsuite export`` and
+  ``perfsuite.load`` with what each holds (``perfsuite.analysis.export.COLUMNS``).
 
 It also escapes, on the CLI reference, the placeholders of the commands' help texts
 (``<run_id>``, ``<records>``): mkdocs-click inserts help text as Markdown, where they would
@@ -36,6 +38,7 @@ log = logging.getLogger("mkdocs.hooks.generated")
 
 MARKER = re.compile(r"^<!-- perfsuite-workloads(?::\s*(?P<family>[\w.]+))?\s*-->$", re.MULTILINE)
 PLANS_MARKER = re.compile(r"^<!-- perfsuite-plans\s*-->$", re.MULTILINE)
+COLUMNS_MARKER = re.compile(r"^<!-- perfsuite-export-columns\s*-->$", re.MULTILINE)
 CLI_PAGE = "cli.md"
 # The tags Markdown and mkdocs-click write; any other bare <word> on the CLI page is a placeholder.
 HTML_TAGS = {
@@ -111,7 +114,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return overview(page.file.src_uri)
         return family_sections(family)
 
-    return PLANS_MARKER.sub(lambda _: plans_table(), MARKER.sub(table, markdown))
+    markdown = MARKER.sub(table, markdown)
+    markdown = PLANS_MARKER.sub(lambda _: plans_table(), markdown)
+    return COLUMNS_MARKER.sub(lambda _: export_columns_table(), markdown)
 
 
 def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
@@ -185,4 +190,14 @@ def plans_table() -> str:
     for plan in plans():
         entries = "; ".join(cell(run) for run in plan["runs"])
         lines.append(f"| `{plan['name']}` | {cell(plan['description'])} | {entries} |")
+    return "\n".join(lines)
+
+
+def export_columns_table() -> str:
+    """The export's columns from the one definition ``perfsuite export`` and ``perfsuite.load``
+    share (imported here: the module needs nothing heavier than the schemas)."""
+    from perfsuite.analysis.export import COLUMNS
+
+    lines = ["| column | what it holds |", "| --- | --- |"]
+    lines += [f"| `{name}` | {cell(what)} |" for name, what in COLUMNS]
     return "\n".join(lines)
