@@ -220,13 +220,19 @@ class NullHTTP(asyncio.Protocol):
             self.busy = True
             asyncio.get_running_loop().call_later(self.state.faults.stall_s, self._resume, events[half:])
             return True
-        if self.state.event_gap_s > 0:
-            t.write(STREAM_HEAD + events[0])
-            loop = asyncio.get_running_loop()
-            for k, event in enumerate(events[1:], 1):
-                loop.call_later(k * self.state.event_gap_s, self._write, event)
+        if self.state.batcher is not None:
+            t.write(STREAM_HEAD)
             self.busy = True  # later requests on this connection wait for the end of this answer
-            loop.call_later(len(events) * self.state.event_gap_s, self._resume, ())
+            self.state.batcher.admit(self, events)
+            return True
+        if self.state.event_gap_s > 0 or self.state.first_event_s > 0:
+            first, gap = self.state.first_event_s, self.state.event_gap_s
+            loop = asyncio.get_running_loop()
+            t.write(STREAM_HEAD)  # the headers at once, as an engine answers before its first token
+            for k, event in enumerate(events):
+                loop.call_later(first + k * gap, self._write, event)
+            self.busy = True  # later requests on this connection wait for the end of this answer
+            loop.call_later(first + len(events) * gap, self._resume, ())
             return True
         if self.state.write_each_event:
             t.write(STREAM_HEAD + events[0])
@@ -251,12 +257,63 @@ class NullHTTP(asyncio.Protocol):
         self.transport = None
 
 
+class Batcher:
+    """Answers as a continuous-batching engine times them (``--batching``): one step clock for
+    every answer in flight, one token each per step; idle, it looks for work once a step. A request
+    waits for the next step to join; a step that admits requests takes ``prefill_s`` (their
+    prompts, the running answers' next token beside), any other ``step_s``. So requests that
+    arrive together share one prefill step
+    and those that arrive a moment apart each cost the running answers one: an engine's TTFT and
+    inter-token latency depend on how the load generator bunches its requests, as a GPU's do."""
+
+    def __init__(self, step_s: float, prefill_s: float) -> None:
+        self.step_s, self.prefill_s = step_s, prefill_s
+        self.waiting: list[tuple[NullHTTP, list[bytes]]] = []
+        self.running: list[tuple[NullHTTP, list[bytes]]] = []
+        self.stepping = False
+
+    def admit(self, conn: "NullHTTP", events: tuple[bytes, ...]) -> None:
+        self.waiting.append((conn, list(events)))
+        if not self.stepping:  # idle: the engine's loop looks for work once a step
+            self.stepping = True
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.step_s - loop.time() % self.step_s, self._step)
+
+    def _step(self) -> None:
+        """Start a step with the answers in flight and those waiting (a step under way is
+        never joined)."""
+        if not self.waiting and not self.running:
+            self.stepping = False
+            return
+        admitted, self.waiting = self.waiting, []
+        batch = self.running + admitted
+        self.running = []
+        duration = self.prefill_s if admitted else self.step_s
+        asyncio.get_running_loop().call_later(duration, self._emit, batch)
+
+    def _emit(self, batch: list[tuple["NullHTTP", list[bytes]]]) -> None:
+        """A step's end: each answer in it gets its next token; an answer whose last token this
+        was gets its usage, ``[DONE]`` and the end of the stream."""
+        for conn, rest in batch:
+            if conn.transport is None or conn.transport.is_closing():
+                continue  # the client went away: the engine drops its request
+            if len(rest) > 2:  # a token, then more tokens or the usage and [DONE]
+                conn._write(rest.pop(0))
+                if len(rest) > 2:
+                    self.running.append((conn, rest))
+                    continue
+            conn._resume(tuple(rest))
+        self._step()
+
+
 @dataclass
 class ServerState:
     chunks: int
     faults: Faults
     write_each_event: bool = False
     event_gap_s: float = 0.0  # above 0: each event this long after the one before
+    first_event_s: float = 0.0  # above 0: the first event this long after the request (a time to first token)
+    batcher: Batcher | None = None  # answers timed by one step clock (--batching)
     count: int = 0  # requests answered by this process
 
 
@@ -288,17 +345,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=1, help="server processes sharing the listening socket")
     ap.add_argument("--write-each-event", action="store_true", help="each event its own write, not one per answer")
     ap.add_argument("--event-gap-ms", type=float, default=0.0, help="each event this long after the one before")
+    ap.add_argument("--first-event-ms", type=float, default=0.0, help="the first event this long after the request")
+    ap.add_argument(
+        "--batching",
+        action="store_true",
+        help="a continuous-batching engine's timing: one step clock, --event-gap-ms a step, --first-event-ms a step "
+        "that admits requests",
+    )
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--stall-every", type=int, default=0)
     ap.add_argument("--stall-s", type=float, default=30.0)
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--truncate-every", type=int, default=0)
     a = ap.parse_args(argv)
-    if a.chunks < 1 or a.processes < 1 or not 0 <= a.event_gap_ms < 60_000:
-        print("error: --chunks and --processes must be at least 1, --event-gap-ms from 0 to 60000", file=sys.stderr)
+    if a.chunks < 1 or a.processes < 1 or not 0 <= a.event_gap_ms < 60_000 or not 0 <= a.first_event_ms < 60_000:
+        print(
+            "error: --chunks and --processes must be at least 1, --event-gap-ms and --first-event-ms from 0 to 60000",
+            file=sys.stderr,
+        )
         return 2
     faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every)
-    state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3)
+    state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3, a.first_event_ms / 1e3)
+    if a.batching:
+        if not a.event_gap_ms > 0:
+            print("error: --batching needs --event-gap-ms above 0 (the step)", file=sys.stderr)
+            return 2
+        state.batcher = Batcher(a.event_gap_ms / 1e3, (a.first_event_ms or a.event_gap_ms) / 1e3)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((a.host, a.port))
