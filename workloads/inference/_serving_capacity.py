@@ -147,7 +147,7 @@ class CPUMeter:
         }
 
 
-def _job(url: str, n: int, concurrency: int = 1, offsets: list[float] | None = None) -> Job:
+def _job(url: str, n: int, concurrency: int = 1, offsets: list[float] | None = None, processes: int = 0) -> Job:
     endpoint = Endpoint(url, "null")
     body = endpoint.body("bada bebe kiki", CHUNKS)
     return Job(
@@ -157,6 +157,7 @@ def _job(url: str, n: int, concurrency: int = 1, offsets: list[float] | None = N
         list(range(n)),
         offsets,
         concurrency,
+        processes=processes,
     )
 
 
@@ -173,11 +174,12 @@ def measure(
     """Closed-loop requests/s, idle TTFT and CPU per request of ``pool`` against ``server``."""
     url = server.url
     in_flight = concurrency_per_process * pool.processes
-    pool.run(_job(url, 64 * pool.processes, in_flight))  # connections, imports
-    probe = summarize(pool.run(_job(url, 400 * pool.processes, in_flight)), SLO())
+    every = pool.processes  # a closed loop spread over every process: what the client can reach
+    pool.run(_job(url, 64 * pool.processes, in_flight, processes=every))  # connections, imports
+    probe = summarize(pool.run(_job(url, 400 * pool.processes, in_flight, processes=every)), SLO())
     n = max(200, int(probe["completed_rps"] * seconds))
     with CPUMeter(pool, server) as meter:
-        results = pool.run(_job(url, n, in_flight))
+        results = pool.run(_job(url, n, in_flight, processes=every))
     burst = summarize(results, SLO())
     idle = summarize(pool.run(_job(url, IDLE_REQUESTS, 1)), SLO())
     cpu = meter.figures(n)

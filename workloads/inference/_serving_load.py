@@ -7,14 +7,24 @@ request leaves at ``n / rate`` exactly, which keeps the offered rate the same fo
 Closed loop (a concurrency): N requests in flight, each slot sending its next request as soon
 as its last one ends.
 
-A :class:`ClientPool` runs a :class:`Job` in ``processes`` client processes (one: in this
-process), each an asyncio loop (uvloop's where installed) with its own keep-alive connections,
-as AIPerf's workers do; ``_serving_capacity`` measures what one process sustains. Open loop:
-request k goes to process k mod P and leaves at its scheduled time on the shared monotonic
-clock, never before (an absolute deadline, so a late wake-up does not shift the requests after
-it); closed loop: the concurrency is split between the processes. Every request's scheduled
-and actual send time are kept, so a client that fell behind its schedule shows it (``send
-lag``).
+A :class:`ClientPool` runs a :class:`Job` in up to ``processes`` client processes (one: in
+this process), each an asyncio loop (uvloop's where installed) with its own keep-alive
+connections, as AIPerf's workers do; ``_serving_capacity`` measures what one process sustains.
+Open loop: request k goes to process k mod P and leaves at its scheduled time on the shared
+monotonic clock, never before (an absolute deadline, so a late wake-up does not shift the
+requests after it, and the arrivals are the same from any number of processes). Closed loop:
+one process, unless the job names more (the capacity measurement, which must saturate the
+client). The load a closed loop puts on a server is not only how many requests are in flight
+but when they arrive: slots that end in the same engine step send their next requests in one
+burst from one event loop, and a continuous-batching engine admits that burst in one prefill
+step, as it does a one-loop client's (the reference's, AIPerf's credit loop). Split between
+processes, the slots become independent loops a few milliseconds apart that no longer arrive
+together: the engine admits them in separate steps, each costing the others' running requests
+a prefill, and a transformers serve on an H200 then showed twice the TTFT and up to four times
+the inter-token latency of the one-loop reference at the same concurrency. One process sends a
+closed loop far beyond any engine's rate (thousands of streamed requests per second).
+Every request's scheduled and actual send time are kept, so a client that fell behind its
+schedule shows it (``send lag``).
 """
 
 from __future__ import annotations
@@ -87,8 +97,23 @@ class Job:
     offsets_s: list[float] | None = None
     concurrency: int = 1
     tokenizer: str | None = None
+    processes: int = 0  # client processes that send it; 0: every one for an open loop, one for a closed loop
     start_ns: int = 0  # set by the pool
     positions: list[int] = field(default_factory=list)  # which of ``order`` this process sends
+
+    def __post_init__(self) -> None:
+        if self.offsets_s is None and self.concurrency < 1:
+            raise ValueError(f"a closed loop needs at least 1 request in flight, not {self.concurrency}")
+        if self.processes < 0:
+            raise ValueError(f"a job's client processes must be 0 (the load decides) or more, not {self.processes}")
+
+    def senders(self, available: int) -> int:
+        """How many of ``available`` client processes send this job: a closed loop stays in one
+        event loop unless it names more (never more processes than requests in flight)."""
+        wanted = self.processes or (available if self.offsets_s is not None else 1)
+        if self.offsets_s is None:
+            wanted = min(wanted, self.concurrency)
+        return max(1, min(available, wanted))
 
     def share(self, worker: int, workers: int) -> "Job":
         """The part of this job that client process ``worker`` of ``workers`` sends."""
@@ -103,6 +128,7 @@ class Job:
             self.offsets_s,
             concurrency,
             self.tokenizer,
+            1,
             self.start_ns,
             positions,
         )
@@ -150,7 +176,7 @@ async def _run(job: Job, session: Session) -> list[RequestResult]:
                 )
             )
 
-    await asyncio.gather(*(slot() for _ in range(max(1, job.concurrency))))
+    await asyncio.gather(*(slot() for _ in range(job.concurrency)))
     return results
 
 
@@ -241,18 +267,23 @@ class ClientPool:
         """The processes that send (this one where there is one), for their CPU time."""
         return [proc.pid for proc, _ in self._workers] or [os.getpid()]
 
+    def senders(self, job: Job) -> int:
+        """How many of this pool's processes send ``job`` (:meth:`Job.senders`)."""
+        return job.senders(self.processes)
+
     def run(self, job: Job) -> list[RequestResult]:
         if not self._workers:
             if self._here is None:
                 self._here = Sender()
             job.start_ns = perf_counter_ns()
             return self._here.run(job)
+        workers = self._workers[: self.senders(job)]
         job.start_ns = perf_counter_ns() + int(START_LEAD_S * 1e9)
-        for w, (_, conn) in enumerate(self._workers):
-            conn.send(job.share(w, len(self._workers)))
+        for w, (_, conn) in enumerate(workers):
+            conn.send(job.share(w, len(workers)))
         out: list[RequestResult] = []
         errors = []
-        for _proc, conn in self._workers:
+        for _proc, conn in workers:
             status, payload = conn.recv()
             if status == "ok":
                 out.extend(payload)

@@ -259,8 +259,8 @@ class NullHTTP(asyncio.Protocol):
 
 class Batcher:
     """Answers as a continuous-batching engine times them (``--batching``): one step clock for
-    every answer in flight, one token each per step; idle, it looks for work once a step. A request
-    waits for the next step to join; a step that admits requests takes ``prefill_s`` (their
+    every answer in flight, one token each per step; idle, it starts a step one step after a request
+    wakes it (those arriving meanwhile join). A request waits for the next step to join; a step that admits requests takes ``prefill_s`` (their
     prompts, the running answers' next token beside), any other ``step_s``. So requests that
     arrive together share one prefill step
     and those that arrive a moment apart each cost the running answers one: an engine's TTFT and
@@ -274,10 +274,9 @@ class Batcher:
 
     def admit(self, conn: "NullHTTP", events: tuple[bytes, ...]) -> None:
         self.waiting.append((conn, list(events)))
-        if not self.stepping:  # idle: the engine's loop looks for work once a step
+        if not self.stepping:  # idle: the first request wakes the engine, which starts a step later
             self.stepping = True
-            loop = asyncio.get_running_loop()
-            loop.call_later(self.step_s - loop.time() % self.step_s, self._step)
+            asyncio.get_running_loop().call_later(self.step_s, self._step)
 
     def _step(self) -> None:
         """Start a step with the answers in flight and those waiting (a step under way is

@@ -110,7 +110,7 @@ class ServingParams:
     goodput_target: float = param(0.9, "least share of requests meeting every SLO for a step within the SLOs")
     error_budget: float = param(0.01, "most failed requests (share of those sent) of a VALID scenario or step")
     # -- the client
-    client_processes: int = param(1, "client processes of the sweeps (one streams ~2,000 short requests/s)")
+    client_processes: int = param(1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one")
     stall_timeout_s: float = param(60.0, "a stream silent this long fails its request (stall)")
     request_timeout_s: float = param(600.0, "a request taking longer fails (timeout)")
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
@@ -491,6 +491,7 @@ class Serving(Workload):
         rules = StepRules(self._slo(), p.goodput_target, p.error_budget, self._capacity())
         row = judge(mode, load, results, rules, energy)
         row["gpu"] = sampler.summary()
+        row["client_processes"] = self.pool.senders(job)
         name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
@@ -598,8 +599,10 @@ class Serving(Workload):
             offsets = (
                 arrival_offsets_s(n, p.crosscheck_rate, p.burstiness, ctx.controls.seed) if p.crosscheck_rate else None
             )
-            s = summarize(self.pool.run(self._job(n, p.crosscheck_concurrency, offsets)), self._slo())
+            job = self._job(n, p.crosscheck_concurrency, offsets)
+            s = summarize(self.pool.run(job), self._slo())
             return {
+                "client_processes": self.pool.senders(job),
                 "ttft_p50_ms": s["ttft_ms"].get("p50"),
                 "ttft_p99_ms": s["ttft_ms"].get("p99"),
                 "itl_p50_ms": s["tpot_ms"].get("p50"),
