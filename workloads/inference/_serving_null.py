@@ -259,12 +259,13 @@ class NullHTTP(asyncio.Protocol):
 
 class Batcher:
     """Answers as a continuous-batching engine times them (``--batching``): one step clock for
-    every answer in flight, one token each per step; idle, it starts a step one step after a request
-    wakes it (those arriving meanwhile join). A request waits for the next step to join; a step that admits requests takes ``prefill_s`` (their
-    prompts, the running answers' next token beside), any other ``step_s``. So requests that
-    arrive together share one prefill step
-    and those that arrive a moment apart each cost the running answers one: an engine's TTFT and
-    inter-token latency depend on how the load generator bunches its requests, as a GPU's do."""
+    every answer in flight, one token each per step; idle, the engine starts a step one step after
+    a request wakes it (those arriving meanwhile join it). A request arriving during a step waits
+    for the next; a step that admits requests takes ``prefill_s`` (their prompts, the running
+    answers' next token beside), any other ``step_s``. So requests that arrive together share one
+    prefill step and those that arrive a moment apart each cost the running answers one: the
+    TTFT and inter-token latency an engine shows depend on how the load generator bunches its
+    requests, as a GPU engine's do."""
 
     def __init__(self, step_s: float, prefill_s: float) -> None:
         self.step_s, self.prefill_s = step_s, prefill_s

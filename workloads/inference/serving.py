@@ -110,7 +110,9 @@ class ServingParams:
     goodput_target: float = param(0.9, "least share of requests meeting every SLO for a step within the SLOs")
     error_budget: float = param(0.01, "most failed requests (share of those sent) of a VALID scenario or step")
     # -- the client
-    client_processes: int = param(1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one")
+    client_processes: int = param(
+        1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one"
+    )
     stall_timeout_s: float = param(60.0, "a stream silent this long fails its request (stall)")
     request_timeout_s: float = param(600.0, "a request taking longer fails (timeout)")
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
