@@ -14,15 +14,15 @@ Open loop: request k goes to process k mod P and leaves at its scheduled time on
 monotonic clock, never before (an absolute deadline, so a late wake-up does not shift the
 requests after it, and the arrivals are the same from any number of processes). Closed loop:
 one process, unless the job names more (the capacity measurement, which must saturate the
-client). The load a closed loop puts on a server is not only how many requests are in flight
-but when they arrive: slots that end in the same engine step send their next requests in one
-burst from one event loop, and a continuous-batching engine admits that burst in one prefill
-step, as it does a one-loop client's (the reference's, AIPerf's credit loop). Split between
-processes, the slots become independent loops a few milliseconds apart that no longer arrive
-together: the engine admits them in separate steps, each costing the others' running requests
-a prefill, and a transformers serve on an H200 then showed twice the TTFT and up to four times
-the inter-token latency of the one-loop reference at the same concurrency. One process sends a
-closed loop far beyond any engine's rate (thousands of streamed requests per second).
+client), and never more processes than requests in flight. Why one: the load a closed loop puts
+on a server is not only how many requests are in flight but when they arrive. Slots whose
+answers end in the same engine step send their next requests in one burst from one event loop,
+and a continuous-batching engine admits the burst in one prefill step, as it does the one-loop
+reference client's. Split between processes, the slots become independent loops that start and
+answer a few milliseconds apart: the engine admits their bursts in separate steps, each one
+costing the others' running requests a prefill (and, on a GPU engine that keeps CUDA graphs per
+batch shape, a mixed batch off its decode path), so the same concurrency measures a slower
+engine. One process sends a closed loop far beyond any engine's rate.
 Every request's scheduled and actual send time are kept, so a client that fell behind its
 schedule shows it (``send lag``).
 """
