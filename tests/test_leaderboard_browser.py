@@ -35,7 +35,7 @@ def _times(scale: float) -> tuple[float, ...]:
     return tuple(round(scale * (1.0 + 0.001 * i), 6) for i in range(9))
 
 
-def _collective(host: str, busbw: float, seed: int) -> dict:
+def _collective(host: str, busbw: float, seed: int, inject: str = "none") -> dict:
     """An all_reduce record with its sweep table (details.rows), as the collectives write it."""
     rows = [
         {
@@ -57,7 +57,7 @@ def _collective(host: str, busbw: float, seed: int) -> dict:
         category="collectives",
         host=host,
         device="cuda",
-        params={"max_bytes": 2**22, "inject": "none", "iters": 20},
+        params={"max_bytes": 2**22, "inject": inject, "iters": 20},
         metrics=metrics,
         details={"rows": rows},
         controls={"seed": seed},
@@ -67,8 +67,8 @@ def _collective(host: str, busbw: float, seed: int) -> dict:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """Three hosts ranked on one gemm case (the slowest named like a script, another like an
-    image whose load fails), two hosts on all_reduce, plus a failed and an unverified run that
-    must not appear."""
+    image whose load fails), two hosts on all_reduce, plus a failed run, an unverified run and an
+    all_reduce self-test that must not appear."""
     root = tmp_path_factory.mktemp("board")
     with open_registry(f"sqlite:///{root / 'r.db'}") as reg:
         for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0), (EVIL_IMG, 2.0)):
@@ -88,6 +88,7 @@ def site(tmp_path_factory) -> Path:
         )
         reg.store(_collective("fast-box", 300.0, 1))
         reg.store(_collective("mid-box", 150.0, 2))
+        reg.store(_collective("selftest-box", 900.0, 3, inject="wrong_element"))  # recorded, never ranked
         build_site(reg, root / "site")
     return root / "site"
 
@@ -204,8 +205,9 @@ def test_the_busbw_chart_draws_one_series_per_system(site, page):
     chart.locator("canvas").wait_for()
     assert chart.get_attribute("data-series") == "2"
     assert sorted(chart.locator(".u-legend .u-series th").all_inner_texts()) == ["fast-box", "mid-box", "size"]
-    assert "harness" not in page.inner_text("main") and "max_bytes" not in page.inner_text("main")
-    assert "inject" not in page.inner_text("main")
+    main = page.inner_text("main")
+    assert "max_bytes" in main  # a key setting, shown
+    assert "inject" not in main and "selftest-box" not in main  # a harness parameter never; a self-test never ranked
     assert page.errors == []
 
 
