@@ -61,7 +61,7 @@ def time_epochs(files: list[str], labels: list[int], decoder: str, args: argpars
             torch.cuda.synchronize()  # every stream of the device, DALI's included
 
     @pipeline_def(batch_size=args.batch, num_threads=args.threads, device_id=0 if on_gpu else None, seed=0)
-    def pipe_def():  # type: ignore[no-untyped-def]
+    def pipe_def():
         # the suite's data.image_pipeline pipeline, option for option (perfsuite.inputs.images)
         jpegs, lab = fn.readers.file(files=files, labels=labels, random_shuffle=True, seed=0, name="reader")
         images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB)

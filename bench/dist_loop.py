@@ -34,13 +34,13 @@ def main() -> None:
 
     import torch
     import torch.distributed as dist
+
+    from bench.nccl_rank import init_nccl_rank
     from perfsuite.measure.timing import StreamHold, time_loop
     from perfsuite.workloads.collectives._sweep import (  # the sweep's own rule
         HOLD_TRIES,
     )
     from perfsuite.workloads.collectives._sweep import _all_held as all_held
-
-    from bench.nccl_rank import init_nccl_rank
 
     rank, world = init_nccl_rank()
     hold = StreamHold() if args.hold else None

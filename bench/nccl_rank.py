@@ -1,7 +1,7 @@
 """Start one rank of a bench script under torchrun as the suite starts its own measuring
 processes: the suite's variables (``perfsuite.engine.launcher.suite_env``: flight recorder and NVLink
 multicast off) set before NCCL starts, this rank's GPU selected, an NCCL process group bound
-to it. Used by bench/dist_loop.py and bench/graph_probe.py."""
+to it. Used by bench/dist_loop.py and the probes in tools/probes/."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ def init_nccl_rank() -> tuple[int, int]:
     """(rank, world size) after the NCCL process group of this torchrun rank is up."""
     import torch
     import torch.distributed as dist
+
     from perfsuite.engine.launcher import suite_env
 
     os.environ.update(suite_env("cuda"))

@@ -1,6 +1,6 @@
 """The results registry: run records stored in SQLite or PostgreSQL through SQLAlchemy 2.
 
-    from registry import open_registry
+    from perfsuite.registry import open_registry
     with open_registry() as reg:          # $PERFSUITE_DB or the per-user SQLite file
         reg.store(record)                 # "stored" or "duplicate"
         reg.results(workload="kernels.gemm")

@@ -41,7 +41,7 @@ from .records import (
     nesting_depth,
     parse_timestamp,
 )
-from .store import key_columns, system_key
+from .store import check_physics, key_columns, system_key
 
 DEFAULT_BATCH = 2000
 # Below this many records the checks run in this process: starting workers costs more.
@@ -99,13 +99,14 @@ def prepare(item: Item) -> Prepared:
 def prepare_checked(record: dict) -> Prepared:
     """Render the rows of a record whose schema was checked; checks its sha256 (its only
     serialisation). Raises :class:`RecordInvalid`."""
-    if nesting_depth(record) > MAX_RECORD_DEPTH:
+    if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
         raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
     sha, text = checked_body(record)
     return _render(record, sha, text)
 
 
 def _render(record: dict, sha: str, text: str) -> Prepared:
+    check_physics(record)  # the store's rule for figures no measurement can produce
     compact = compact_record(record)
     encoded = any(isinstance(m["samples"], dict) for m in compact["metrics"])
     if not encoded:  # the canonical body was just hashed as it is stored: keep that text, with the hash

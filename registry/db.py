@@ -13,9 +13,14 @@ timeout, and writes take the write lock up front (``BEGIN IMMEDIATE``); on Postg
 migrations run under a ``pg_advisory_lock``.
 
 Every failure to reach or use the database (a URL that does not parse, a server that
-refuses connections, a SQLite path that is a folder, not a database or not writable)
-leaves here as a one-line :class:`RegistryError`; :func:`check_url` finds the same
-problems cheaply, creating nothing, before a long run starts.
+refuses connections, a SQLite path that is a folder, a device, not a database or not
+writable) leaves here as a one-line :class:`RegistryError`; :func:`check_url` finds the
+same problems cheaply, creating nothing, before a long run starts.
+
+A SQLite registry that cannot be written (its filesystem mounted read-only, a file of
+another user) is opened read-only: the read commands work, nothing is migrated or created
+beside it, a write is one line, and a registry too old to be read without migrating it is
+one line too.
 """
 
 from __future__ import annotations
@@ -24,19 +29,20 @@ import contextlib
 import fcntl
 import functools
 import os
+import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import queries
 from .errors import RegistryError, translated_errors
-from .location import check_sqlite_path, parse_url, shown_url
+from .location import check_sqlite_path, check_sqlite_readable, parse_url, shown_url, writable_file
 from .store import store_record, store_records
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -46,6 +52,11 @@ PG_MIGRATION_LOCK_KEY = zlib.crc32(b"perfsuite.registry.migrations")
 # libpq waits for ever on a host that drops packets; a registry that cannot answer in this
 # long is reported as unreachable.
 PG_CONNECT_TIMEOUT_S = 10
+# The PostgreSQL drivers SQLAlchemy knows by name and the package that provides each:
+# perfsuite's 'postgres' extra installs psycopg 3 only.
+PG_DRIVER_PACKAGES = {"psycopg": "'perfsuite[postgres]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000"}
+# How many run ids one query asks about (SQLite's limit on bound parameters is far above it).
+ID_QUERY_CHUNK = 500
 
 T = TypeVar("T")
 
@@ -120,15 +131,24 @@ def _make_engine(url_text: str) -> Engine:
         try:
             return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
         except ModuleNotFoundError as exc:
-            raise RegistryError(
-                f"the {url.drivername} driver is not installed ({exc.name}): pip install 'perfsuite[postgres]'"
-            ) from exc
+            driver = url.get_driver_name()
+            package = PG_DRIVER_PACKAGES.get(driver, exc.name or driver)
+            hint = f"pip install {package}"
+            if driver != "psycopg":
+                hint += f", or use postgresql+psycopg://, the driver {PG_DRIVER_PACKAGES['psycopg']} installs"
+            raise RegistryError(f"the {url.drivername} driver is not installed ({exc.name}): {hint}") from exc
 
     path = _sqlite_file(url)
     if path is not None:
         check_sqlite_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+    _sqlite_transactions(engine)
+    return engine
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """Pragmas on every connection, and a BEGIN of our own (IMMEDIATE for writers)."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:
@@ -147,7 +167,47 @@ def _make_engine(url_text: str) -> Engine:
         mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
         connection.exec_driver_sql(f"BEGIN {mode}")
 
+
+def _read_only_engine(path: Path, immutable: bool) -> Engine:
+    """An engine on a SQLite file that opens it read-only (``mode=ro``), and ``immutable``
+    where its filesystem is read-only and it has no write-ahead log to read (SQLite cannot
+    otherwise open a WAL-mode file it may not make a ``-shm`` file for)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect)
+    _sqlite_transactions(engine)
     return engine
+
+
+def head_revision() -> str | None:
+    """The newest migration this perfsuite ships."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def _check_revision(engine: Engine, shown: str, why: str) -> None:
+    """A registry that cannot be migrated must already be at this perfsuite's head."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    head = head_revision()
+    if current == head:
+        return
+    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current is None or current in known:
+        raise RegistryError(
+            f"registry {shown} is at revision {current or 'none'}, older than this perfsuite's {head}, "
+            f"and cannot be migrated: {why}"
+        )
+    raise RegistryError(f"registry {shown} is at revision {current}, which this perfsuite ({head}) does not know")
 
 
 def alembic_config(connection: Connection | None = None):
@@ -195,7 +255,9 @@ def _use_wal(connection: Connection) -> None:
     failed so on two cores. Run outside any transaction, which SQLite requires for this
     pragma.
     """
-    connection.connection.driver_connection.execute("PRAGMA journal_mode = WAL")
+    driver = connection.connection.driver_connection
+    assert driver is not None  # an open connection has its driver's
+    driver.execute("PRAGMA journal_mode = WAL")
 
 
 def migrate(engine: Engine) -> None:
@@ -212,10 +274,16 @@ def migrate(engine: Engine) -> None:
 class Registry:
     """An open registry: store records and query them. Close it (or use ``with``) when done."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, read_only: str | None = None):
         self.engine = engine
+        self.read_only = read_only  # why it cannot be written, where it cannot
         self._read_sessions = sessionmaker(engine)
         self._write_sessions = sessionmaker(engine.execution_options(sqlite_begin="IMMEDIATE"))
+
+    def writable(self) -> None:
+        """Raise :class:`RegistryError` (one line) when this registry is open read-only."""
+        if self.read_only:
+            raise RegistryError(f"registry {self.url} is open read-only ({self.read_only}): nothing can be stored")
 
     @property
     def url(self) -> str:
@@ -232,6 +300,7 @@ class Registry:
         Raises :class:`RecordInvalid` for a record that breaks the schema or whose sha256 is
         wrong, :class:`RegistryError` when its run id is stored with a different hash.
         """
+        self.writable()
         return store_record(self._write_sessions, record)
 
     @translated
@@ -242,7 +311,22 @@ class Registry:
         refusal (:class:`RecordInvalid` naming the record's position, or a conflict with a
         stored run) leaves the registry as it was. Returns "stored"/"duplicate" per record.
         """
+        self.writable()
         return store_records(self._write_sessions, records)
+
+    @translated
+    def stored_hashes(self, run_ids: list[str]) -> dict[str, str]:
+        """Run id -> stored record's sha256, for those of ``run_ids`` the registry holds."""
+        from .models import Run
+
+        found: dict[str, str] = {}
+        with self._read_sessions() as session:
+            for start in range(0, len(run_ids), ID_QUERY_CHUNK):
+                chunk = run_ids[start : start + ID_QUERY_CHUNK]
+                query = select(Run.run_id, Run.record_sha256).where(Run.run_id.in_(chunk))
+                for run_id, sha in session.execute(query):
+                    found[run_id] = sha
+        return found
 
     @translated
     def results(
@@ -291,7 +375,20 @@ def open_registry(url: str | None = None) -> Registry:
     Raises :class:`RegistryError` with one line when it cannot (see :func:`check_url`).
     """
     url_text = url or default_url()
-    with translated_errors(f"cannot open registry {shown_url(url_text)}"):
+    shown = shown_url(url_text)
+    with translated_errors(f"cannot open registry {shown}"):
+        parsed = parse_url(url_text)
+        path = _sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+        why = writable_file(path) if path is not None and path.exists() else None
+        if path is not None and why is not None:
+            check_sqlite_readable(path)
+            engine = _read_only_engine(path, immutable=_read_only_filesystem(path) and not _wal_file(path).exists())
+            try:
+                _check_revision(engine, shown, why)
+            except BaseException:
+                engine.dispose()
+                raise
+            return Registry(engine, read_only=why)
         engine = _make_engine(url_text)
         try:
             migrate(engine)
@@ -299,3 +396,11 @@ def open_registry(url: str | None = None) -> Registry:
             engine.dispose()
             raise
     return Registry(engine)
+
+
+def _read_only_filesystem(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
+def _wal_file(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")

@@ -4,7 +4,9 @@ before a long run, so that a bad ``--db`` is one line before any work is done.""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .errors import RegistryError
+from .reading import kind
 
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 URL_FORMS = "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
@@ -45,15 +48,53 @@ def writable_folder(folder: Path) -> None:
         raise RegistryError(f"cannot create files in {folder}: {exc.strerror or exc}") from exc
 
 
+def _existing_database(path: Path) -> bool:
+    """Whether ``path`` exists; a folder, a device, a FIFO or a socket there is refused
+    before anything opens it (opening a FIFO waits for ever; SQLite would create its
+    journal and the lock file beside ``/dev/null``)."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # what is in the way is named by the folder checks
+    except OSError as exc:
+        raise RegistryError(f"registry {path} cannot be looked at: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(mode):
+        raise RegistryError(f"registry {path} is a folder, not a SQLite database file")
+    if not stat.S_ISREG(mode):
+        raise RegistryError(f"registry {path} is {kind(mode)}, not a SQLite database file")
+    return True
+
+
+def _check_header(path: Path, mode: str) -> None:
+    with open(path, mode) as f:  # "r+b": readable and writable; nothing is written
+        header = f.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise RegistryError(f"registry {path} is not a SQLite database")
+
+
+def writable_file(path: Path) -> str | None:
+    """Why the existing SQLite file ``path`` cannot be written (its filesystem is read-only,
+    or this user may not write it or its folder, where SQLite keeps its journal), or None."""
+    if os.statvfs(path).f_flag & os.ST_RDONLY:
+        return "its filesystem is read-only"
+    if not os.access(path, os.W_OK):
+        return "this user may not write it"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"this user may not create files in {path.parent}"
+    return None
+
+
+def check_sqlite_readable(path: Path) -> None:
+    """Raise :class:`RegistryError` if the existing ``path`` cannot be read as a SQLite registry."""
+    if not _existing_database(path):
+        raise RegistryError(f"registry {path} does not exist")
+    _check_header(path, "rb")
+
+
 def check_sqlite_path(path: Path) -> None:
     """Raise :class:`RegistryError` if ``path`` cannot be a SQLite registry; creates nothing."""
-    if path.is_dir():
-        raise RegistryError(f"registry {path} is a folder, not a SQLite database file")
-    if path.exists():
-        with open(path, "r+b") as f:  # readable and writable; nothing is written
-            header = f.read(len(SQLITE_HEADER))
-        if header and header != SQLITE_HEADER:
-            raise RegistryError(f"registry {path} is not a SQLite database")
+    if _existing_database(path):
+        _check_header(path, "r+b")
         writable_folder(path.parent)  # WAL and lock files live beside it
         return
     existing = path.parent

@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -32,6 +31,7 @@ from perfsuite import schemas
 from perfsuite.schemas.samples import SamplesError, compact_metrics, inline_metrics
 
 from .errors import RecordInvalid, one_line
+from .reading import nesting_depth, parse_json, read_regular
 
 SHA256_KEY = "sha256"
 TIMESTAMP_FIELDS = ("started_at", "finished_at")
@@ -157,25 +157,6 @@ def validate_schema(record: dict) -> None:
         parse_timestamp(record[field], field)
 
 
-def nesting_depth(document: Any, limit: int = MAX_RECORD_DEPTH) -> int:
-    """Depth of nested objects/arrays (a scalar is 0), counted without recursion; stops
-    counting just past ``limit``."""
-    if type(document) not in (dict, list):
-        return 0
-    deepest = 0
-    stack = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if depth > limit:
-                break
-        for child in value.values() if type(value) is dict else value:
-            if type(child) is dict or type(child) is list:
-                stack.append((child, depth + 1))
-    return deepest
-
-
 def check_record(record: Any) -> str:
     """Everything that must hold before a record is stored: its nesting depth, the schema
     (:func:`validate_record`) and its hash; return its sha256 or raise :class:`RecordInvalid`."""
@@ -190,7 +171,7 @@ def check_record_body(record: Any) -> tuple[str, str]:
     recursive pure Python validator runs): a record the schema accepts nests deeper only in its
     free-form parts, and serialising one that nests too deeply for Python is refused as such."""
     if not isinstance(record, dict) or not _schema_ok(record):
-        if nesting_depth(record) > MAX_RECORD_DEPTH:
+        if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
             raise RecordInvalid(f"record nests objects or arrays more than {MAX_RECORD_DEPTH} deep")
         validate_schema(record)
     else:
@@ -203,36 +184,17 @@ def check_record_body(record: Any) -> tuple[str, str]:
 
 
 def load_record_file(path: str | os.PathLike) -> Any:
-    """Read and parse one record file, refusing (as :class:`RecordInvalid`) a file over
-    :data:`MAX_RECORD_BYTES` before reading it, text that is not UTF-8 and text that is not
-    JSON. The document is returned unchecked: pass it to :func:`check_record`."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise RecordInvalid(f"{size:,} bytes is over the {MAX_RECORD_BYTES:,}-byte limit of a record file")
-        with open(path, "rb") as f:
-            data = f.read(MAX_RECORD_BYTES + 1)  # a file that grew since stat, or a pipe
-    except OSError as exc:
-        raise RecordInvalid(one_line(f"cannot read: {exc.strerror or exc}")) from exc
-    if len(data) > MAX_RECORD_BYTES:
-        raise RecordInvalid(f"over the {MAX_RECORD_BYTES:,}-byte limit of a record file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordInvalid(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+    """Read and parse one record file, refusing (as :class:`RecordInvalid`) anything but a
+    regular file (checked before it is opened: no FIFO, device or symlink), a file over
+    :data:`MAX_RECORD_BYTES` (before reading it), text that is not UTF-8 and text that is not
+    JSON (integer size and nesting bounded: :mod:`perfsuite.registry.reading`). The document is
+    returned unchecked: pass it to :func:`check_record`."""
+    data = read_regular(path, MAX_RECORD_BYTES)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass  # json decides, with its own message (and what orjson refuses that json reads: big integers)
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise RecordInvalid(
-            f"JSON nested too deeply to parse (a record nests at most {MAX_RECORD_DEPTH} levels)"
-        ) from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
-        raise RecordInvalid(one_line(f"not JSON: {exc}")) from exc
+    return parse_json(data, MAX_RECORD_DEPTH)
 
 
 def check_sha256(record: dict) -> str:

@@ -12,12 +12,13 @@ instead of one losing a unique-constraint race.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
 
+from perfsuite.schemas import physics
 from perfsuite.schemas.comparability import key_settings, settings_key
 
 from .errors import RecordInvalid, RegistryError
@@ -52,14 +53,18 @@ def key_columns(record: dict) -> dict:
 
 def _insert_ignore(session: Session, model, conflict_columns: list[str], values: dict) -> None:
     dialect = session.get_bind().dialect.name
-    insert: Any
+    statement: Executable
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        statement = pg_insert(model).values(**values).on_conflict_do_nothing(index_elements=conflict_columns)
     elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        statement = sqlite_insert(model).values(**values).on_conflict_do_nothing(index_elements=conflict_columns)
     else:  # open_registry refuses other URLs; this guards direct use of a session
         raise RegistryError(f"unsupported database dialect {dialect!r}")
-    session.execute(insert(model).values(**values).on_conflict_do_nothing(index_elements=conflict_columns))
+    session.execute(statement)
 
 
 def _get_or_create(session: Session, model, match: dict, extra: dict) -> int:
@@ -151,13 +156,33 @@ def _store_in(session: Session, record: dict, sha256: str) -> str:
     return STORED
 
 
+IMPOSSIBLE = "impossible figure: "  # how a refusal of check_physics begins
+
+
+def check_physics(record: dict) -> None:
+    """Raise :class:`RecordInvalid` for a figure no measurement can produce
+    (:mod:`perfsuite.schemas.physics`): the first, and how many more."""
+    found = physics.problems(record)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise RecordInvalid(f"{IMPOSSIBLE}{found[0]}{more}")
+
+
+def check_storable(record) -> str:
+    """Everything a record must pass to be stored: :func:`check_record` (depth, schema, hash)
+    and :func:`check_physics`; its sha256."""
+    sha256 = check_record(record)
+    check_physics(record)
+    return sha256
+
+
 def store_record(session_factory, record: dict) -> str:
     """Validate and store one record; "stored" or "duplicate". Raises on any refusal.
 
     ``session_factory`` must open write transactions (on SQLite: ``BEGIN IMMEDIATE``, so the
     duplicate check and the insert happen under one write lock).
     """
-    sha256 = check_record(record)
+    sha256 = check_storable(record)
     with session_factory() as session, session.begin():
         return _store_in(session, record, sha256)
 
@@ -171,7 +196,7 @@ def store_records(session_factory, records: list[dict]) -> list[str]:
     hashes = []
     for position, record in enumerate(records, start=1):
         try:
-            hashes.append(check_record(record))
+            hashes.append(check_storable(record))
         except RecordInvalid as exc:
             raise RecordInvalid(f"record {position} of {len(records)}: {exc}") from exc
     with session_factory() as session, session.begin():

@@ -12,9 +12,14 @@ but every path in the tree must stay inside it.
 :func:`check_tree` lists every problem, each with the file it is about, and stops at
 none: a submitter fixes them all in one go. The rules:
 
-- every path stays in the tree: no symlink pointing outside it (``..`` or absolute);
-- each record follows the result schema, its sha256 matches its content, it was a
-  ``success`` whose verification ``passed``, and it lies at
+- every path stays in the tree: no symlink pointing outside it (``..`` or absolute), none
+  into a loop or to nothing; symlinks are never followed, and records and system files are
+  regular files (a FIFO, a device or a socket is named, never opened);
+- files are read with bounds: size, JSON nesting depth and integer length, the same for
+  system files as for records (:mod:`perfsuite.registry.reading`);
+- each record follows the result schema, its sha256 matches its content, its figures are
+  physical (:mod:`perfsuite.schemas.physics`), it was a ``success`` whose verification
+  ``passed``, and it lies at
   ``results/<system>/<its workload>/<its run id>.json``;
 - run ids are unique across the tree;
 - seeds are unique among the runs of one workload with the same parameters on one system
@@ -27,16 +32,19 @@ none: a submitter fixes them all in one go. The rules:
   schema, named as its file, and consistent with its records' fingerprints: accelerator
   model (``environment.gpus[].name``) and count per node (``len(environment.gpus)``).
 
-:func:`import_tree` loads a tree that checks clean, idempotently.
+:func:`import_tree` loads a tree that checks clean, idempotently. :func:`submit_runs` files
+runs into a tree, refusing before it writes anything a path that is a symlink or leaves it
+(:mod:`perfsuite.registry.tree_writer`).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
-import shutil
+import stat
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,7 +59,10 @@ from perfsuite.schemas.cost import result_cost, validate_price
 
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
-from .records import MAX_RECORD_BYTES, canonical_json, load_record_file, record_text
+from .reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
+from .records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, canonical_json, load_record_file, record_text
+from .store import IMPOSSIBLE
+from .tree_writer import TreeWriter
 
 if TYPE_CHECKING:
     from .bulk import Prepared
@@ -212,11 +223,30 @@ def system_description(
 
 
 # -- reading a tree ------------------------------------------------------------------------------
-def _org_dirs(root: Path) -> list[Path]:
-    """``root`` is a submissions root (``<org>/...`` below) or one org's folder."""
-    if (root / SYSTEMS_DIR).is_dir() or (root / RESULTS_DIR).is_dir():
-        return [root]
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result | OSError]]:
+    """Every entry below ``root`` with its ``lstat`` (or the error of listing a folder),
+    in name order, without recursion and never through a symlink."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield folder, exc
+            continue
+        below = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                info = os.lstat(path)
+            except OSError as exc:
+                yield path, exc
+                continue
+            yield path, info
+            if stat.S_ISDIR(info.st_mode):
+                below.append(path)
+        stack.extend(reversed(below))
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -226,64 +256,110 @@ def _rel(root: Path, path: Path) -> str:
         return str(path)
 
 
-def _escapes(root: Path) -> Iterator[Problem]:
-    """Every symlink whose target lies outside ``root`` (or is dangling), as a problem."""
-    real_root = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            if not path.is_symlink():
-                continue
-            target = os.readlink(path)
-            resolved = path.resolve()
-            if not resolved.is_relative_to(real_root):
-                yield Problem(
-                    _rel(root, path),
-                    f"path escapes the tree: symlink to {target!r} (resolves to {resolved}, outside {real_root})",
-                )
-            elif not resolved.exists():
-                yield Problem(_rel(root, path), f"dangling symlink to {target!r}")
-
-
-def _read_json(path: Path, problems: list[Problem], root: Path) -> object | None:
+def _symlink_problem(real_root: Path, path: Path) -> str | None:
+    """Why a symlink in the tree is wrong: a loop, dangling, or leading outside; None for one
+    that stays inside (it is still never followed)."""
     try:
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            problems.append(Problem(_rel(root, path), f"larger than {MAX_RECORD_BYTES} bytes"))
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.append(Problem(_rel(root, path), one_line(f"not readable JSON: {exc}")))
-        return None
+        target = os.readlink(path)
+    except OSError as exc:
+        return f"unreadable symlink: {exc.strerror or exc}"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"symlink loop: symlink to {target!r} (not followed)"
+        if not isinstance(exc, FileNotFoundError):
+            return f"symlink to {target!r} that cannot be followed: {exc.strerror or exc}"
+        resolved = Path(os.path.realpath(path))
+        if not resolved.is_relative_to(real_root):
+            return f"path escapes the tree: symlink to {target!r} (resolves to {resolved}, outside {real_root})"
+        return f"dangling symlink to {target!r}"
+    resolved = Path(os.path.realpath(path))
+    if not resolved.is_relative_to(real_root):
+        return f"path escapes the tree: symlink to {target!r} (resolves to {resolved}, outside {real_root})"
+    return None
 
 
 def _mllog_keys(path: Path) -> set[str]:
+    """The keys of a regular MLLOG file's lines; a line that is not JSON names no key."""
     keys = set()
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8", errors="replace")
+    for line in text.splitlines():
         if ":::MLLOG" not in line:
             continue
+        payload = line.split(":::MLLOG", 1)[1]
+        if payload.count("[") + payload.count("{") > MAX_RECORD_DEPTH or len(payload) > MAX_RECORD_BYTES:
+            continue  # built to exhaust the parser; the missing keys are reported
         try:
-            keys.add(json.loads(line.split(":::MLLOG", 1)[1])["key"])
-        except (json.JSONDecodeError, KeyError, TypeError):
+            entry = json.loads(payload, parse_int=_mllog_int)
+            keys.add(entry["key"])
+        except (ValueError, KeyError, TypeError):
             continue  # a malformed line names no key; the missing keys are reported
     return keys
+
+
+def _mllog_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError("integer too long")
+    return int(text)
 
 
 def required_runs(category: str) -> int:
     return REQUIRED_RUNS.get(category, DEFAULT_REQUIRED_RUNS)
 
 
-def _record_files(root: Path, escaped: set[str]) -> list[Path]:
-    """The files at results/<system>/<workload>/<run_id>.json that the checks will read."""
-    out = []
-    for org_dir in _org_dirs(root):
-        results_dir = org_dir / RESULTS_DIR
-        if not results_dir.is_dir():
+@dataclass
+class _Listing:
+    """A tree's entries as ``lstat`` saw them, and the problems the listing itself found."""
+
+    modes: dict[Path, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def is_dir(self, path: Path) -> bool:
+        return path in self.modes and stat.S_ISDIR(self.modes[path])
+
+    def children(self, folder: Path) -> list[Path]:
+        return sorted(p for p in self.modes if p.parent == folder)
+
+    def below(self, folder: Path) -> list[Path]:
+        return sorted(p for p in self.modes if p.is_relative_to(folder) and p != folder)
+
+
+def _list_tree(root: Path) -> _Listing:
+    """Every entry of the tree, and a problem for each symlink that loops, dangles or leaves
+    the tree, each special file (FIFO, socket, device) and each folder that cannot be listed."""
+    listing = _Listing()
+    real_root = Path(os.path.realpath(root))
+    for path, info in _walk(root):
+        rel = _rel(root, path)
+        if isinstance(info, OSError):
+            listing.problems.append(Problem(rel, one_line(f"cannot be listed: {info.strerror or info}")))
             continue
-        for path in sorted(results_dir.rglob(f"*{RECORD_SUFFIX}")):
-            rel = _rel(root, path)
-            if rel in escaped or any(rel.startswith(e + os.sep) for e in escaped) or path.is_dir():
-                continue
-            if len(path.relative_to(results_dir).parts) == 3:
+        listing.modes[path] = info.st_mode
+        if stat.S_ISLNK(info.st_mode):
+            why = _symlink_problem(real_root, path)
+            if why:
+                listing.problems.append(Problem(rel, why))
+        elif not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+            listing.problems.append(
+                Problem(rel, f"{kind(info.st_mode)}: a submissions tree holds regular files and folders only")
+            )
+    return listing
+
+
+def _record_paths(root: Path, listing: _Listing) -> list[Path]:
+    """The regular files at results/<system>/<workload>/<run_id>.json that the checks read."""
+    out = []
+    for org_dir in _org_dirs(root, listing):
+        results_dir = org_dir / RESULTS_DIR
+        if not listing.is_dir(results_dir):
+            continue
+        for path in listing.below(results_dir):
+            if (
+                path.suffix == RECORD_SUFFIX
+                and stat.S_ISREG(listing.modes[path])
+                and len(path.relative_to(results_dir).parts) == 3
+            ):
                 out.append(path)
     return out
 
@@ -291,17 +367,17 @@ def _record_files(root: Path, escaped: set[str]) -> list[Path]:
 def record_files(root: Path) -> list[Path]:
     """The record files a check of ``root`` reads (for a progress bar's total)."""
     root = Path(root)
-    return _record_files(root, set()) if root.is_dir() else []
+    return _record_paths(root, _list_tree(root)) if root.is_dir() else []
 
 
 def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
-    """Read and check one record file once (size, UTF-8, JSON, schema, sha256) and render its
-    registry rows; or the problem, worded for ``perfsuite check``."""
+    """Read and check one record file once (regular file, size, UTF-8, bounded JSON, schema,
+    sha256, physics) and render its registry rows; or the problem, worded for ``perfsuite check``."""
     from .bulk import prepare_checked
     from .records import validate_schema
 
     try:
-        record = load_record_file(path)  # size limit, UTF-8, JSON
+        record = load_record_file(path)  # regular file, size limit, UTF-8, bounded JSON
     except RecordInvalid as exc:
         return f"not a readable record: {exc}"
     try:
@@ -311,16 +387,21 @@ def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
     except RecordInvalid as exc:
         return f"schema: {exc}"
     try:
-        return record, prepare_checked(record)
+        prepared = prepare_checked(record)
     except RecordInvalid as exc:
+        if str(exc).startswith(IMPOSSIBLE):
+            return str(exc)
         return f"record hash: {exc} (the record was changed after it was written)"
+    return record, prepared
 
 
 def _check_chunk(paths: list[Path]) -> list[tuple[dict, "Prepared"] | str]:
     return [check_record_file(p) for p in paths]
 
 
-def _check_files(paths: list[Path], progress: Callable[[int], None] | None) -> dict[Path, tuple[dict, Prepared] | str]:
+def _check_files(
+    paths: list[Path], progress: Callable[[int], None] | None
+) -> dict[Path, tuple[dict, "Prepared"] | str]:
     """Each file's :func:`check_record_file`, in worker processes when there are many."""
     from .bulk import map_chunks
 
@@ -332,98 +413,94 @@ def _check_files(paths: list[Path], progress: Callable[[int], None] | None) -> d
     return out
 
 
+def _org_dirs(root: Path, listing: _Listing) -> list[Path]:
+    """``root`` is a submissions root (``<org>/...`` below) or one org's folder."""
+    if listing.is_dir(root / SYSTEMS_DIR) or listing.is_dir(root / RESULTS_DIR):
+        return [root]
+    return [p for p in listing.children(root) if listing.is_dir(p) and not p.name.startswith(".")]
+
+
+def _not_regular(listing: _Listing, path: Path) -> str | None:
+    """Why a file where a record or a system file belongs is not read (None: it is read)."""
+    mode = listing.modes[path]
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symlink where a regular file belongs: not followed"
+    return "not read"  # a special file: named by the listing already
+
+
 def check_tree(root: Path, progress: Callable[[int], None] | None = None) -> TreeReport:
     """Check a submissions tree; every problem is reported with its file. ``progress`` is
     called with the number of record files just checked."""
     root = Path(root)
     report = TreeReport(root=root)
     problems = report.problems
-    if not root.is_dir():
+    try:
+        root_mode = os.stat(root).st_mode
+    except OSError as exc:
+        problems.append(Problem(str(root), one_line(f"cannot be read: {exc.strerror or exc}")))
+        return report
+    if not stat.S_ISDIR(root_mode):
         problems.append(Problem(str(root), "not a directory"))
         return report
-    problems.extend(_escapes(root))
-    escaped = {p.path for p in problems}
-    real_root = root.resolve()
-    results = _check_files(_record_files(root, escaped), progress)
+    listing = _list_tree(root)
+    problems.extend(listing.problems)
+    named = {p.path for p in problems}
+    real_root = Path(os.path.realpath(root))
+    checked = _check_files(_record_paths(root, listing), progress)
 
-    for org_dir in _org_dirs(root):
-        org = org_dir.name if org_dir != root else root.resolve().name
+    for org_dir in _org_dirs(root, listing):
+        org = org_dir.name if org_dir != root else real_root.name
         systems_dir, results_dir = org_dir / SYSTEMS_DIR, org_dir / RESULTS_DIR
-        if systems_dir.is_dir():
-            for path in sorted(systems_dir.iterdir()):
-                rel = _rel(root, path)
-                if rel in escaped or not path.resolve().is_relative_to(real_root):
-                    continue
-                if path.suffix != ".json" or not path.is_file():
-                    problems.append(Problem(rel, "only <system>.json files belong in systems/"))
-                    continue
-                description = _read_json(path, problems, root)
-                if description is None:
-                    continue
-                errors = validate_system(description)
-                problems.extend(Problem(rel, e) for e in errors)
-                if isinstance(description, dict) and description.get("system_name") != path.stem:
-                    problems.append(
-                        Problem(
-                            rel,
-                            f"system_name {description.get('system_name')!r} differs from its file name {path.stem!r}",
-                        )
-                    )
-                if not errors:
-                    report.systems[(org, path.stem)] = description
-        if not results_dir.is_dir():
-            continue
-        for path in sorted(results_dir.rglob("*")):
+        for path in listing.children(systems_dir) if listing.is_dir(systems_dir) else []:
             rel = _rel(root, path)
-            if rel in escaped or any(rel.startswith(e + os.sep) for e in escaped):
+            if path.suffix != ".json" or listing.is_dir(path):
+                problems.append(Problem(rel, "only <system>.json files belong in systems/"))
                 continue
-            if path.is_dir():
+            why = _not_regular(listing, path)
+            if why:
+                if rel not in named:
+                    problems.append(Problem(rel, why))
+                continue
+            try:
+                description = load_json_file(path, MAX_RECORD_BYTES, MAX_RECORD_DEPTH)
+            except RecordInvalid as exc:
+                problems.append(Problem(rel, f"not readable JSON: {exc}"))
+                continue
+            errors = validate_system(description)
+            problems.extend(Problem(rel, e) for e in errors)
+            if isinstance(description, dict) and description.get("system_name") != path.stem:
+                problems.append(
+                    Problem(
+                        rel,
+                        f"system_name {description.get('system_name')!r} differs from its file name {path.stem!r}",
+                    )
+                )
+            if not errors:
+                report.systems[(org, path.stem)] = description
+        for path in listing.below(results_dir) if listing.is_dir(results_dir) else []:
+            rel = _rel(root, path)
+            if listing.is_dir(path):
+                continue
+            why = _not_regular(listing, path)
+            if why:
+                if rel not in named:
+                    problems.append(Problem(rel, why))
                 continue
             parts = path.relative_to(results_dir).parts
             if path.suffix == MLLOG_SUFFIX:
-                if not path.with_suffix(RECORD_SUFFIX).exists():
+                if path.with_suffix(RECORD_SUFFIX) not in listing.modes:
                     problems.append(Problem(rel, "an MLLOG file without its record"))
                 continue
             if path.suffix != RECORD_SUFFIX or len(parts) != 3:
                 problems.append(Problem(rel, "not at results/<system>/<workload>/<run_id>.json"))
                 continue
-            checked = results.get(path)
-            if checked is None:
-                continue
-            if isinstance(checked, str):
-                problems.append(Problem(rel, checked))
-                continue
-            record, prepared = checked
-            system, workload, _ = parts
-            if record["workload"]["name"] != workload:
-                problems.append(
-                    Problem(rel, f"filed under workload {workload!r} but is a run of {record['workload']['name']!r}")
-                )
-            if record["run_id"] != path.stem:
-                problems.append(Problem(rel, f"file name {path.stem!r} is not the record's run id {record['run_id']}"))
-            if record["status"] != "success":
-                problems.append(
-                    Problem(
-                        rel, f"status is {record['status']!r}, not 'success': only successful runs may be submitted"
-                    )
-                )
-            if record["verification"]["status"] != "passed":
-                problems.append(
-                    Problem(
-                        rel,
-                        f"verification {record['verification']['status']}: only runs whose "
-                        f"verification passed may be submitted",
-                    )
-                )
-            if record["workload"]["category"] == "training":
-                mllog = path.with_suffix(MLLOG_SUFFIX)
-                if not mllog.is_file():
-                    problems.append(Problem(rel, "a training run needs its .mllog beside it"))
-                else:
-                    missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k not in _mllog_keys(mllog)]
-                    if missing:
-                        problems.append(Problem(_rel(root, mllog), f"MLLOG lacks required keys: {', '.join(missing)}"))
-            report.records.append(FiledRecord(org, system, path, rel, record, prepared))
+            result = checked.get(path)
+            if isinstance(result, str):
+                problems.append(Problem(rel, result))
+            elif result is not None:
+                _check_filed_record(report, listing, root, FiledRecord(org, parts[0], path, rel, *result))
 
     _check_across_records(report)
     if not report.records and not report.problems:
@@ -436,6 +513,45 @@ def check_tree(root: Path, progress: Callable[[int], None] | None = None) -> Tre
         )
     report.problems.sort(key=lambda p: (p.path, p.message))
     return report
+
+
+def _check_filed_record(report: TreeReport, listing: _Listing, root: Path, filed: FiledRecord) -> None:
+    """The checks of one readable, valid record that depend on where it is filed; it joins
+    the report."""
+    problems, record, rel, path = report.problems, filed.record, filed.relpath, filed.path
+    workload = path.parent.name
+    if record["workload"]["name"] != workload:
+        problems.append(
+            Problem(rel, f"filed under workload {workload!r} but is a run of {record['workload']['name']!r}")
+        )
+    if record["run_id"] != path.stem:
+        problems.append(Problem(rel, f"file name {path.stem!r} is not the record's run id {record['run_id']}"))
+    if record["status"] != "success":
+        problems.append(
+            Problem(rel, f"status is {record['status']!r}, not 'success': only successful runs may be submitted")
+        )
+    if record["verification"]["status"] != "passed":
+        problems.append(
+            Problem(
+                rel,
+                f"verification {record['verification']['status']}: only runs whose "
+                f"verification passed may be submitted",
+            )
+        )
+    if record["workload"]["category"] == "training":
+        mllog = path.with_suffix(MLLOG_SUFFIX)
+        if mllog not in listing.modes or not stat.S_ISREG(listing.modes[mllog]):
+            problems.append(Problem(rel, "a training run needs its .mllog beside it (a regular file)"))
+        else:
+            try:
+                found = _mllog_keys(mllog)
+            except RecordInvalid as exc:
+                problems.append(Problem(_rel(root, mllog), f"not readable: {exc}"))
+            else:
+                missing = [k for k in MLLOG_REQUIRED_TRAINING_KEYS if k not in found]
+                if missing:
+                    problems.append(Problem(_rel(root, mllog), f"MLLOG lacks required keys: {', '.join(missing)}"))
+    report.records.append(filed)
 
 
 def _check_across_records(report: TreeReport) -> None:
@@ -574,12 +690,17 @@ def submit_runs(
     org: str,
     system: str,
     records_dir: Path | None,
-    write_mllog: Callable[[dict, Path], None],
+    mllog_text: Callable[[dict], str],
     **description_options,
 ) -> list[Path]:
     """File ``records`` under ``root/org/results/system/...``; write the system file from the
     first record's fingerprint when there is none. A record file the runner wrote (found in
-    ``records_dir`` with the same hash) is copied byte for byte, with its MLLOG twin."""
+    ``records_dir`` with the same hash) is copied byte for byte, with its MLLOG twin.
+
+    Every path is checked before anything is written (:class:`TreeWriter`): a symlink, a
+    path that leaves the tree or a part that is not a plain name is a :class:`RegistryError`
+    and the tree is left as it was. Each file is written atomically.
+    """
     if not records:
         raise RegistryError("no runs to submit")
     for record in records:
@@ -588,9 +709,10 @@ def submit_runs(
                 f"run {record['run_id']} is {record['status']} with verification "
                 f"{record['verification']['status']}: only successful, verified runs are submitted"
             )
-    org_dir = Path(root) / org
-    system_file = org_dir / SYSTEMS_DIR / f"{system}.json"
-    if system_file.exists():
+    writer = TreeWriter(Path(root))
+    system_file = writer.path(org, SYSTEMS_DIR, f"{system}.json")
+    writes: list[tuple[Path, bytes]] = []
+    if os.path.lexists(system_file):
         _check_existing_system(system_file, description_options.get("price_per_hour"))
     else:
         description = system_description(records[0], org, system, **description_options)
@@ -599,32 +721,52 @@ def submit_runs(
             raise RegistryError(
                 f"the system description made from run {records[0]['run_id']} is invalid: " + "; ".join(errors)
             )
-        system_file.parent.mkdir(parents=True, exist_ok=True)
-        system_file.write_text(json.dumps(description, indent=2) + "\n")
+        writes.append((system_file, (json.dumps(description, indent=2) + "\n").encode("utf-8")))
     written = [system_file]
     for record in records:
-        dest = org_dir / RESULTS_DIR / system / record["workload"]["name"] / f"{record['run_id']}{RECORD_SUFFIX}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        folder = (org, RESULTS_DIR, system, record["workload"]["name"])
+        dest = writer.path(*folder, f"{record['run_id']}{RECORD_SUFFIX}")
+        mllog_dest = writer.path(*folder, f"{record['run_id']}{MLLOG_SUFFIX}")
         source = records_dir / f"{record['run_id']}{RECORD_SUFFIX}" if records_dir else None
-        if source is not None and source.is_file() and _same_record(source, record):
-            shutil.copyfile(source, dest)
-            if source.with_suffix(MLLOG_SUFFIX).is_file():
-                shutil.copyfile(source.with_suffix(MLLOG_SUFFIX), dest.with_suffix(MLLOG_SUFFIX))
-            else:
-                write_mllog(record, dest.with_suffix(MLLOG_SUFFIX))
+        copied = _runner_file(source, record) if source is not None else None
+        if copied is not None and source is not None:
+            twin = _regular_bytes(source.with_suffix(MLLOG_SUFFIX))
+            writes.append((dest, copied))
+            writes.append((mllog_dest, twin if twin is not None else mllog_text(record).encode("utf-8")))
         else:
-            dest.write_text(record_text(record))
-            write_mllog(record, dest.with_suffix(MLLOG_SUFFIX))
+            writes.append((dest, record_text(record).encode("utf-8")))
+            writes.append((mllog_dest, mllog_text(record).encode("utf-8")))
         written.append(dest)
+    for path, data in writes:
+        writer.write(path, data)
     return written
+
+
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of a regular file, or None where there is none (or it cannot be read)."""
+    try:
+        return read_regular(path, MAX_RECORD_BYTES)
+    except RecordInvalid:
+        return None
+
+
+def _runner_file(path: Path, record: dict) -> bytes | None:
+    """The bytes of the runner's file of ``record``, where it is there with the same hash."""
+    data = _regular_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data if json.loads(data).get("sha256") == record["sha256"] else None
+    except (ValueError, AttributeError, RecursionError):
+        return None  # not the runner's record: the registry's copy is filed instead
 
 
 def _check_existing_system(path: Path, price_per_hour: float | None) -> None:
     """Refuse to file runs under a system file that is invalid, or whose price differs from
     the one asked for (a price is changed in the file, never behind the submitter's back)."""
     try:
-        description = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        description = load_json_file(path, MAX_RECORD_BYTES, MAX_RECORD_DEPTH)
+    except RecordInvalid as exc:
         raise RegistryError(one_line(f"{path}: not readable JSON: {exc}")) from exc
     errors = validate_system(description)
     if errors:
@@ -643,10 +785,3 @@ def filed_cost(report: TreeReport, filed: FiledRecord) -> dict | None:
     return result_cost(
         r.get("cost"), description.get(PRICE_FIELD), r["metrics"], r["controls"]["device"], r["launch"]["world_size"]
     )
-
-
-def _same_record(path: Path, record: dict) -> bool:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("sha256") == record["sha256"]
-    except (OSError, ValueError):
-        return False

@@ -15,6 +15,11 @@ exports (``__all__``) and the public modules named here::
     from perfsuite.inputs import datasets, images, tensors   # data sets; batches of images or tensors
     from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
 
+For code that drives perfsuite (a notebook, a CI script): ``perfsuite.run(name, params=...,
+controls=...)`` runs a workload as ``perfsuite run`` does and returns its stored record;
+``perfsuite.load()`` returns the registry as a pandas DataFrame (``perfsuite.api`` says more).
+Both import what they need when called: ``import perfsuite`` stays light.
+
 The host behind it has one sub-package per wing: ``engine`` (running), ``measure`` (timing,
 statistics, NVML), ``crosscheck`` (the reference tools), ``analysis`` (compare, history,
 scores, tables), ``doctor`` (pre-flight), ``cli`` (the commands); and ``perfsuite.registry``,
@@ -36,7 +41,7 @@ from perfsuite.workload import Requirements, Workload, param
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite.context import RunContext
 
-__version__ = "0.1.0"
+from perfsuite.version import __version__
 
 __all__ = [
     "Case",
@@ -54,8 +59,26 @@ __all__ = [
     "fused_chain",
     "hookimpl",
     "inputs",
+    "load",
     "param",
+    "run",
 ]
+
+
+def run(name: str, params: Any = None, controls: Any = None, **options: Any) -> Any:
+    """Run a workload as ``perfsuite run NAME`` does; returns its stored record
+    (:class:`perfsuite.api.Record`). See :func:`perfsuite.api.run`."""
+    from perfsuite import api
+
+    return api.run(name, params, controls, **options)
+
+
+def load(db: str | None = None, **filters: Any) -> Any:
+    """The registry's results as a pandas DataFrame, one row per metric and case of each run.
+    See :func:`perfsuite.api.load`."""
+    from perfsuite import api
+
+    return api.load(db, **filters)
 
 
 def __getattr__(name: str) -> Any:

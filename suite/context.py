@@ -210,37 +210,39 @@ class RunContext:
         for label, samples in self.speedups.note(case.label, case.baseline, m.samples_s):
             self.add_metric(label, "speedup", "x", samples, higher_is_better=True, aggregate="min")
         if crosscheck.requested():  # the same callable timed by the reference tool, same process
-            # do_bench makes as many calls before its timed ones as the suite did (its warm-up
-            # and estimate): its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
-            warmup_calls = self.controls.warmup + ESTIMATE_CALLS
-
-            def again() -> tuple[list[float], dict | None]:  # the suite's loop as it ran, for the later rounds
-                r = self.time_fn(
-                    case.fn,
-                    label=case.label,
-                    l2_flush=case.l2_flush,
-                    graph=None if case.graph_safe else False,
-                    iterations=m.iterations,
-                )
-                return r.samples_s, r.throttle
-
-            self.details.setdefault("crosscheck", {})[case.label] = do_bench.versus_do_bench(
-                case.fn,
-                self.device,
-                m.samples_s,
-                m.wall_s,
-                settle=settle,
-                suite_settled=settled,
-                warmup_calls=warmup_calls,
-                suite_l2_flush=self.l2_flush(case.l2_flush),
-                suite_again=again,
-                n_rounds=crosscheck.rounds(),
-                sampler=self.gpu_sampler,
-                suite_nvml=m.throttle,
-            )
+            self.details.setdefault("crosscheck", {})[case.label] = self._versus_do_bench(case, m, settle, settled)
         if self.controls.profile is not None and self.rank == 0:
             self.profile_case(case.label, case.fn)
         return m
+
+    def _versus_do_bench(
+        self, case: Case, m: Measurement, settle: Callable[[], dict] | None, settled: dict | None
+    ) -> dict:
+        """``case`` timed by do_bench and by this loop in turns, timed alike
+        (``perfsuite.crosscheck.do_bench``): the suite's compared loops make ``m``'s number of
+        calls with L2 flushed between them as do_bench does; ``m`` itself is round 1's suite side
+        where it was timed that way."""
+        graph = None if case.graph_safe else False
+        recorded_flush = self.l2_flush(case.l2_flush)
+
+        def suite_loop() -> do_bench.SuiteLoop:
+            seen = settle() if settle is not None else None
+            r = self.time_fn(case.fn, label=case.label, l2_flush=True, graph=graph, iterations=m.iterations)
+            return do_bench.SuiteLoop(r.samples_s, r.wall_s, r.throttle, seen)
+
+        return do_bench.versus_do_bench(
+            case.fn,
+            self.device,
+            suite_loop,
+            first=do_bench.SuiteLoop(m.samples_s, m.wall_s, m.throttle, settled) if recorded_flush else None,
+            recorded_l2_flush=recorded_flush,
+            n_rounds=crosscheck.rounds(),
+            settle=settle,
+            sampler=self.gpu_sampler,
+            # do_bench makes as many calls before its timed ones as the suite did (its warm-up
+            # and estimate): its default 25 ms heated an fp8 burst into the power cap (0.876 on an H200)
+            warmup_calls=self.controls.warmup + ESTIMATE_CALLS,
+        )
 
     def profile_case(self, label: str, fn: Callable[[], Any]) -> None:
         """``--profile``: a few extra calls of ``fn`` captured after its timed loop (never

@@ -161,18 +161,30 @@ def progress_path(spec_path: str | Path, rank: int) -> Path:
     return Path(spec_path).parent / f"rank-{rank}.progress.json"
 
 
-def note_progress(phase: str) -> None:
-    """Record where this rank is (cheap: one small file write). Does nothing outside a
-    launched multi-rank run (no spec in the environment, or a world of one)."""
+def note_progress(phase: str, done: int | None = None, total: int | None = None) -> None:
+    """Record where this rank is: ``phase`` says what it is doing ("bf16", "1048576 B
+    in-place", "epoch 3", "Server"), ``done`` of ``total`` steps are behind it. Cheap (one small
+    file write): call it per case, size, scenario or epoch, not per timed call. The runner shows
+    rank 0's notes while the run goes on (with an ETA where ``total`` is given) and every
+    rank's after a timeout. Does nothing outside a launched run (no spec in the environment)."""
     spec = os.environ.get(SPEC_ENV)
-    rank, world, _ = rank_from_env()
-    if not spec or world == 1:
+    rank, _world, _ = rank_from_env()
+    if not spec:
         return
     path = progress_path(spec, rank)
+    note = {"rank": rank, "phase": phase, "time": time.time(), "done": done, "total": total}
     try:
-        write_atomic(path, json.dumps({"rank": rank, "phase": phase, "time": time.time()}))
+        write_atomic(path, json.dumps(note))
     except OSError as exc:  # a missing spec folder must not fail the measurement itself
         print(f"[rank {rank}] cannot write progress file {path}: {exc}", flush=True)
+
+
+def read_progress(spec_path: str | Path, rank: int = 0) -> dict | None:
+    """A rank's latest note (``phase``, ``done``, ``total``, ``time``), or None before its first."""
+    try:
+        return json.loads(progress_path(spec_path, rank).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # not written yet, or caught mid-replace: the next look sees it
 
 
 def read_rank_progress(spec_path: str | Path, now: float | None = None) -> list[str]:

@@ -40,3 +40,17 @@ def perfsuite_collect_environment(env):
     ``env["packages"]`` (name -> version) or a key named after your plugin. Never remove
     or rewrite what is already there.
     """
+
+
+@hookspec
+def perfsuite_record_stored(record, registry_url):
+    """Called by the runner once for each run record it has stored in the registry, right after
+    the commit (``perfsuite run``, ``crosscheck``, ``perfsuite.run``; not for records that
+    ``perfsuite import`` loads).
+
+    ``record`` is the validated record (a dict as its JSON file holds it; your own copy, so
+    changing it changes nothing stored); ``registry_url`` is the registry's URL with any password
+    hidden. Send the record on to a sink: a JSONL file, W&B, MLflow, a Prometheus push gateway.
+    A hook that raises is reported as a warning on stderr and in ``perfsuite plugins``; the
+    record stays stored and the run goes on.
+    """

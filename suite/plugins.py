@@ -7,7 +7,9 @@ Every call into plugin code goes through one policy (:meth:`Host.call_each` for 
 shown by ``perfsuite plugins``, ``list`` and on stderr, and the other plugins go on.
 
 A workload name registered by two plugins is disabled, with a warning naming both; the
-rest of the catalogue keeps working.
+rest of the catalogue keeps working. A built-in's name is not a third party's to take: a
+plugin registering it is the one disabled, with a warning naming both, and the built-in
+keeps working.
 """
 
 from __future__ import annotations
@@ -119,10 +121,12 @@ class Host:
         self.plugins: dict[str, PluginInfo] = {}
         self.workloads: dict[str, WorkloadEntry] = {}
         self.conflicts: dict[str, list[str]] = {}  # workload name -> the plugins that all registered it
+        # workload name -> (the built-in plugin that keeps it, the third-party plugins refused it)
+        self.shadowed: dict[str, tuple[str, list[str]]] = {}
 
     # -- loading --------------------------------------------------------------------------
     def load_builtins(self) -> None:
-        from perfsuite import __version__
+        from perfsuite.version import __version__
 
         for modname in DEFAULT_PLUGINS:
             info = PluginInfo(modname, "perfsuite", __version__, builtin=True)
@@ -193,6 +197,14 @@ class Host:
             for cls in classes:
                 by_name.setdefault(cls.name, []).append((cls, self.plugins[plugin]))
         for name, claims in by_name.items():
+            builtins = [(cls, info) for cls, info in claims if info.builtin]
+            if len(builtins) == 1 and len(claims) > 1:  # a third party cannot take a built-in's name
+                others = list(dict.fromkeys(info.name for _, info in claims if not info.builtin))
+                for _, info in claims:
+                    if not info.builtin and name not in info.disabled:
+                        info.disabled.append(name)
+                self.shadowed[name] = (builtins[0][1].name, others)
+                claims = builtins
             owners = list(dict.fromkeys(info.name for _, info in claims))
             if len(claims) > 1:
                 self.conflicts[name] = owners
@@ -219,6 +231,11 @@ class Host:
         """One line per problem a user should hear about: failed plugins, disabled names."""
         lines = [f"plugin {p.name} failed: {p.error}" for p in self.errors()]
         lines += [f"workload {name!r} disabled: {conflict_text(owners)}" for name, owners in self.conflicts.items()]
+        lines += [
+            f"workload {name!r} of plugin {', '.join(repr(o) for o in others)} disabled: the name belongs to the "
+            f"built-in plugin {builtin!r}, which keeps it"
+            for name, (builtin, others) in self.shadowed.items()
+        ]
         return lines
 
 

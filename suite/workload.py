@@ -54,6 +54,10 @@ class Requirements:
     min_world_size: int = 1
     max_world_size: int | None = None  # 1: one process that drives its devices itself
     packages: tuple[str, ...] = ()  # importable module names, e.g. "triton", "nvidia.dali"
+    # True: a run on one node gets one rank per GPU visible (two gloo ranks on the CPU) unless
+    # --nproc-per-node says otherwise, as nccl-tests -g takes the GPUs it is given (the collectives);
+    # False: one process (perfsuite.engine.launcher.default_nproc_per_node decides).
+    rank_per_gpu: bool = False
 
 
 class Workload:
@@ -104,8 +108,13 @@ class Workload:
         raise NotImplementedError(f"{type(self).__name__} must implement cases() or execute()")
 
     def execute(self, ctx: "RunContext") -> None:
-        """Time every case, then verify it. Drivers override this."""
-        for case in self.cases(ctx):
+        """Time every case, then verify it. Drivers override this (and note their own progress
+        with ``perfsuite.distributed.note_progress``)."""
+        from perfsuite.distributed import note_progress
+
+        cases = self.cases(ctx)
+        for done, case in enumerate(cases):
+            note_progress(case.label, done, len(cases))
             ctx.measure(case)
             ctx.verify(case)
 

@@ -20,7 +20,7 @@ _CHILD = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from factories import make_record
-from registry import open_registry
+from perfsuite.registry import open_registry
 
 url, tag, count, go = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 open(go + "." + tag + ".ready", "w").close()
@@ -42,7 +42,7 @@ print(json.dumps(outcomes))
 _OPENER = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from registry import open_registry
+from perfsuite.registry import open_registry
 
 workdir, tag, rounds = sys.argv[2], sys.argv[3], int(sys.argv[4])
 errors = []

@@ -175,7 +175,7 @@ def test_import_conflicting_with_a_stored_run_stores_nothing(cli_fast, tmp_path)
         (b'{"run_id": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at offset 15)"),
         (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply to parse"),
         (b"[" * 200 + b"]" * 200, "nests objects or arrays more than 64 deep"),
-        (b"1" * 5000, "not JSON: Exceeds the limit"),
+        (b"1" * 5000, "not JSON: an integer of 5,000 digits (at most 40)"),
         (b'"\\ud800"', "a run record must be a JSON object"),
         (b"", "not JSON: Expecting value"),
     ],

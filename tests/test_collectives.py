@@ -25,6 +25,16 @@ NAMES = [c.name for c in COLLECTIVES]
 # nccl-tests' factors, by hand: all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall
 # (n-1)/n; broadcast, reduce, sendrecv 1.
 HAND_FACTOR = {
+    # one rank, as nccl-tests -g 1 prints it: nothing crosses a bus
+    1: {
+        "all_reduce": 0.0,
+        "all_gather": 0.0,
+        "reduce_scatter": 0.0,
+        "all_to_all": 0.0,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+        "send_recv": 1.0,
+    },
     2: {
         "all_reduce": 1.0,
         "all_gather": 0.5,
@@ -85,7 +95,7 @@ def params(**kw):
 
 
 # -- nccl-tests' definitions, no processes --------------------------------------------------------
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
 def test_bus_factors_are_nccl_tests(n):
     for name, op in OPS.items():
         assert op.bus_factor(n) == pytest.approx(HAND_FACTOR[n][name], rel=1e-15), name
@@ -219,6 +229,65 @@ def test_table_reads_like_nccl_tests():
     assert _report.render_table({"details": {}}) is None
 
 
+# -- the launch decision: ranks from the GPUs visible -----------------------------------------------
+def _quick_suite_launches(monkeypatch, gpus: int, device: str | None, visible: str | None) -> dict[str, tuple]:
+    """{workload: (device, ranks per node, why it cannot start or None)} of the quick suite as
+    ``perfsuite run --quick`` plans it on a node where NVML counts ``gpus`` GPUs and
+    ``CUDA_VISIBLE_DEVICES`` is ``visible``."""
+    from perfsuite.cli.run import build_requests
+    from perfsuite.engine.runner import static_unmet
+    from perfsuite.measure import nvml
+    from perfsuite.plugins import get_host
+
+    monkeypatch.setattr(nvml, "device_count", lambda: gpus)  # this machine has no GPU to count
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    requests = build_requests(get_host(), (), (), {"quick": True, "device": device})
+    return {r.entry.name: (r.controls.device, r.launch.nproc_per_node, static_unmet(r)) for r in requests}
+
+
+@pytest.mark.parametrize(("gpus", "visible", "ranks"), [(1, None, 1), (8, "0,1", 2), (8, None, 8)])
+def test_a_gpu_quick_suite_gives_collectives_a_rank_per_gpu_visible_and_never_two_on_one(
+    monkeypatch, gpus, visible, ranks
+):
+    plan = _quick_suite_launches(monkeypatch, gpus, "cuda", visible)
+    for name in NAMES:
+        assert plan[name][:2] == ("cuda", ranks), name
+        assert plan[name][2] is None or "world size" not in plan[name][2], name
+    others = {name: nproc for name, (_, nproc, _) in plan.items() if name not in NAMES}
+    assert others and set(others.values()) == {1}  # kernels, training, inference, the copy ceilings: one process
+
+
+def test_with_cuda_visible_devices_empty_the_quick_suite_runs_on_the_cpu_with_two_gloo_ranks(monkeypatch):
+    plan = _quick_suite_launches(monkeypatch, 8, None, "")
+    assert {device for device, _, _ in plan.values()} == {"cpu"}
+    assert {plan[name][1] for name in NAMES} == {2}
+    assert not [name for name, (_, _, why) in plan.items() if why and "world size" in why]
+
+
+def test_a_workload_that_needs_more_ranks_than_gpus_visible_is_skipped_with_the_reason():
+    from perfsuite import Requirements
+    from perfsuite.engine.launcher import default_nproc_per_node
+
+    pair = Requirements(min_world_size=2)
+    assert default_nproc_per_node(pair, "cuda", 1) == 1  # not two ranks on one GPU: NCCL refuses that
+    assert default_nproc_per_node(pair, "cuda", 4) == 2
+    assert default_nproc_per_node(pair, "cpu", 0) == 2
+
+
+@pytest.mark.parametrize(
+    ("visible", "seen"),
+    [(None, 4), ("", 0), ("0", 1), ("2,3", 2), ("1,7,2", 1), ("1,-1,2", 1), ("GPU-8a1b,GPU-77c0", 2)],
+)
+def test_gpus_visible_reads_cuda_visible_devices_as_cuda_does(visible, seen):
+    from perfsuite.engine.launcher import gpus_visible
+
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert gpus_visible(env, count=4) == seen
+
+
 # -- real gloo runs through the CLI and torchrun ---------------------------------------------------
 def _records(env):
     proc = run_cli(env, "results", "--json", "--limit", "100", check=True)
@@ -295,6 +364,33 @@ def test_every_collective_runs_with_gloo_through_torchrun(cli, perfsuite_env, wo
     # perfsuite show prints the nccl-tests table of a stored record
     shown = run_cli(perfsuite_env, "show", records[0]["run_id"], check=True).stdout
     assert "busbw (GB/s)" in shown and "#wrong" in shown and "Avg bus bandwidth" in shown
+
+
+def test_at_world_size_one_a_collective_runs_as_nccl_tests_with_one_gpu_or_says_why_not(cli, perfsuite_env):
+    """One GPU visible gives one rank: the sweep runs on a group of one rank, as nccl-tests -g 1
+    (bus factor 0 for all_reduce, 1 for broadcast); gloo cannot send to its own rank, so the
+    one-rank ring of send_recv is skipped with the reason on the CPU, never failed."""
+    records, proc = _run_json(
+        cli,
+        "collectives.all_reduce",
+        "collectives.send_recv",
+        "--quick",
+        "--nproc-per-node",
+        "1",
+        "--param",
+        "max_bytes=1K",
+        "--param",
+        "iters=3",
+    )
+    assert proc.returncode == 0, proc.stderr
+    by = {r["workload"]["name"]: r for r in records}
+    ar = by["collectives.all_reduce"]
+    assert (ar["status"], ar["launch"]["world_size"], ar["launch"]["launcher"]) == ("success", 1, "local"), ar["error"]
+    d = ar["details"]
+    assert (d["world_size"], d["backend"], d["busbw_factor"], d["wrong_total"]) == (1, "gloo", 0.0, 0)
+    assert all(row["ip"]["busbw_gbps"] == 0.0 and row["ip"]["algbw_gbps"] > 0 for row in d["rows"])
+    sr = by["collectives.send_recv"]
+    assert sr["status"] == "skipped" and "gloo cannot" in sr["error"] and "--nproc-per-node 2" in sr["error"]
 
 
 def test_the_correctness_count_catches_an_injected_wrong_element(cli, perfsuite_env):
@@ -489,6 +585,23 @@ def _gpus() -> int:
     except ImportError:
         return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() < 1, reason="needs a CUDA GPU")
+def test_on_one_gpu_every_collective_runs_at_world_size_one_with_nccl(cli, perfsuite_env):
+    """The one-GPU machine's quick suite: no rank shares a GPU, every collective runs on a group
+    of one rank as nccl-tests -g 1 does (send_recv sends to itself), and the peer copy, which
+    needs two GPUs, is skipped with the reason."""
+    perfsuite_env["CUDA_VISIBLE_DEVICES"] = "0"
+    proc = cli("run", *NAMES, "collectives.copy_bandwidth", "--quick", "--device", "cuda", "--json", timeout=900)
+    by = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
+    for name in NAMES:
+        r = by[name]
+        assert (r["status"], r["launch"]["world_size"], r["details"]["backend"]) == ("success", 1, "nccl"), r["error"]
+        assert r["verification"]["status"] == "passed" and r["details"]["wrong_total"] == 0
+    copy = by["collectives.copy_bandwidth"]
+    assert copy["status"] == "skipped" and "needs 2 GPUs" in copy["error"]
 
 
 @pytest.mark.gpu

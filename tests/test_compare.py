@@ -16,7 +16,7 @@ from perfsuite.measure import stats
 SLEEP_PLUGIN = '''
 import os, time
 from dataclasses import dataclass
-from suite import Case, Work, Workload, hookimpl, param
+from perfsuite import Case, Work, Workload, hookimpl, param
 
 @dataclass(frozen=True)
 class SleepParams:

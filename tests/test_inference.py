@@ -51,6 +51,38 @@ def test_summary_server_tokens_early_stopping_not_met():
     assert s.parameters["ttft_latency (ns)"] == "500000000"
 
 
+def test_an_invalid_singlestream_names_the_query_count_early_stopping_needs():
+    """Captured from LoadGen 6.0.17: classifier SingleStream with min_query_count=32 and
+    min_duration_ms=100 on the CPU, INVALID because early stopping needs 64 queries at p90."""
+    s = _summary("classifier-SingleStream-performance-early-stopping.txt")
+    assert not s.valid and s.invalid_reasons == ["Early stopping not satisfied"]
+    assert s.next_steps() == [
+        "early stopping needs at least 64 queries and this run processed 32: min_query_count=64 or more"
+    ]
+    assert s.to_dict()["next_steps"] == s.next_steps()
+
+
+def test_each_invalid_summary_says_what_would_make_it_valid_and_a_valid_one_nothing():
+    server = _summary("generate-Server-performance.txt")  # TTFT early stopping: 64 run, 78 more needed
+    assert server.next_steps() == [
+        "early stopping (TTFT) needs at least 142 queries, every one after the first 64 under the latency "
+        "bound: min_query_count=142 or more, or a lower target_qps"
+    ]
+    offline = _summary("classifier-Offline-performance.txt")
+    assert offline.next_steps() == [
+        "LoadGen ran out of queries before min_duration_ms=1000: increase expected QPS so the loadgen "
+        "pre-generates a larger (coalesced) query."
+    ]
+    # the same Server run, had its TTFT bound been 400 ms: its p99 (655.4 ms) is over it
+    text = (FIXTURES / "generate-Server-performance.txt").read_text()
+    text = text.replace("Performance constraints satisfied : Yes", "Performance constraints satisfied : NO")
+    text = text.replace("ttft_latency (ns): 500000000", "ttft_latency (ns): 400000000")
+    assert parse_summary(text).next_steps()[-1] == (
+        "time to first token p99 655.4 ms is over its bound 400 ms: lower target_qps (now 40)"
+    )
+    assert _summary("generate-SingleStream-performance-retry1.txt").next_steps() == []
+
+
 def test_summary_singlestream_tokens_valid_with_estimates():
     s = _summary("generate-SingleStream-performance-retry1.txt")
     assert s.valid and s.invalid_reasons == []
@@ -94,6 +126,7 @@ def test_show_table_has_a_row_per_scenario_with_the_reasons_as_plain_text():
     text = console.export_text()
     assert text.index("Server") < text.index("Offline")  # LoadGen's scenario order
     assert "INVALID: Early stopping not satisfied" in text and "[bold]not markup[/bold]" in text
+    assert "next step: early stopping (TTFT) needs at least 142 queries" in text
     assert "655.39" in text and "0.950 (>= 0.9)" in text and "24" in text
     assert Classifier.render_details({"details": {}}) is None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -294,3 +295,19 @@ def test_without_torch_the_torch_workloads_are_listed_unavailable_with_the_reaso
         assert row["available"] is False, name
         if name not in ("collectives.copy_bandwidth", "data.host_to_device"):  # these say first: needs a GPU
             assert row["reason"] == "needs the Python package 'torch', which is not installed", (name, row)
+
+
+def test_nothing_imports_the_source_folders_by_their_folder_names():
+    """``suite``, ``registry``, ``schemas`` and ``workloads`` are folders, not packages: code
+    (tests' subprocess snippets included) that imports them by those names works only from the
+    repository root and never for an installed perfsuite. An old commit's code, imported on
+    purpose, says so on its line ("not perfsuite.")."""
+    folder_import = re.compile(r"^\s*(from|import) (suite|registry|schemas|workloads)\b")
+    offenders = [
+        f"{path.relative_to(REPO)}: {line.strip()}"
+        for path in sorted(REPO.glob("**/*.py"))
+        if not {".venv", "build", "site"} & set(path.relative_to(REPO).parts)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if folder_import.match(line) and "not perfsuite." not in line
+    ]
+    assert offenders == []

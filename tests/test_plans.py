@@ -5,6 +5,7 @@ a bad plan is one line naming its file and entry, before anything runs."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -88,3 +89,13 @@ def test_plans_lists_the_shipped_plans_and_shows_one(cli):
     listed = json.loads(cli("plans", "--json", check=True).stdout)
     assert {p["name"] for p in listed} == set(shipped())
     assert cli("plans", "--show", "quick", check=True).stdout.startswith('name = "quick"')
+
+
+def test_every_gpu_plan_bounds_each_run_within_a_ten_minute_call_and_states_its_gpu_time():
+    """The GPU plans are what a lent machine runs in commands of at most 10 minutes: each run has
+    a timeout below that, and each plan says how long it takes on the GPU."""
+    for name in ("gpu-one", "gpu-quick", "gpu-training", "crosschecks"):
+        plan = load(name, lambda option, value: value)
+        assert re.search(r"about [\d.]+ minutes", plan.description), name
+        for run in plan.runs:
+            assert run.options["device"] == "cuda" and 0 < run.options["timeout_s"] < 600, (name, run.label)

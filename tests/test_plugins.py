@@ -8,7 +8,7 @@ import json
 
 GOOD = """
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, Check, param
+from perfsuite import hookimpl, Workload, Case, Work, Check, param
 
 @dataclass(frozen=True)
 class P:
@@ -80,7 +80,7 @@ def test_plugin_whose_registration_raises_is_reported(cli, add_plugin):
     add_plugin(
         "badreg",
         """
-from suite import hookimpl
+from perfsuite import hookimpl
 @hookimpl
 def perfsuite_register_workloads(register):
     register(object)
@@ -130,7 +130,7 @@ def test_a_plugin_calling_sys_exit_at_import_is_reported_and_others_work(cli, ad
 
 RAISING_COMMAND_HOOK = """
 import sys
-from suite import hookimpl
+from perfsuite import hookimpl
 
 @hookimpl
 def perfsuite_register_commands(cli):
@@ -181,3 +181,18 @@ def test_builtin_plugins_listed_and_help_does_not_import_torch(perfsuite_env):
     proc = subprocess.run([sys.executable, "-c", code], env=perfsuite_env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "workloads.kernels" in proc.stdout
+
+
+def test_a_plugin_cannot_disable_a_builtin_by_taking_its_name(cli, add_plugin):
+    add_plugin("intruder", GOOD.replace('"demo.sum"', '"kernels.memory"'))
+    listing = cli("list", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stderr.strip() == (
+        "Warning: workload 'kernels.memory' of plugin 'intruder' disabled: the name belongs to the built-in "
+        "plugin 'perfsuite.workloads.kernels', which keeps it"
+    )
+    memory = next(r for r in json.loads(listing.stdout) if r["name"] == "kernels.memory")
+    assert memory["plugin"]["name"] == "perfsuite.workloads.kernels" and memory["available"] is True
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json", check=True).stdout)}
+    assert plugins["intruder"]["disabled"] == ["kernels.memory"] and plugins["intruder"]["workloads"] == []
+    assert plugins["perfsuite.workloads.kernels"]["disabled"] == []

@@ -146,8 +146,8 @@ def test_results_flag_a_power_capped_run_on_postgres(reg):
     console = Console(record=True, width=250)
     console.print(runs_table(list(rows.values())))
     lines = console.export_text().splitlines()
-    assert "power-capped (SM 1,455-1,980 MHz)" in next(ln for ln in lines if capped["run_id"][:12] in ln)
-    assert "power-capped" not in next(ln for ln in lines if cool["run_id"][:12] in ln)
+    assert "power-capped" in next(ln for ln in lines if capped["run_id"][:8] in ln)
+    assert "power-capped" not in next(ln for ln in lines if cool["run_id"][:8] in ln)
 
 
 def test_four_processes_storing_at_once_into_a_fresh_database_lose_nothing(tmp_path, pg_url):

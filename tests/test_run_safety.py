@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from safety_support import leftovers
 
 from tests.conftest import run_cli
 
@@ -22,7 +23,7 @@ PLUGIN = '''
 import os, time
 from dataclasses import dataclass
 from pathlib import Path
-from suite import hookimpl, Workload, Case, Work, Check, Requirements, param
+from perfsuite import hookimpl, Workload, Case, Work, Check, Requirements, param
 
 @dataclass(frozen=True)
 class P:
@@ -90,6 +91,8 @@ START_DEADLINE_S = 120.0
 def safety(add_plugin, perfsuite_env, tmp_path):
     add_plugin("safety", PLUGIN)
     perfsuite_env["SAFETY_MARKER"] = str(tmp_path / "marker")
+    (tmp_path / "tmp").mkdir()
+    perfsuite_env["TMPDIR"] = str(tmp_path / "tmp")  # where the run's folder and torchrun's go
     return perfsuite_env
 
 
@@ -143,11 +146,13 @@ def _start_hanging(env: dict, tmp_path: Path, *args: str, ranks: int = 1) -> tup
 
 
 def _assert_all_gone(env: dict, workdir: Path) -> None:
+    """No process of the run, and no temporary folder: its own, torchrun's (torchelastic_*)."""
     deadline = time.monotonic() + KILL_DEADLINE_S
-    while (_ours(env) or workdir.exists()) and time.monotonic() < deadline:
+    while (_ours(env) or workdir.exists() or leftovers(Path(env["TMPDIR"]))) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = [" ".join(p.cmdline()[:6]) for p in _ours(env)]
     assert left == [] and not workdir.exists(), (left, workdir.exists())
+    assert leftovers(Path(env["TMPDIR"])) == []
 
 
 @pytest.mark.parametrize("workload, ranks", [("safety.hang", 1), ("safety.hang_pair", 2)])
@@ -278,7 +283,7 @@ def stoppable_pg():
 PG_STOPPER = '''
 import json, os, subprocess
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, param
+from perfsuite import hookimpl, Workload, Case, Work, param
 
 @dataclass(frozen=True)
 class P:

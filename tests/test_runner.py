@@ -15,7 +15,7 @@ from tests.conftest import run_cli
 MISBEHAVING = """
 import os, signal, time
 from dataclasses import dataclass
-from suite import hookimpl, Workload, Case, Work, Check, param
+from perfsuite import hookimpl, Workload, Case, Work, Check, param
 
 @dataclass(frozen=True)
 class P:

@@ -35,7 +35,7 @@ from perfsuite.workloads.inference._serving_prompts import WORDS, Lengths, synth
 from perfsuite.workloads.inference._serving_sweep import find_peak
 from perfsuite.workloads.inference.serving import Serving
 
-pytest.importorskip("aiohttp")
+pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
 
 
@@ -172,9 +172,14 @@ def test_parameters_are_refused_before_anything_runs():
 
 # -- real servers ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def null_url():
-    with null_server() as url:
-        yield url
+def null():
+    with null_server() as server:
+        yield server
+
+
+@pytest.fixture
+def null_url(null):
+    return null.url
 
 
 def test_the_client_streams_from_the_null_server_in_one_process_and_in_two(null_url):
@@ -190,7 +195,7 @@ def test_the_client_streams_from_the_null_server_in_one_process_and_in_two(null_
         rows = pool.run(Job(endpoint, Timeouts(), bodies, list(range(40)), arrival_offsets_s(40, 200.0, 1.0, 0), 1))
     assert sorted(r.index for r in rows) == list(range(40)) and all(r.ok for r in rows)
     assert all(r.sent_ns >= r.scheduled_ns for r in rows)  # never early
-    # every process waits for its start: a process still importing aiohttp left 1.4 s late
+    # every process waits for its start: a process still importing the client left 1.4 s late
     assert statistics.median(r.sent_ns - r.scheduled_ns for r in rows) < 0.5e9
 
 
@@ -207,9 +212,9 @@ def test_a_bad_server_makes_the_run_invalid_with_each_reason_counted_and_never_h
         "--truncate-every",
         "13",
     )
-    with null_server(extra=faults) as url:
+    with null_server(extra=faults) as server:
         params = dict(
-            url=url,
+            url=server.url,
             model="null",
             scenarios="Server",
             target_qps=20.0,
@@ -455,17 +460,50 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
     assert parse_aiperf(tmp_path / "aiperf-1") == out
 
 
+def test_a_rate_beyond_the_clients_measured_capacity_is_flagged_and_the_record_states_the_capacity(null):
+    params = dict(
+        url=null.url,
+        model="null",
+        scenarios="Server",
+        target_qps=30_000.0,  # above what one client process streams on any core (~0.1 ms of CPU a request)
+        min_duration_ms=100,
+        min_query_count=50,
+        rates="50,100000",
+        sweep_requests=100,
+        output_tokens=16,
+        warmup_requests=2,
+    )
+    ctx = run_in_process(Serving, params, quick=False)
+    cap = ctx.details["serving"]["client"]["capacity"]
+    assert 50 < cap["requests_per_s"] < 30_000 and cap["failed"] == 0 and cap["chunks_per_request"] == 16
+    assert cap["client_cpu_ms_per_request"] > 0 and cap["server_cpu_ms_per_request"] > 0
+    assert cap["machine"]["cores"] == os.cpu_count() and cap["idle_ttft_p50_ms"] > 0
+    slow, fast = ctx.details["serving"]["rate_sweep"]["steps"]
+    assert not any("capacity" in why for why in slow["invalid_reasons"])
+    flag = f"the offered rate 100000/s exceeds the client's measured capacity {cap['requests_per_s']:.0f}/s"
+    assert not fast["valid"] and flag in fast["invalid_reasons"]
+    server = ctx.details["serving"]["loadgen"]["scenarios"]["Server"]["performance"]
+    assert not server["valid"] and any("exceeds the client's measured capacity" in r for r in server["invalid_reasons"])
+
+
 @pytest.mark.perf
-def test_client_capacity_against_the_null_server_prints_its_figures(null_url):
-    from perfsuite.workloads.inference._serving_capacity import measure
+def test_client_capacity_against_the_null_server_prints_its_figures(null):
+    from perfsuite.workloads.inference._serving_capacity import OPEN_LOOP_RPS, measure, open_loop
 
     with ClientPool(1) as pool:
-        cap = measure(pool, null_url, seconds=1.0)
+        cap = measure(pool, null, seconds=1.0)
+        step = open_loop(pool, null, OPEN_LOOP_RPS, seconds=1.0)
     print(
-        f"\nclient capacity (1 process, {cap['chunks_per_request']} chunks): {cap['requests_per_s']:.0f} "
-        f"streamed requests/s; idle TTFT p50 {cap['idle_ttft_p50_ms']:.3f} ms (load {os.getloadavg()[0]:.1f})"
+        f"\nclient capacity (1 process, {cap['chunks_per_request']} chunks): {cap['requests_per_s']:.0f} streamed "
+        f"requests/s closed loop, {cap['client_cpu_ms_per_request']:.3f} ms client CPU and "
+        f"{cap['server_cpu_ms_per_request']:.3f} ms server CPU a request; idle TTFT p50 "
+        f"{cap['idle_ttft_p50_ms']:.3f} ms; open loop {OPEN_LOOP_RPS:g}/s: {step['achieved_rps']:.0f}/s, TTFT p50 "
+        f"{step['ttft_p50_ms']:.3f} p99 {step['ttft_p99_ms']:.3f} ms, send lag p99 {step['send_lag_p99_ms']:.1f} ms "
+        f"(load {cap['machine']['load_1m']:.1f}, other processes {cap['machine']['other_busy_cores']:.2f} cores busy)"
     )
-    assert cap["failed"] == 0 and cap["requests_per_s"] > 0
+    assert cap["failed"] == 0 and step["failed"] == 0 and cap["requests_per_s"] > 0
+    assert cap["client_cpu_ms_per_request"] > 0 and cap["server_cpu_ms_per_request"] > 0
+    assert step["requests"] == int(OPEN_LOOP_RPS)
 
 
 if __name__ == "__main__":  # pragma: no cover

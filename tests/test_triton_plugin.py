@@ -177,7 +177,7 @@ print(json.dumps(res))
 
 WORKLOAD_RUNS = """
 import json, torch
-from suite import params as params_mod
+from perfsuite.engine import params as params_mod
 from perfsuite.context import RunContext
 from perfsuite.controls import Controls, apply_seeds
 import perfsuite_triton.plugin as plugin

@@ -26,9 +26,9 @@ def ceiling_cell(metric: dict, long: bool = False) -> str:
         return ""
     if roof.get("fraction") is None:
         return (roof.get("reason") or "") if long else ""
-    run = (roof.get("ceiling_run_id") or "")[:8]
+    run = roof.get("ceiling_run_id") or ""  # whole: a table cannot know which prefix is unique
     if understated(metric):
-        return f"ceiling understated: above {roof['resource']} of run {run}; redo {CEILINGS_WORKLOAD} (run {run})"
+        return f"ceiling understated: above {roof['resource']} of run {run}; redo {CEILINGS_WORKLOAD}"
     pct = f"{roof['fraction'] * 100:.1f}%"
     if long:
         unit = roof.get("ceiling_unit") or ""
@@ -73,7 +73,7 @@ def throttle_cell(record: dict, case: str) -> str:
 def throttle_summary_cell(summary: dict | None) -> str:
     """:func:`throttle_cell` of one NVML summary (what the registry's run summaries carry)."""
     flag = throttle_flag(summary)
-    if not flag:
+    if not flag or summary is None:
         return ""
     lo, hi = summary.get("sm_clock_mhz_min"), summary.get("sm_clock_mhz_max")
     return f"{flag} (SM {_num(lo)}-{_num(hi)} MHz)" if lo is not None else flag

@@ -1,37 +1,50 @@
-"""Rich tables for records: the summary after a run, the results listing, and ``show``.
+"""The tables of records: the summary after a run, ``perfsuite results``, ``perfsuite show``.
 
-Every value taken from a record goes through :func:`perfsuite.text.plain` (via :func:`add_row`):
-error text and labels are data, never markup or terminal control.
+Each is declared as columns and rows of plain text (:mod:`perfsuite.analysis.layout` fits them
+to the terminal: empty columns left out, names and run ids never cut, prose wrapped between
+words) with figures in scaled units (:mod:`perfsuite.analysis.units`). Run ids are shown as
+their shortest unique prefix (:func:`id_prefixes`), at least eight digits, as git shows commits.
+Every value from a record is data, never markup (:func:`perfsuite.text.plain`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from perfsuite.analysis import figures
-from perfsuite.schemas.headline import case_headline
+from perfsuite.analysis.layout import Column, FittedTable, refit
+from perfsuite.analysis.units import interval, number, parts, quantity, scale_for
+from perfsuite.schemas.headline import headline_rows
+from perfsuite.schemas.regime import POWER_CAPPED, UNOBSERVED, case_regime
 from perfsuite.text import plain
 
-
-def fmt(v: float | None) -> str:
-    if v is None:
-        return ""
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    if a >= 0.01:
-        return f"{v:.3f}"
-    return f"{v:.3g}"
+MIN_ID = 8  # run ids are shown at least this long, longer where another id shares the prefix
 
 
-def add_row(table: Table, *cells: Any) -> None:
-    """A table row of plain text: record values are never read as markup."""
-    table.add_row(*(plain(c) for c in cells))
+def id_prefixes(ids: Iterable[str], others: Iterable[str] = (), min_len: int = MIN_ID) -> dict[str, str]:
+    """Each id -> its shortest prefix (at least ``min_len``) that no other id of ``ids`` or
+    ``others`` starts with: what ``perfsuite show PREFIX`` finds unambiguously."""
+    wanted = list(dict.fromkeys(ids))
+    every = sorted(set(wanted) | set(others))
+    out = {}
+    for run_id in wanted:
+        n = min_len
+        for other in every:
+            if other == run_id:
+                continue
+            common = next((k for k, (a, b) in enumerate(zip(run_id, other, strict=False)) if a != b), None)
+            if common is None:  # one is a prefix of the other: the whole id
+                common = min(len(run_id), len(other))
+            n = max(n, common + 1)
+        out[run_id] = run_id[: min(n, len(run_id))]
+    return out
+
+
+def _ids(records_or_rows: Iterable[Mapping], ids: Mapping[str, str] | None) -> Mapping[str, str]:
+    return ids if ids is not None else id_prefixes(r["run_id"] for r in records_or_rows)
 
 
 def _cases(metrics: list[dict]) -> list[str]:
@@ -56,90 +69,290 @@ def _vs_baseline(record: dict, case: str) -> str:
     return f"{m['value']:.2f}x {baseline}" if m else ""
 
 
-def results_table(records: list[dict]) -> Table:
-    t = Table(title="results")
-    for col, just in (
-        ("workload", "left"),
-        ("case", "left"),
-        ("value", "right"),
-        ("unit", "left"),
-        ("95% CI", "right"),
-        ("time ms", "right"),
-        ("% of ceiling", "right"),
-        ("% of spec", "right"),
-        ("throttled", "left"),
-        ("vs baseline", "right"),
-        ("verified", "left"),
-        ("status", "left"),
-        ("run", "left"),
-    ):
-        # names and ids are never cut short; long errors fold instead
-        t.add_column(col, justify=just, no_wrap=col in ("workload", "case", "run"), overflow="fold")
+def status_cell(status: str, verification: str) -> str:
+    """A run's (or a case's) outcome in one word: ``passed`` (succeeded and its output verified),
+    ``unverified`` (succeeded, nothing checked its output), else its status: failed, invalid
+    (its verification failed), skipped, timeout, aborted. The error is a column of its own."""
+    if status != "success":
+        return status
+    if verification.lower() == "failed":
+        return "invalid"
+    return "passed" if verification == "passed" else "unverified"
+
+
+def size_text(size: int) -> str:
+    """A message size as people say it: ``8 B``, ``64 KiB``, ``1 GiB`` (exact powers of two), else bytes."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def summary_rows(record: dict) -> list[dict]:
+    """The record's headline rows (:func:`perfsuite.schemas.headline.headline_rows`), a sweep's
+    folded to its largest size per mode (the sweep table has every size), each with ``at``: the
+    size it was taken at, or None."""
+    rows = headline_rows(record)
+    out: list[dict] = []
+    largest: dict[str, dict] = {}
+    for row in rows:
+        if row.get("size_bytes") is None:
+            out.append({**row, "at": None})
+        elif row["case"] not in largest or row["size_bytes"] > largest[row["case"]]["size_bytes"]:
+            largest[row["case"]] = row
+    out += [{**row, "at": row["size_bytes"], "valid": None} for row in largest.values()]
+    return out
+
+
+def regime_cell(record: dict, case: str) -> str:
+    """How the figure was measured: ``burst``, ``sustained``, or ``power-capped (SM 1,230-1,980
+    MHz)``; '' where nothing was observed (a CPU run)."""
+    found = case_regime(record, case)
+    if found == UNOBSERVED:
+        return ""
+    if found == POWER_CAPPED:
+        return figures.throttle_cell(record, case) or found
+    return found
+
+
+def valid_cell(valid: bool | None) -> str:
+    """LoadGen's verdict on a scenario's figure ('' where there is none)."""
+    return "" if valid is None else ("VALID" if valid else "INVALID")
+
+
+def beside_cell(row: dict) -> str:
+    """What is shown beside a headline, never ranked: ``at 1 GiB``, ``ttft_p90_ms 9.51 ms``."""
+    parts_ = [f"at {size_text(row['at'])}"] if row.get("at") is not None else []
+    parts_ += [f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ()]
+    return ", ".join(parts_)
+
+
+SUMMARY_COLUMNS = (
+    Column("workload"),
+    Column("case", wrap=True),
+    Column("metric", drop=7),
+    Column("value", justify="right"),
+    Column("unit"),
+    Column("95% CI", justify="right", drop=4),
+    Column("beside", wrap=True, drop=6),
+    Column("time/call", justify="right", drop=5),
+    Column("% of ceiling", wrap=True, drop=6),
+    Column("% of spec", wrap=True, drop=8),
+    Column("regime", wrap=True, drop=3),
+    Column("vs baseline", wrap=True, drop=5),
+    Column("valid", drop=2),
+    Column("status"),
+    Column("error", wrap=True, drop=1),
+    Column("run"),
+)
+
+
+def _time_cell(record: dict, case: str) -> str:
+    time_m = next((x for x in record["metrics"] if x["case"] == case and x["name"] == "time_ms"), None)
+    return quantity(time_m["value"], time_m["unit"]) if time_m else ""
+
+
+def _metric(record: dict, case: str, name: str) -> dict | None:
+    return next((m for m in record["metrics"] if m["case"] == case and m["name"] == name), None)
+
+
+def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> FittedTable:
+    """The summary after a run: each record's headline rows (a kernel's throughput per case, an
+    inference scenario's LoadGen metric with VALID or INVALID, a collective's busbw at its
+    largest size per mode), with the CI, the figures shown beside it, the time of one call, its
+    fraction of the ceiling and the datasheet, the regime it was measured in, and its run id."""
+    ids = _ids(records, ids)
+    t = FittedTable(SUMMARY_COLUMNS, title="results")
     for r in records:
-        name = r["workload"]["name"]
-        if r["status"] != "success" or not r["metrics"]:
-            add_row(
-                t,
-                name,
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                r["verification"]["status"],
-                f"{r['status']}: {r['error']}" if r["error"] else r["status"],
-                r["run_id"][:8],
-            )
+        name, run = r["workload"]["name"], ids[r["run_id"]]
+        rows = summary_rows(r) if r["status"] == "success" else []
+        if not rows:
+            status = status_cell(r["status"], r["verification"]["status"])
+            t.add_row(name, "", "", "", "", "", "", "", "", "", "", "", "", status, r["error"] or "", run)
             continue
-        for case in _cases(r["metrics"]):
-            m = case_headline(r["metrics"], case, r["workload"].get("primary_metric"))
-            time_m = next((x for x in r["metrics"] if x["case"] == case and x["name"] == "time_ms"), None)
-            s = m["statistics"]
-            ci = f"{fmt(s['ci95_low'])}–{fmt(s['ci95_high'])}" if s else ""
-            add_row(
-                t,
+        for row in rows:
+            case = row["case"]
+            metric = _metric(r, case, row["metric"]) if row["at"] is None else None
+            value, unit = parts(row["value"], row["unit"])
+            low, high = row["ci95"] or (None, None)
+            t.add_row(
                 name,
                 case,
-                fmt(m["value"]),
-                m["unit"],
-                ci,
-                fmt(time_m["value"]) if time_m else "",
-                figures.ceiling_cell(m),
-                figures.spec_cell(r, m),
-                figures.throttle_cell(r, case),
+                row["metric"],
+                value,
+                unit,
+                interval(low, high, row["value"], row["unit"]),
+                beside_cell(row),
+                _time_cell(r, case) if metric is not None and row["metric"] != "time_ms" else "",
+                figures.ceiling_cell(metric) if metric else "",
+                figures.spec_cell(r, metric) if metric else "",
+                regime_cell(r, case),
                 _vs_baseline(r, case),
-                _check_for(r, case),
-                r["status"],
-                r["run_id"][:8],
+                valid_cell(row["valid"]),
+                status_cell(r["status"], _check_for(r, case)),
+                "",
+                run,
             )
     return t
 
 
-def runs_table(rows: list[dict]) -> Table:
-    t = Table(title="recorded runs")
-    for col in ("run", "started (UTC)", "workload", "v", "device", "status", "verified", "headline", "throttled"):
-        t.add_column(col)
+RUNS_COLUMNS = (
+    Column("run"),
+    Column("started (UTC)", drop=2),
+    Column("workload"),
+    Column("v", justify="right", drop=5),
+    Column("device", drop=6),
+    Column("case", wrap=True, drop=1),  # which case the figure is of: `perfsuite show` has every case
+    Column("metric", drop=7),
+    Column("value", justify="right"),
+    Column("unit"),
+    Column("regime", drop=3),
+    Column("valid", drop=3),
+    Column("status"),
+    Column("error", wrap=True, drop=4),
+)
+
+
+def runs_table(
+    rows: list[dict], ids: Mapping[str, str] | None = None, records: Mapping[str, dict] | None = None
+) -> FittedTable:
+    """``perfsuite results``: each stored run with its headline figures, one line per headline row
+    where its record is given (``records``: run id -> record), else the registry's summary."""
+    ids = _ids(rows, ids)
+    t = FittedTable(RUNS_COLUMNS, title="recorded runs")
     for r in rows:
-        if r["status"] != "success":  # a run that did not succeed (or did not verify) has no headline figure
-            head = f"{r['status']}: {r['error']}" if r.get("error") else ""
-        else:
-            head = f"{fmt(r['value'])} {r['unit']} ({r['case']})" if r.get("value") is not None else ""
-        started = str(r["started_at"])[:19].replace("T", " ")
-        add_row(
-            t,
-            r["run_id"][:12],
-            started,
-            r["workload"],
-            str(r["version"]),
-            r["device"],
-            r["status"],
-            r["verification"],
-            head,
-            figures.throttle_summary_cell(r.get("throttle")),
+        record = (records or {}).get(r["run_id"])
+        shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
+        status = status_cell(r["status"], r["verification"])
+        lines: list[tuple[str, str, str, str, str, str]] = []
+        if record is not None and r["status"] == "success":
+            for row in summary_rows(record):
+                case = row["case"] + (f" {size_text(row['at'])}" if row["at"] is not None else "")
+                regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
+                lines.append((case, row["metric"], *parts(row["value"], row["unit"]), regime, valid_cell(row["valid"])))
+        elif r["status"] == "success" and r.get("value") is not None:
+            summary = (r.get("case") or "", r.get("metric") or "", *parts(r["value"], r["unit"]))
+            lines.append((*summary, r.get("throttled") or "", ""))
+        for case, metric, value, unit, regime, valid in lines or [("", "", "", "", "", "")]:
+            t.add_row(*shared, r["device"], case, metric, value, unit, regime, valid, status, r.get("error") or "")
+    return t
+
+
+SWEEP_HEADERS = {"time": "time (us)", "alg_bw": "algbw (GB/s)", "bus_bw": "busbw (GB/s)", "nwrong": "#wrong"}
+SWEEP_MODE_LABELS = {"out_of_place": "out-of-place", "in_place": "in-place"}
+
+
+def sweep_table(record: dict, run: str) -> FittedTable:
+    """A collective's sweep as nccl-tests prints it: per size, time, algbw and busbw out of place
+    and in place, and the wrong elements (modes the collective does not have are left out)."""
+    from perfsuite.analysis.export import SWEEP_COLUMNS, sweep_rows
+
+    columns = [
+        Column("size (B)", justify="right"),
+        Column("count (elements)", justify="right", drop=3),
+        Column("type", drop=2),
+        Column("redop", drop=2),
+        Column("root", justify="right", drop=2),
+    ]
+    for name in SWEEP_COLUMNS[5:]:
+        mode, _, field = name.partition("_place_")
+        label = SWEEP_MODE_LABELS[mode + "_place"]
+        columns.append(Column(f"{label} {SWEEP_HEADERS[field]}", justify="right", drop=1 if field == "alg_bw" else 0))
+    d = record.get("details") or {}
+    title = f"{record['workload']['name']} {run}: the sweep as nccl-tests prints it"
+    title += f" ({record['launch']['world_size']} ranks, {d.get('backend') or record['launch'].get('backend')})"
+    t = FittedTable(columns, title=title)
+    for row in sweep_rows(record):
+        cells = [str(row[c]) for c in SWEEP_COLUMNS[:5]]
+        for name in SWEEP_COLUMNS[5:]:
+            v = row[name]
+            if v is None:
+                cells.append("")
+            elif name.endswith("_nwrong"):
+                cells.append(str(int(v)))
+            elif name.endswith("_time"):
+                cells.append(f"{v:.2f}" if v < 100 else f"{v:.1f}" if v < 10_000 else f"{v:.0f}")
+            else:
+                cells.append(f"{v:.2f}")
+        t.add_row(*cells)
+    return t
+
+
+def sweep_tables(records: list[dict], ids: Mapping[str, str] | None = None) -> list[FittedTable]:
+    """The nccl-tests table of each collective record among ``records`` (the run summary prints
+    them below its own table: a collective's headline is its busbw at every size)."""
+    from perfsuite.analysis.export import is_sweep
+
+    ids = _ids(records, ids)
+    return [sweep_table(r, ids[r["run_id"]]) for r in records if r["status"] == "success" and is_sweep(r)]
+
+
+METRIC_COLUMNS = (
+    Column("case"),
+    Column("metric"),
+    Column("median", justify="right"),
+    Column("unit"),
+    Column("95% CI", justify="right", drop=2),
+    Column("mean", justify="right", drop=5),
+    Column("stdev", justify="right", drop=4),
+    Column("min", justify="right", drop=6),
+    Column("max", justify="right", drop=6),
+    Column("p95", justify="right", drop=7),
+    Column("n", justify="right", drop=3),
+    Column("% of ceiling", wrap=True, drop=1),
+    Column("% of spec", wrap=True, drop=3),
+)
+
+
+def metrics_table(record: dict) -> FittedTable:
+    """Every metric of a record with its statistics, each row in the unit its median reads best in."""
+    t = FittedTable(METRIC_COLUMNS, title="metrics")
+    for m in record["metrics"]:
+        s = m["statistics"] or {}
+        factor, _ = scale_for(m["value"], m["unit"]) if m["unit"] != "fraction" else (100.0, "%")
+        value, unit = parts(m["value"], m["unit"])
+
+        def same(key: str, s: dict = s, factor: float = factor) -> str:
+            return number(s[key] * factor) if s.get(key) is not None else ""
+
+        t.add_row(
+            m["case"],
+            m["name"],
+            value,
+            unit,
+            interval(s.get("ci95_low"), s.get("ci95_high"), m["value"], m["unit"]).rstrip("%"),
+            same("mean"),
+            same("stdev"),
+            same("min"),
+            same("max"),
+            same("p95"),
+            str(s.get("n", "")),
+            figures.ceiling_cell(m, long=True),
+            figures.spec_cell(record, m),
+        )
+    return t
+
+
+def verification_table(record: dict) -> FittedTable:
+    t = FittedTable(
+        (
+            Column("case", wrap=True),
+            Column("passed"),
+            Column("method", wrap=True),
+            Column("error", justify="right"),
+            Column("tolerance", justify="right"),
+            Column("detail", wrap=True),
+        ),
+        title=f"verification: {record['verification']['status']}",
+    )
+    for c in record["verification"]["checks"]:
+        t.add_row(
+            c["label"],
+            "yes" if c["passed"] else "NO",
+            c["method"],
+            number(c["error"]) if c["error"] is not None else "",
+            number(c["tolerance"]) if c["tolerance"] is not None else "",
+            c["detail"],
         )
     return t
 
@@ -163,44 +376,9 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
             f"seed: {record['controls']['seed']}  started: {record['started_at']}"
         )
     )
-    console.print(plain(f"params: {w['params']}"))
+    console.print(plain("params: " + "  ".join(f"{k}={_param(v)}" for k, v in w["params"].items())))
     if record["metrics"]:
-        t = Table(title="metrics")
-        for col in (
-            "case",
-            "metric",
-            "median",
-            "unit",
-            "mean",
-            "stdev",
-            "min",
-            "max",
-            "p95",
-            "95% CI",
-            "n",
-            "% of ceiling",
-            "% of spec",
-        ):
-            t.add_column(col)
-        for m in record["metrics"]:
-            s = m["statistics"] or {}
-            add_row(
-                t,
-                m["case"],
-                m["name"],
-                fmt(m["value"]),
-                m["unit"],
-                fmt(s.get("mean")),
-                fmt(s.get("stdev")),
-                fmt(s.get("min")),
-                fmt(s.get("max")),
-                fmt(s.get("p95")),
-                f"{fmt(s.get('ci95_low'))}–{fmt(s.get('ci95_high'))}" if s else "",
-                str(s.get("n", "")),
-                figures.ceiling_cell(m, long=True),
-                figures.spec_cell(record, m),
-            )
-        console.print(t)
+        console.print(metrics_table(record))
     for case, summary in ((record.get("details") or {}).get("throttle") or {}).items():
         flag = figures.throttle_cell(record, case)
         console.print(
@@ -215,22 +393,8 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
     show_cost(console, record)
     show_preflight(console, record)
     show_profile(console, record)
-    checks = record["verification"]["checks"]
-    if checks:
-        t = Table(title=plain(f"verification: {record['verification']['status']}"))
-        for col in ("case", "passed", "method", "error", "tolerance", "detail"):
-            t.add_column(col)
-        for c in checks:
-            add_row(
-                t,
-                c["label"],
-                "yes" if c["passed"] else "NO",
-                c["method"],
-                fmt(c["error"]),
-                fmt(c["tolerance"]),
-                c["detail"],
-            )
-        console.print(t)
+    if record["verification"]["checks"]:
+        console.print(verification_table(record))
     for obs in (record.get("gpu_state") or {}).get("after", []):
         console.print(
             plain(
@@ -243,21 +407,35 @@ def show_record(console: Any, record: dict, cls: Any) -> None:
     if cls is not None:
         extra = cls.render_details(record)
         if extra is not None:
-            console.print(extra)
+            console.print(_sweep_in_place_of(extra, record) or refit(extra))
 
 
-def skipped_cases_table(record: dict) -> Table | None:
+def _sweep_in_place_of(report: Any, record: dict) -> FittedTable | None:
+    """A collective's nccl-tests table as the host lays it out (its columns ranked, so that it
+    fits), with the title and caption the workload's own report gave it; None for other reports."""
+    from rich.table import Table
+
+    from perfsuite.analysis.export import is_sweep
+    from perfsuite.analysis.layout import plain_text
+
+    if not (isinstance(report, Table) and is_sweep(record)):
+        return None
+    table = sweep_table(record, record["run_id"])
+    table.title = plain_text(report.title) or table.title
+    table.caption = plain_text(report.caption) or None
+    return table
+
+
+def skipped_cases_table(record: dict) -> FittedTable | None:
     """The cases a run was asked for but did not run, each with its reason
     (``details["skipped_cases"]``, written by ``RunContext.skip_case`` or a family's own
     bookkeeping), or None when every case ran: one rendering for every workload."""
     skipped = (record.get("details") or {}).get("skipped_cases") or {}
     if not skipped:
         return None
-    table = Table(title="cases not run")
-    table.add_column("case")
-    table.add_column("reason")
+    table = FittedTable((Column("case", wrap=True), Column("reason", wrap=True)), title="cases not run")
     for label, reason in skipped.items():
-        add_row(table, label, reason)
+        table.add_row(label, reason)
     return table
 
 
@@ -314,16 +492,26 @@ def show_profile(console: Any, record: dict) -> None:
         if summary.get("error"):
             console.print(plain(f"{title}: {summary['error']}"))
             continue
-        t = Table(title=plain(title))
-        cols = ["name", "calls", "total us", "share"] + (["mem %", "SM %"] if ncu else [])
-        for col in cols:
-            t.add_column(col, overflow="fold")
+        cols = [Column("name", wrap=True), Column("calls", justify="right"), Column("total", justify="right")]
+        cols += [Column("share", justify="right")]
+        if ncu:
+            cols += [Column("mem %", justify="right", drop=1), Column("SM %", justify="right", drop=1)]
+        t = FittedTable(cols, title=title)
         for e in summary.get("top") or []:
-            row = [e["name"], str(e["calls"]), fmt(e["total_us"]), f"{100 * e['share']:.1f}%"]
+            row = [e["name"], str(e["calls"]), quantity(e["total_us"], "us"), f"{100 * e['share']:.1f}%"]
             if ncu:
-                row += [fmt(e.get("memory_throughput_pct")), fmt(e.get("sm_throughput_pct"))]
-            add_row(t, *row)
+                row += [_pct(e.get("memory_throughput_pct")), _pct(e.get("sm_throughput_pct"))]
+            t.add_row(*row)
         console.print(t)
         trace = summary.get("trace") or summary.get("log")
         if trace:
             console.print(plain(f"  file: artifacts/{record['run_id']}/{trace} (beside the record)"))
+
+
+def _pct(value: float | None) -> str:
+    return number(value) if value is not None else ""
+
+
+def _param(value: Any) -> str:
+    """A parameter as ``-p`` takes it: lists comma-joined."""
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)

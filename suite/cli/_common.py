@@ -64,10 +64,29 @@ def open_db(ctx: click.Context):
         fail(str(exc), 1)
 
 
-def default_device() -> str:
-    from perfsuite.measure import nvml
+def run_id_prefixes(registry, run_ids) -> dict[str, str]:
+    """Each run id -> the shortest prefix (at least eight digits) that names it alone in the
+    registry and among ``run_ids``: what a table shows and ``perfsuite show PREFIX`` finds."""
+    from sqlalchemy import select
 
-    return "cuda" if nvml.device_count() > 0 else "cpu"
+    from perfsuite.analysis.tables import MIN_ID, id_prefixes
+    from perfsuite.registry.models import Run
+
+    wanted = list(dict.fromkeys(run_ids))
+    others: set[str] = set()
+    with registry.session() as session:
+        for prefix in {run_id[:MIN_ID] for run_id in wanted}:
+            # ids are lowercase hex: every id starting with the prefix sorts between it and prefix + "g"
+            found = session.scalars(select(Run.run_id).where(Run.run_id >= prefix, Run.run_id < prefix + "g"))
+            others.update(found)
+    return id_prefixes(wanted, others)
+
+
+def default_device() -> str:
+    """cuda where a GPU is visible to the processes started here (CUDA_VISIBLE_DEVICES honoured), else cpu."""
+    from perfsuite.engine.launcher import gpus_visible
+
+    return "cuda" if gpus_visible() > 0 else "cpu"
 
 
 VERDICT_COLOURS = {

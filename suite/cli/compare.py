@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from perfsuite.cli._common import fail, fmt_p, open_db, pct, text, verdict_text
+from perfsuite.cli._common import fail, fmt_p, open_db, pct, verdict_text
 
 # The exit status of a comparison whose verdict is one --fail-on names (errors stay 1, usage 2).
 EXIT_REGRESSION = 3
@@ -173,30 +173,36 @@ def _sides(
     raise AssertionError("not reached: fail() exits")  # for mypy, which sees the registry's session as Any
 
 
-def _columns(result) -> list[tuple[str, str]]:
+def _columns(result) -> list:
+    from perfsuite.analysis.layout import Column
+
     p_col = "p (Welch, runs)" if result.basis == "between runs" else "p within run (calls)"
     n_col = "runs A/B" if result.basis == "between runs" else "calls A/B"
     return [
-        ("case", "left"),
-        ("metric", "left"),
-        ("median A", "right"),
-        ("median B", "right"),
-        ("unit", "left"),
-        ("B/A", "right"),
-        ("95% CI of B/A", "right"),
-        (p_col, "right"),
-        (n_col, "right"),
-        ("verdict", "left"),
+        Column("case", wrap=True),
+        Column("metric"),
+        Column("median A", justify="right"),
+        Column("median B", justify="right"),
+        Column("unit"),
+        Column("B/A", justify="right"),
+        Column("95% CI of B/A", justify="right", drop=2),
+        Column(p_col, justify="right", drop=1),
+        Column(n_col, justify="right", drop=3),
+        Column("verdict", wrap=True),
     ]
 
 
 def _cells(m) -> list[str]:
+    """One metric's row: both medians in the unit the first reads best in (perfsuite.analysis.units)."""
+    from perfsuite.analysis.units import number, scale_for
+
+    factor, unit = scale_for(m.median_a, m.unit) if m.unit != "fraction" else (100.0, "%")
     return [
         m.case,
         m.metric + (" *" if m.headline else ""),
-        f"{m.median_a:.6g}",
-        f"{m.median_b:.6g}",
-        m.unit,
+        number(m.median_a * factor),
+        number(m.median_b * factor),
+        unit,
         f"{m.ratio:.4f} ({pct(m.ratio)})",
         f"{m.ratio_ci_low:.4f}–{m.ratio_ci_high:.4f}",
         fmt_p(m.p_value),
@@ -213,22 +219,21 @@ def _verdict_sentence(result) -> str:
 
 
 def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None:
-    from rich.table import Table
     from rich.text import Text
 
+    from perfsuite.analysis.layout import Column, FittedTable
     from perfsuite.cli._common import console
     from perfsuite.schemas.comparability import settings_line
 
     out = console()
-    t = Table(
-        title=title or f"{result.workload}: B {result.run_b[:8]} against A {result.run_a[:8]}",
+    columns = _columns(result)
+    t = FittedTable(
+        columns,
+        title=title or f"{result.workload}: B {result.run_b} against A {result.run_a}",
         caption=settings_line(result.key_settings) or None,
     )
-    for col, just in _columns(result):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
     for m in result.metrics:
-        cells = _cells(m)
-        t.add_row(*(text(c) for c in cells[:-1]), verdict_text(m.verdict))
+        t.add_row(*_cells(m), cell_styles={len(columns) - 1: verdict_text(m.verdict).style})
     out.print(t)
     line = Text("verdict: ")
     line.append_text(verdict_text(result.verdict))
@@ -236,12 +241,12 @@ def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None
     out.print(line)
     out.print(Text(result.note))
     if result.environment_differences:
-        t = Table(title="environment differences")
-        for col in ("fact", "A", "B"):
-            t.add_column(col)
+        env = FittedTable(
+            (Column("fact"), Column("A", wrap=True), Column("B", wrap=True)), title="environment differences"
+        )
         for d in result.environment_differences:
-            t.add_row(text(d["fact"]), text(d["a"]), text(d["b"]))
-        out.print(t)
+            env.add_row(d["fact"], d["a"], d["b"])
+        out.print(env)
     else:
         out.print(Text("environment: no differences in driver, CUDA, NCCL, torch, clocks, power or host"))
     sys.stdout.flush()
@@ -259,10 +264,10 @@ def markdown(result) -> str:
     lines = [
         f"### {_md(result.workload)}: {result.verdict}",
         "",
-        f"B `{result.run_b[:12]}` against A `{result.run_a[:12]}` · {_md(settings_line(result.key_settings))}",
+        f"B `{result.run_b}` against A `{result.run_a}` · {_md(settings_line(result.key_settings))}",
         "",
-        "| " + " | ".join(c for c, _ in cols) + " |",
-        "| " + " | ".join("---:" if just == "right" else "---" for _, just in cols) + " |",
+        "| " + " | ".join(c.header for c in cols) + " |",
+        "| " + " | ".join("---:" if c.justify == "right" else "---" for c in cols) + " |",
     ]
     for m in result.metrics:
         cells = _cells(m)

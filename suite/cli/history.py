@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from perfsuite.cli._common import fmt_p, pct, text
+from perfsuite.cli._common import fmt_p, pct
 
 
 @click.command("history")
@@ -72,7 +72,9 @@ def history_cmd(
     if as_json:
         emit_json(out)
         return
-    _print(out, workload, console())
+    from perfsuite.cli._common import run_id_prefixes
+
+    _print(out, workload, console(), run_id_prefixes(registry, [p["run_id"] for s in out for p in s["points"]]))
     if plot_path is not None:
         click.echo(f"wrote {plot_path}")
 
@@ -104,24 +106,36 @@ def series_with_change_points(points: list, min_step: float | None) -> list[dict
     return out
 
 
-def _print(out: list[dict], workload: str, con) -> None:
-    from rich.table import Table
-
+def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
+    """Each series as a table: its runs (ids as their unique prefixes), medians and CIs in the
+    unit the series reads best in, and the change points."""
+    from perfsuite.analysis.layout import Column, FittedTable
+    from perfsuite.analysis.units import number, scale_for
     from perfsuite.schemas.comparability import settings_line
 
     for s in out:
         steps = {c["index"]: c for c in s["change_points"]}
-        t = Table(
-            title=f"{workload} {s['case']} {s['metric']} ({s['unit']}) · key {s['comparability_key'][:12]}",
+        medians = [p["median"] for p in s["points"]]
+        factor, unit = scale_for(sorted(medians)[len(medians) // 2], s["unit"]) if medians else (1.0, s["unit"])
+        if s["unit"] == "fraction":
+            factor, unit = 100.0, "%"
+        t = FittedTable(
+            (
+                Column("run"),
+                Column("started (UTC)", drop=2),
+                Column(f"median ({unit})", justify="right"),
+                Column("95% CI", justify="right", drop=1),
+                Column("change point", wrap=True),
+            ),
+            title=f"{workload} {s['case']} {s['metric']} · key {s['comparability_key'][:12]}",
             caption=settings_line(s["key_settings"]) or None,
         )
-        for col in ("run", "started (UTC)", "median", "95% CI", "change point"):
-            t.add_column(col)
         for i, p in enumerate(s["points"]):
             c = steps.get(i)
             flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])} over runs)" if c else ""
-            ci = f"{p['ci_low']:.6g}–{p['ci_high']:.6g}" if p["ci_low"] is not None else ""
-            t.add_row(text(p["run_id"][:12]), text(p["started_at"][:19]), f"{p['median']:.6g}", ci, text(flag))
+            ci = f"{number(p['ci_low'] * factor)}–{number(p['ci_high'] * factor)}" if p["ci_low"] is not None else ""
+            started = p["started_at"][:16].replace("T", " ")
+            t.add_row(ids.get(p["run_id"], p["run_id"]), started, number(p["median"] * factor), ci, flag)
         con.print(t)
 
 

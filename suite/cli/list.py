@@ -1,4 +1,5 @@
-"""``perfsuite list``: every workload, with its availability here and the reason when not."""
+"""``perfsuite list``: every workload, with its availability here and the reason when not;
+``perfsuite list NAME`` describes that workload (as ``perfsuite describe`` does)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from perfsuite.text import plain
 
 
 @click.command("list")
+@click.argument("names", nargs=-1, metavar="[WORKLOAD]...")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
     "--device",
@@ -16,59 +18,49 @@ from perfsuite.text import plain
     default=None,
     help="Judge availability for this device (default: cuda if a GPU is visible).",
 )
-def list_cmd(as_json: bool, device: str | None) -> None:
-    """List workloads, with availability and the reason when unavailable."""
-    from perfsuite.controls import Controls
-    from perfsuite.engine import params as params_mod
-    from perfsuite.engine.launcher import LaunchOptions
-    from perfsuite.engine.runner import RunRequest, static_unmet
+def list_cmd(names: tuple[str, ...], as_json: bool, device: str | None) -> None:
+    """List workloads, with availability and the reason when unavailable; with names,
+    describe those workloads (as 'perfsuite describe')."""
+    from perfsuite.cli.describe import describe, describe_or_fail
     from perfsuite.plugins import conflict_text
 
+    if names:
+        describe_or_fail(names, device, as_json)
+        return
     host = load_host()
     device = device or default_device()
-    rows = []
-    for name in sorted(host.workloads):
-        e = host.workloads[name]
-        nproc = max(1, e.cls.requirements.min_world_size)
-        req = RunRequest(e, None, False, Controls(device=device), LaunchOptions(nproc_per_node=nproc))
-        reason = static_unmet(req)
-        rows.append(
-            {
-                "name": name,
-                "category": e.cls.category,
-                "version": e.cls.version,
-                "description": e.cls.description,
-                "plugin": {"name": e.plugin.name, "distribution": e.plugin.distribution, "version": e.plugin.version},
-                "available": reason is None,
-                "reason": reason,
-                "params": params_mod.describe(e.cls.Params),
-                "quick": dict(e.cls.quick),
-            }
-        )
+    rows = [describe(host, name, device) for name in sorted(host.workloads)]
     errors = [{"plugin": p.name, "error": p.error} for p in host.errors()]
     if as_json:
+        for row in rows:  # the listing's JSON as it was: the rest is describe's
+            for key in ("device", "requirements", "primary_metric", "controls_honoured", "controls_not_applied"):
+                del row[key]
+            del row["examples"]
         emit_json(rows if not errors else rows + [{"plugin_error": e} for e in errors])
         return
-    from rich.table import Table
+    from perfsuite.analysis.layout import Column, FittedTable
 
-    t = Table(title=f"workloads (device: {device})")
-    for col in ("name", "category", "v", "plugin", "available", "description"):
-        t.add_column(col)
+    t = FittedTable(
+        (
+            Column("name"),
+            Column("category", drop=3),
+            Column("v", justify="right", drop=4),
+            Column("plugin", drop=2),
+            Column("available", wrap=True),
+            Column("description", wrap=True, drop=1),
+        ),
+        title=f"workloads (device: {device}); 'perfsuite describe NAME' for its parameters",
+    )
     for r in rows:
-        avail = "yes" if r["available"] else f"no: {r['reason']}"
         plugin = r["plugin"]["distribution"] or r["plugin"]["name"]
+        available = "yes" if r["available"] else f"no: {r['reason']}"
         t.add_row(
-            *map(
-                plain,
-                (
-                    r["name"],
-                    r["category"],
-                    str(r["version"]),
-                    f"{plugin} {r['plugin']['version'] or ''}",
-                    avail,
-                    r["description"],
-                ),
-            )
+            r["name"],
+            r["category"],
+            str(r["version"]),
+            f"{plugin} {r['plugin']['version'] or ''}".strip(),
+            available,
+            r["description"],
         )
     out = console()
     out.print(t)

@@ -26,13 +26,12 @@ def plans_cmd(show_name: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    from rich.table import Table
+    from perfsuite.analysis.layout import Column, FittedTable
 
-    from perfsuite.text import plain
-
-    t = Table(title="run plans (perfsuite run --plan NAME)")
-    for col in ("name", "description", "entries"):
-        t.add_column(col, overflow="fold")
+    t = FittedTable(
+        (Column("name"), Column("description", wrap=True), Column("entries", wrap=True)),
+        title="run plans (perfsuite run --plan NAME; perfsuite plans --show NAME)",
+    )
     for r in rows:
-        t.add_row(plain(r["name"]), plain(r["description"]), plain("; ".join(r["runs"])))
+        t.add_row(r["name"], r["description"], "; ".join(r["runs"]))
     console().print(t)

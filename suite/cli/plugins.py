@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from perfsuite.cli._common import console, emit_json, load_host
-from perfsuite.text import plain
 
 
 @click.command("plugins")
@@ -20,25 +19,28 @@ def plugins_cmd(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    from rich.table import Table
+    from perfsuite.analysis.layout import Column, FittedTable
 
-    t = Table(title="plugins")
-    for col in ("name", "distribution", "version", "hooks", "workloads", "status"):
-        t.add_column(col)
+    t = FittedTable(
+        (
+            Column("name"),
+            Column("distribution", drop=2),
+            Column("version"),
+            Column("hooks", wrap=True, drop=1),
+            Column("workloads", wrap=True),
+            Column("status", wrap=True),
+        ),
+        title="plugins",
+    )
     for r in rows:
         status = [f"error: {r['error']}"] if r["error"] else []
         status += [f"disabled {name!r}: {conflict_text(host.conflicts[name])}" for name in r["disabled"]]
         t.add_row(
-            *map(
-                plain,
-                (
-                    r["name"],
-                    r["distribution"] or "",
-                    r["version"] or "",
-                    ", ".join(r["hooks"]),
-                    ", ".join(r["workloads"]),
-                    "; ".join(status) or "ok",
-                ),
-            )
+            r["name"],
+            r["distribution"] or "",
+            r["version"] or "",
+            ", ".join(r["hooks"]),
+            ", ".join(r["workloads"]),
+            "; ".join(status) or "ok",
         )
     console().print(t)

@@ -8,6 +8,16 @@ import sys
 import click
 
 from perfsuite.cli._common import console, default_device, emit_json, fail, load_host
+from perfsuite.cli._types import (
+    MAX_CALLS,
+    MAX_NODES,
+    MAX_PROCESSES,
+    MAX_REPEAT,
+    MAX_SECONDS,
+    MAX_SEED,
+    AsciiIntRange,
+    FiniteFloat,
+)
 from perfsuite.text import clean, plain
 
 
@@ -30,9 +40,22 @@ def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict
                 per[n][key] = value
                 hit = True
         if not hit:
-            where = target or ", ".join(names)
-            raise ParamError(f"unknown parameter {key!r} for {where} (see 'perfsuite list --json')")
+            raise ParamError(unknown_param_text(key, [target] if target else names, host))
     return per
+
+
+def unknown_param_text(key: str, names: list[str], host) -> str:
+    """One line naming the parameters the workloads do have, the closest first."""
+    import difflib
+
+    from perfsuite.engine.params import param_fields
+
+    valid = sorted({p for n in names for p in param_fields(host.get(n).cls.Params)})
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    where = ", ".join(names)
+    listed = ", ".join(valid) or "none"
+    return f"unknown parameter {key!r} for {where}: {hint}valid: {listed} (perfsuite describe {names[0]})"
 
 
 def _order(names: list[str]) -> list[str]:
@@ -58,26 +81,49 @@ def _order(names: list[str]) -> list[str]:
 @click.option(
     "--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda if a GPU is visible, else cpu."
 )
-@click.option("--repeat", type=click.IntRange(min=1), default=1, help="Runs of each workload (unique seeds).")
+@click.option(
+    "--repeat",
+    type=AsciiIntRange(min=1, max=MAX_REPEAT),
+    default=1,
+    help=f"Runs of each workload (unique seeds), at most {MAX_REPEAT}.",
+)
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(low=0, high=MAX_SECONDS, low_open=True),
     default=None,
-    help="Seconds before a run's process tree is killed.",
+    help="Seconds before a run's process tree is killed (at most thirty days).",
 )
 @click.option(
-    "--seed", type=click.IntRange(min=0), default=None, help="Seed of the first run (default: random, recorded)."
+    "--seed",
+    type=AsciiIntRange(min=0, max=MAX_SEED),
+    default=None,
+    help="Seed of the first run, 0 to 2**32-1 (default: random, recorded).",
 )
 @click.option("--deterministic", is_flag=True, help="Ask torch for deterministic algorithms.")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Untimed calls first.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed calls (default: by --min-time).")
-@click.option("--min-time", "min_time_s", type=click.FloatRange(min=0), default=None, help="Seconds of timed calls.")
+@click.option("--warmup", type=AsciiIntRange(min=0, max=MAX_CALLS), default=None, help="Untimed calls first.")
+@click.option(
+    "--iterations", type=AsciiIntRange(min=1, max=MAX_CALLS), default=None, help="Timed calls (default: by --min-time)."
+)
+@click.option(
+    "--min-time",
+    "min_time_s",
+    type=FiniteFloat(low=0, high=MAX_SECONDS),
+    default=None,
+    help="Seconds of timed calls.",
+)
 @click.option("--l2-flush", is_flag=True, help="Flush the GPU's L2 between timed calls.")
 @click.option("--cuda-graph", is_flag=True, help="Time replays of a CUDA graph of each call.")
-@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, help="Ranks on this node (torchrun).")
-@click.option("--nnodes", type=click.IntRange(min=1), default=1, help="Nodes (torchrun).")
-@click.option("--node-rank", type=click.IntRange(min=0), default=0, help="This node's rank (torchrun).")
+@click.option(
+    "--nproc-per-node",
+    type=AsciiIntRange(min=1, max=MAX_PROCESSES),
+    default=None,
+    help="Ranks on this node (torchrun).",
+)
+@click.option("--nnodes", type=AsciiIntRange(min=1, max=MAX_NODES), default=1, help="Nodes (torchrun).")
+@click.option(
+    "--node-rank", type=AsciiIntRange(min=0, max=MAX_NODES - 1), default=0, help="This node's rank (torchrun)."
+)
 @click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
@@ -98,7 +144,7 @@ def _order(names: list[str]) -> list[str]:
 @click.option(
     "--price-per-hour",
     "price_per_hour",
-    type=float,
+    type=FiniteFloat(low=0),
     default=None,
     metavar="USD",
     help="Price of one accelerator-hour: the record gets a cost per unit of work.",
@@ -184,7 +230,7 @@ def build_requests(
     Anything that cannot run as asked is one line and exit 2, before anything runs."""
     from perfsuite.controls import QUICK_MIN_TIME_S
     from perfsuite.engine import params as params_mod
-    from perfsuite.engine.launcher import LaunchOptions, slurm_world
+    from perfsuite.engine.launcher import LaunchOptions, default_nproc_per_node, gpus_visible, slurm_world
     from perfsuite.engine.runner import repeat_seeds, resolve_controls
     from perfsuite.engine.runspec import RunRequest
     from perfsuite.plugins import UnknownWorkload
@@ -195,6 +241,11 @@ def build_requests(
         validate_price(o["price_per_hour"])
     except ValueError as exc:
         fail(f"--price-per-hour: {exc}")
+    if o["seed"] is not None and o["seed"] + o["repeat"] - 1 > MAX_SEED:
+        fail(
+            f"--seed {o['seed']} with --repeat {o['repeat']}: the last run's seed would be "
+            f"{o['seed'] + o['repeat'] - 1}, above {MAX_SEED} (2**32-1, the most the seeders take)"
+        )
     quick = o["quick"]
     if not names:
         if not quick:
@@ -213,13 +264,14 @@ def build_requests(
     if min_time_s is None and quick:
         min_time_s = QUICK_MIN_TIME_S
     nnodes = o["nnodes"]
+    gpus = gpus_visible() if device == "cuda" else 0
     requests = []
     for n in names_list:
         entry = host.get(n)
-        # A workload that needs several ranks gets them locally unless told otherwise; under
-        # srun every task is already one rank.
+        # The ranks follow the GPUs visible here unless told otherwise (--nproc-per-node); across
+        # nodes one per node unless told, and under srun every task is already one rank.
         reqs = entry.cls.requirements
-        auto = max(1, reqs.min_world_size) if nnodes == 1 and slurm_world() == 1 else 1
+        auto = default_nproc_per_node(reqs, device, gpus) if nnodes == 1 and slurm_world() == 1 else 1
         nproc = o["nproc_per_node"] or auto
         if reqs.max_world_size is not None and nnodes == 1 and nproc > reqs.max_world_size:
             nproc = reqs.max_world_size  # --nproc-per-node is for the multi-rank workloads named beside it
@@ -310,45 +362,121 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
 
     out = console()
     err = console(stderr=True)
-    runner = Runner(lambda: open_registry(ctx.obj.get("db_url")), records_dir(), echo=lambda s: err.print(plain(s)))
+    display = ProgressDisplay(err, len(requests), live=not as_json and sys.stderr.isatty(), lines=not as_json)
+    runner = Runner(
+        lambda: open_registry(ctx.obj.get("db_url")),
+        records_dir(),
+        echo=lambda s: err.print(plain(s), soft_wrap=True),
+        on_progress=display.note,
+    )
     try:
         preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
         fail(str(exc))
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=as_json or not sys.stderr.isatty(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("running", total=len(requests))
-
-        def on_start(req) -> None:
-            if req is not requests[0]:
-                bar.advance(task)
-            c = req.controls
-            repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
-            bar.update(task, description=f"{req.entry.name}{repeat}")
-            if not as_json and not sys.stderr.isatty():
-                click.echo(f"running {req.entry.name} on {c.device}{repeat}", err=True)
-
-        outcome = run_all(runner, requests, on_start)
+    with display:
+        outcome = run_all(runner, requests, display.start)
     if as_json:
         emit_json(outcome.records)
     else:
         from perfsuite.analysis.scoring import print_scores
-        from perfsuite.analysis.tables import results_table
+        from perfsuite.analysis.tables import results_table, sweep_tables
 
-        out.print(results_table(outcome.records))
+        ids = summary_ids(ctx, outcome.records)
+        out.print(results_table(outcome.records, ids))
+        for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
+            out.print(sweep)
         print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
     for line in outcome.messages:
         click.echo(clean(line), err=True)
     return outcome
+
+
+class ProgressDisplay:
+    """What the runs are doing, on stderr: on a terminal, a bar over the runs and one over the
+    current run's steps (case, size, scenario, epoch) with the time left; elsewhere (CI logs,
+    files) a line per run and per step, with the time left where the workload counts its steps."""
+
+    def __init__(self, err, total: int, live: bool, lines: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.live, self.lines = live, lines
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=not live,
+            transient=True,
+        )
+        self.runs = self.bar.add_task("runs", total=total)
+        self.steps = self.bar.add_task("", total=None, visible=False)
+        self.started = 0.0
+        self.current = ""
+
+    def __enter__(self) -> "ProgressDisplay":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.bar.__exit__(*exc_info)
+
+    def start(self, req) -> None:
+        import time
+
+        if self.started:
+            self.bar.advance(self.runs)
+        c = req.controls
+        repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
+        self.current = f"{req.entry.name}{repeat}"
+        self.started = time.monotonic()
+        self.bar.update(self.runs, description=self.current)
+        self.bar.reset(self.steps, total=None, description="  starting", visible=True)
+        if self.lines and not self.live:
+            click.echo(f"running {req.entry.name} on {c.device}{repeat}", err=True)
+
+    def note(self, req, note) -> None:
+        import time
+
+        from perfsuite.engine.progress import eta_s
+
+        self.bar.update(self.steps, description=f"  {clean(note.phase)}", total=note.total, completed=note.done or 0)
+        if self.lines and not self.live:
+            left = eta_s(time.monotonic() - self.started, note)
+            eta = f", about {_duration(left)} left" if left is not None else ""
+            click.echo(f"  {self.current}: {clean(note.text())}{eta}", err=True)
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``, ``1 h 05 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def summary_ids(ctx: click.Context, records: list[dict]) -> dict[str, str] | None:
+    """The run ids of the summary as their shortest prefixes unique in the registry; None (unique
+    among themselves) where the registry cannot be read now: the summary is printed regardless."""
+    from perfsuite.cli._common import run_id_prefixes
+    from perfsuite.engine.runner import registry_failures
+    from perfsuite.registry import open_registry
+
+    try:
+        with open_registry(ctx.obj.get("db_url")) as registry:
+            return run_id_prefixes(registry, [r["run_id"] for r in records])
+    except registry_failures():
+        return None
 
 
 # The run options' defaults, as the command line has them (build_requests starts from these).

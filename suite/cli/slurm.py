@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from perfsuite.cli._common import EXIT_USAGE, console, emit_json, fail, load_host
+from perfsuite.engine.launcher import default_nproc_per_node
 from perfsuite.engine.slurm import jobs as jobs_mod
 from perfsuite.engine.slurm import scheduler, watch
 from perfsuite.engine.slurm.jobs import STORE_BESIDE, STORE_NAMED, ArrayTask, Job
@@ -387,7 +388,7 @@ def _submit_command(ctx: click.Context, command: click.Command, values: dict[str
     options = job_options(
         given,
         {r.controls.device for r in runs},
-        max(r.entry.cls.requirements.min_world_size for r in runs),
+        max(default_nproc_per_node(r.entry.cls.requirements, "cpu", 0) for r in runs),
         max(ranks_asked) if ranks_asked else None,
     )
     submit(ctx, with_launcher(tasks, options), options, given, plan=plan, as_json=bool(values.get("as_json")))

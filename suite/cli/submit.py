@@ -1,5 +1,7 @@
 """``perfsuite submit``: file registry runs into a submissions tree (MLPerf's
-``<org>/results/<system>/<workload>/<run_id>.json``), then check it."""
+``<org>/results/<system>/<workload>/<run_id>.json``), then check it. Every path is checked
+before anything is written: a symlink in the tree or a path leaving it is one line, and the
+tree is left as it was."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from pathlib import Path
 import click
 
 from perfsuite.cli._common import fail, open_db
-from perfsuite.cli.check import print_report
+from perfsuite.cli._types import FiniteFloat
+from perfsuite.cli.check import print_report, shown
 
 
 @click.command("submit")
@@ -39,7 +42,7 @@ from perfsuite.cli.check import print_report
 @click.option(
     "--price-per-hour",
     "price_per_hour",
-    type=float,
+    type=FiniteFloat(low=0),
     default=None,
     metavar="USD",
     help="Price of one accelerator-hour, for a new system file: results without their own cost are priced at it.",
@@ -79,15 +82,17 @@ def submit_cmd(
             org,
             system,
             records_dir(),
-            mllog.write,
+            lambda record: "\n".join(mllog.lines(record)) + "\n",
             status=status,
             cooling=cooling,
             price_per_hour=price_per_hour,
         )
     except RegistryError as exc:
         fail(str(exc), 1)
+    except OSError as exc:  # the tree's filesystem: full, read-only, not permitted
+        fail(f"cannot write into {root}: {exc.strerror or exc} (files written before it are complete)", 1)
     for path in written:
-        click.echo(f"wrote {path}")
+        click.echo(f"wrote {shown(path)}")
     report = check_tree(root)
     submitted = {r["run_id"] for r in records}
     for filed in report.records:

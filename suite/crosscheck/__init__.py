@@ -3,16 +3,22 @@ and the same call, both figures and their ratio stored in the record
 (``details["crosscheck"]``).
 
 - kernels (any case measured through ``RunContext.measure``): ``triton.testing.do_bench``
-  (median, its own L2 flush) with ``rep`` = the wall time of the suite's timed loop, so that
-  it makes about as many calls: a burst (``--iterations 20``) is compared with a burst and
-  a sustained run (``--min-time 2``) with a sustained one (do_bench's default 100 ms is
-  neither: on an H200 it gives 732 TFLOP/s where a burst gives 790 and two seconds 670).
-  The two take turns for ``rounds`` rounds (``--rounds``, ``PERFSUITE_CROSSCHECK_ROUNDS``,
-  default 4: each goes first as often as the other), each from a GPU rested for
-  ``perfsuite.context.COOL_REST_S``, and the ratio is of the medians over rounds: one 20-call
-  burst of either varies by a few percent (on an H200 do_bench's flushed bf16 burst read
-  1.428 ms once against 1.377-1.411 in three other runs, a 0.961 ratio on its own), and the
-  second of two bursts run without a rest between them read 5-6% slower;
+  timed alike with the suite's loop (``perfsuite.crosscheck.do_bench``: L2 flushed between
+  calls on both sides, the same untimed calls first, the same number of timed calls compared,
+  each round's two SM clocks compared and a round at different clocks not paired), so that a
+  burst (``--iterations 20``) is compared with a burst and a sustained run (``--min-time 2``)
+  with a sustained one (do_bench's default 100 ms is neither: on an H200 it gives 732 TFLOP/s
+  where a burst gives 790 and two seconds 670). The two take turns for ``rounds`` rounds (``--rounds``,
+  ``PERFSUITE_CROSSCHECK_ROUNDS``, default 4: each goes first as often as the other), each
+  from a GPU rested for ``perfsuite.context.COOL_REST_S``, and the ratio is of the medians over
+  the paired rounds: one 20-call burst of either varies by a few percent (on an H200 do_bench's
+  flushed bf16 burst read 1.428 ms once against 1.377-1.411 in three other runs, a 0.961
+  ratio on its own), and the second of two bursts run without a rest between them read 5-6%
+  slower;
+- training (``perfsuite.crosscheck.training``): a bare loop of the same model, precision,
+  optimizer and compile setting (``bench/training_reference.py``), served as a subprocess on the
+  same GPU, its blocks of steps taking turns with the suite's; the ratio of throughputs is the
+  instrumentation's cost;
 - serving endpoints (``inference.serving``): AIPerf, else the bare asyncio client
   ``perfsuite.crosscheck.serving_reference``, against the same endpoint with the same prompts and
   load, in turns with the suite's own client (``perfsuite.crosscheck.aiperf``);
@@ -101,6 +107,14 @@ class CrossCheck:
         from perfsuite.crosscheck.collectives import nccl_tests_measured
 
         return nccl_tests_measured(run)
+
+    def bare_loop(self, args: list[str]) -> Any:
+        """The bare training loop (``bench/training_reference.py ARGS``) started now, to build and
+        compile while the run initialises: a ``perfsuite.crosscheck.training.BareLoopCheck``
+        (``wait_ready()`` before the timed run, ``compare(...)`` after it)."""
+        from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
+
+        return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"), take_turns)
 
     def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
         """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns

@@ -61,10 +61,10 @@ def package_versions() -> dict[str, str | None]:
 
 def suite_source() -> dict:
     """Version of the suite, and the git commit and dirty flag of its checkout if it is one."""
-    import perfsuite
+    from perfsuite import version
 
-    __version__ = perfsuite.__version__
-    root = Path(perfsuite.__file__).resolve().parent.parent  # the checkout that holds suite/ (or site-packages)
+    __version__ = version.__version__
+    root = Path(version.__file__).resolve().parent.parent  # the checkout that holds suite/ (or site-packages)
     commit = dirty = None
     if (root / ".git").exists():
         try:

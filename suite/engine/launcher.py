@@ -9,7 +9,9 @@
 - SLURM: inside a step of several tasks each task is one rank; rank, world size, local
   rank and the master address come from SLURM's variables, the port from the job id.
 
-On GPUs every process is started with NVLink multicast (NVLS) off. torch's elastic agent
+On GPUs every process is started with NVLink multicast (NVLS) and NCCL's flight recorder off,
+unless the user set those variables: a setting the user made is never overridden, and the
+record says which settings were the suite's and which the user's. torch's elastic agent
 starts each rank in a session of its own, so killing the launcher's process group does not
 reach the ranks: :func:`kill_tree` kills every descendant, and every process that carries
 this launch's tag in its environment (a rank re-parented after its agent died).
@@ -28,6 +30,7 @@ import sys
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
@@ -47,16 +50,39 @@ FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZ
 GRAPH_MIXING_OFF = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
 
 
-def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
-    """The variables the suite sets for measuring processes on ``device`` (recorded in each
-    record's ``launch.env``): what they are is part of what was measured."""
+# Names that set one thing (torch's new and deprecated spelling of the flight recorder's size):
+# where the user set any of them, the suite sets none, or its spelling could win over the user's.
+ALIASES = (tuple(FLIGHT_RECORDER_OFF),)
+
+
+def _defaults(device: str, cuda_graph: bool) -> dict[str, str]:
+    """Every variable the suite would set for measuring processes on ``device``, with its value."""
     if device != "cuda":
         return {}
-    env = dict(NVLS_OFF)  # NVLink multicast stays off on shared hosts
-    env.update({k: v for k, v in FLIGHT_RECORDER_OFF.items() if k not in os.environ})
+    env = dict(NVLS_OFF)  # NVLink multicast off on shared hosts, unless the user turned it on
+    env.update(FLIGHT_RECORDER_OFF)
     if cuda_graph:
-        env.update({k: v for k, v in GRAPH_MIXING_OFF.items() if k not in os.environ})
+        env.update(GRAPH_MIXING_OFF)
     return env
+
+
+def _user_set(name: str) -> bool:
+    """Whether the user set ``name``, or another name for the same setting."""
+    group = next((g for g in ALIASES if name in g), (name,))
+    return any(n in os.environ for n in group)
+
+
+def suite_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
+    """The variables the suite sets for measuring processes on ``device`` (recorded in each
+    record's ``launch.env``): its defaults, each only where the user set nothing. What they are
+    is part of what was measured."""
+    return {k: v for k, v in _defaults(device, cuda_graph).items() if not _user_set(k)}
+
+
+def user_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
+    """The user's own settings of the variables the suite would otherwise set (recorded in each
+    record's ``launch.user_env``): they stand, and are passed on to every rank unchanged."""
+    return {k: os.environ[k] for k in _defaults(device, cuda_graph) if k in os.environ}
 
 
 TAG_ENV = "PERFSUITE_LAUNCH_TAG"
@@ -66,6 +92,47 @@ SPEC_ENV = "PERFSUITE_SPEC"  # read by perfsuite.distributed.note_progress
 SLURM_PORT_BASE = 20000
 SLURM_PORT_SPAN = 12000
 KILL_WAIT_S = 10.0
+
+
+# Ranks of a rank-per-GPU workload (the collectives) on the CPU, where no GPU count says how
+# many: two gloo processes, the fewest between which a collective moves anything.
+CPU_RANKS = 2
+
+
+def gpus_visible(environ: "os._Environ[str] | dict[str, str]" = os.environ, count: int | None = None) -> int:
+    """The GPUs a process started here may use: NVML's count (``count`` when given), narrowed by
+    ``CUDA_VISIBLE_DEVICES`` as CUDA reads it: an empty value hides every GPU, and the list ends
+    at its first entry that names no GPU (an index past the count, ``-1``, anything else)."""
+    if count is None:
+        from perfsuite.measure import nvml
+
+        count = nvml.device_count()
+    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return count
+    seen = 0
+    for item in (s.strip() for s in spec.split(",")):
+        named = int(item) < count if item.isdigit() else item.startswith(("GPU-", "MIG-"))
+        if not named:
+            break
+        seen += 1
+    return min(seen, count)
+
+
+def default_nproc_per_node(requirements: Any, device: str, gpus: int) -> int:
+    """Ranks a run gets on one node when ``--nproc-per-node`` is not given, from the workload's
+    requirements (``perfsuite.Requirements``) and the GPUs visible: one process, or for a
+    rank-per-GPU workload one rank per GPU on ``cuda`` (``CPU_RANKS`` gloo ranks on the CPU).
+    On ``cuda`` never more ranks than GPUs: NCCL refuses two ranks on one GPU ("Duplicate GPU
+    detected"), so a workload that needs more ranks than there are GPUs gets the GPUs there are
+    and is skipped with its reason (``perfsuite.engine.runner.static_unmet``), never failed."""
+    wanted = (gpus if device == "cuda" else CPU_RANKS) if requirements.rank_per_gpu else 1
+    wanted = max(wanted, requirements.min_world_size, 1)
+    if device == "cuda" and gpus >= 1:
+        wanted = min(wanted, gpus)
+    if requirements.max_world_size is not None:
+        wanted = min(wanted, requirements.max_world_size)
+    return wanted
 
 
 class LaunchError(ValueError):

@@ -13,17 +13,29 @@ thread of its own; and a signal kills before anyone removes the folder. The thre
 whenever the main thread waits (sleeps, collectives, I/O release the GIL).
 
 torchrun itself is started as ``python -m perfsuite.engine.lifeline torch.distributed.run ...``: the
-same thread, armed before the elastic agent runs in this process.
+same thread, armed before the elastic agent runs in this process, whose temporary files
+(``torchelastic_*`` log folders, the watchdog's file) are made inside the run's folder.
+
+While no measuring process runs (before the launch, while the record is written and
+stored) nothing of the above is alive to clean up after a ``kill -9`` of the runner: the
+:class:`Janitor` is. It is a small process of its own session that the runner tells which
+folders it made; it reads a pipe whose only writer is the runner, so the end of the
+runner, however it ends, is the end of the pipe, and the janitor removes what is left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import runpy
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 ANCESTOR_ENV = "PERFSUITE_ANCESTOR"  # "PID:START_TIME" of the perfsuite run process
 WORKDIR_ENV = "PERFSUITE_WORKDIR"  # the run's temporary folder
@@ -87,13 +99,101 @@ def die(workdir: str | None) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class Janitor:
+    """The runner's side of the janitor process: :meth:`watch` a folder before making it,
+    :meth:`release` it once removed (or kept on purpose). Whatever is still watched when the
+    runner ends, by any way, is removed by the janitor."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._watched: set[str] = set()
+
+    def _start(self) -> subprocess.Popen:
+        # -I -S: nothing but the standard library, no folder of the package on sys.path.
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(Path(__file__).resolve()), JANITOR_FLAG],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C or a kill of the runner's process group spares it
+        )
+        for path in self._watched:
+            self._send(proc, "watch", path)
+        return proc
+
+    @staticmethod
+    def _send(proc: subprocess.Popen, action: str, path: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({action: path}).encode() + b"\n")
+        proc.stdin.flush()
+
+    def _tell(self, action: str, path: str) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+        try:
+            self._send(self._proc, action, path)
+        except BrokenPipeError:  # it was killed: a fresh one takes over the whole list
+            self._proc = self._start()
+            self._send(self._proc, action, path)
+
+    def watch(self, path: Path) -> None:
+        self._watched.add(str(path))
+        self._tell("watch", str(path))
+
+    def release(self, path: Path) -> None:
+        self._watched.discard(str(path))
+        if self._proc is not None:
+            self._tell("release", str(path))
+
+    def close(self) -> None:
+        """End the janitor now (it removes what is still watched); later calls start a new one."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # it is gone already: nothing left to tell it
+            proc.stdin.close()
+        proc.wait()
+        self._watched.clear()
+
+
+JANITOR_FLAG = "--janitor"
+
+
+def janitor() -> None:
+    """The janitor process: read ``{"watch": path}`` / ``{"release": path}`` lines until the
+    runner's end closes the pipe, then remove every folder still watched."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the runner
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the terminal closing
+    watched: set[str] = set()
+    for line in sys.stdin.buffer:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the runner's death: its folder was not made yet
+        if "watch" in message:
+            watched.add(message["watch"])
+        elif "release" in message:
+            watched.discard(message["release"])
+    for path in watched:
+        shutil.rmtree(path, ignore_errors=True)  # nobody is left to tell of a failure
+
+
 def main() -> None:
     """``python -m perfsuite.engine.lifeline MODULE ARGS...``: run MODULE as ``__main__`` under the watch."""
+    if sys.argv[1:] == [JANITOR_FLAG]:
+        janitor()
+        return
     if len(sys.argv) < 2:
         print("usage: python -m perfsuite.engine.lifeline MODULE [ARGS...]", file=sys.stderr)
         sys.exit(2)
     module = sys.argv[1]
     sys.argv = [module, *sys.argv[2:]]
+    workdir = os.environ.get(WORKDIR_ENV)
+    if workdir:
+        # torchrun's agent makes its log folders (torchelastic_*) and watchdog file with
+        # tempfile: inside the run's folder, they go with it. Its ranks' environment is untouched.
+        tempfile.tempdir = workdir
     arm()
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

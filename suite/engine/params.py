@@ -2,11 +2,19 @@
 
 One place defines each default (the dataclass); the ``quick`` preset overrides some,
 and the command line overrides both.
+
+Every value is checked before anything runs, whether it came as text (``-p lr=1e-3``) or
+typed (a plan's TOML): a number must be finite (``nan``, ``inf`` refused: a record cannot
+hold them, and nothing measured with them means anything), an integer must fit in 64 bits
+(what torch and every C library below take), and numbers are written in ASCII digits:
+full-width or other Unicode digits, which Python's ``int()`` and ``float()`` would accept,
+are refused on purpose, so that what a record states is what was typed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -15,6 +23,40 @@ from typing import Any
 
 class ParamError(ValueError):
     """A parameter that does not exist or does not parse; the message is one line."""
+
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+SHOWN_CHARS = 40  # of a refused value in its error line
+
+
+def ascii_number(text: str) -> bool:
+    """Whether ``text`` is written with ASCII characters only (digits, sign, point, exponent)."""
+    return text.isascii()
+
+
+def _shown(text: str) -> str:
+    """A refused value as its error line quotes it: a 5,000-digit value is not echoed whole."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text):,} characters)"
+
+
+def _check_typed(kind: Any, value: Any, label: str) -> Any:
+    """A value that arrived typed (from a plan or a record) checked as a parsed one would be."""
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ParamError(f"{label}: {value!r} is not a finite number")
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        if not INT_MIN <= value <= INT_MAX:
+            raise ParamError(f"{label}: {value} is outside the 64-bit integer range")
+        return value
+    expected = {int: "an integer", float: "a number", bool: "a boolean"}
+    if kind in expected and not (kind is bool and isinstance(value, bool)):
+        raise ParamError(f"{label}: {value!r} is not {expected[kind]}")
+    return value
 
 
 def param_fields(params_cls: type) -> dict[str, dataclasses.Field]:
@@ -32,17 +74,25 @@ def _parse_scalar(kind: Any, text: str, label: str) -> Any:
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise ParamError(f"{label}: {text!r} is not a boolean (true/false)")
+        raise ParamError(f"{label}: {_shown(text)} is not a boolean (true/false)")
+    if kind in (int, float) and not ascii_number(text):
+        raise ParamError(f"{label}: {_shown(text)} is not written in ASCII digits")
     if kind is int:
         try:
-            return _parse_int(text)
+            value = _parse_int(text)
         except ValueError:
-            raise ParamError(f"{label}: {text!r} is not an integer") from None
+            raise ParamError(f"{label}: {_shown(text)} is not an integer") from None
+        if not INT_MIN <= value <= INT_MAX:
+            raise ParamError(f"{label}: {_shown(text)} is outside the 64-bit integer range")
+        return value
     if kind is float:
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
-            raise ParamError(f"{label}: {text!r} is not a number") from None
+            raise ParamError(f"{label}: {_shown(text)} is not a number") from None
+        if not math.isfinite(number):
+            raise ParamError(f"{label}: {_shown(text)} is not a finite number")
+        return number
     if kind is str:
         return text
     raise ParamError(f"{label}: parameters of type {kind!r} cannot be set from the command line")
@@ -66,14 +116,18 @@ def coerce(params_cls: type, name: str, value: Any, label: str) -> Any:
     if origin is tuple:
         (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
         items = value.split(",") if isinstance(value, str) else list(value)
-        out = tuple(_parse_scalar(item, str(v), label) if isinstance(v, str) else v for v in items if v != "")
+        out = tuple(
+            _parse_scalar(item, v, label) if isinstance(v, str) else _check_typed(item, v, label)
+            for v in items
+            if v != ""
+        )
     elif origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(kind) if a is not type(None)]
-        if isinstance(value, str) and value.lower() in ("none", "null", ""):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
             return None
-        out = _parse_scalar(args[0], value, label) if isinstance(value, str) else value
+        out = _parse_scalar(args[0], value, label) if isinstance(value, str) else _check_typed(args[0], value, label)
     else:
-        out = _parse_scalar(kind, value, label) if isinstance(value, str) else value
+        out = _parse_scalar(kind, value, label) if isinstance(value, str) else _check_typed(kind, value, label)
     choices = param_fields(params_cls)[name].metadata.get("choices")
     if choices is not None:
         for v in out if isinstance(out, tuple) else (out,):

@@ -107,6 +107,7 @@ def build_record(
             "rdzv_endpoint": launch.rdzv_endpoint if launch else None,
             "topology": result.details.get("topology") if world > 1 else None,
             "env": launcher.suite_env(req.controls.device, req.controls.cuda_graph),
+            "user_env": launcher.user_env(req.controls.device, req.controls.cuda_graph),
         },
         "environment": environment,
         "gpu_state": result.gpu_state,

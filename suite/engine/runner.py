@@ -13,28 +13,40 @@ A run, from the runner's side:
 5. only then the registry commit: if that fails, :class:`RecordNotStored` says where the
    file is, for ``perfsuite import``.
 
-Every process of a launch dies with this one (perfsuite.engine.lifeline) and the temporary folder
-goes with them.
+A finished measurement survives every failure after it: Ctrl-C and SIGTERM wait while the
+record is built and written (a fraction of a second); a records folder that cannot take the
+file (full, remounted read-only) sends it to a fallback folder that is named, and the
+registry stores it anyway; where no folder can take it, it is stored in the registry, or
+printed whole as JSON on stderr as the last resort. The worker's result is removed only
+once its record is somewhere.
+
+Every process of a launch dies with this one (perfsuite.engine.lifeline) and the temporary
+folder goes with them; the :class:`~perfsuite.engine.lifeline.Janitor` removes the folder when
+the runner itself is killed while no measuring process runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from perfsuite import distributed
 from perfsuite.controls import Controls, process_env
-from perfsuite.engine import launcher, lifeline
+from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
 from perfsuite.engine.record import build_record, finalize, write_files
 from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
@@ -42,6 +54,10 @@ from perfsuite.measure.roofline import CEILING_SOURCES
 
 LOG_TAIL_LINES = 15
 WORKDIR_PREFIX = "perfsuite-"
+RESULT_FILE = "result.json"
+# Where a record goes when the records folder cannot take it: <data dir>/FALLBACK_FOLDER, else
+# the system's temporary folder's FALLBACK_FOLDER-<uid>.
+FALLBACK_FOLDER = "rescued-records"
 
 
 class RegistryUnavailable(Exception):
@@ -52,16 +68,64 @@ class StrictRefusal(Exception):
     """``--strict`` and a failed pre-flight check: nothing was measured or recorded (one line)."""
 
 
-class RecordNotStored(Exception):
-    """The record is on disk but the registry refused or could not be reached (one line)."""
+@dataclasses.dataclass
+class Kept:
+    """Where a finished record's file is: ``path`` (None: no folder could take it) and, when
+    that is not the records folder, why (one line)."""
 
-    def __init__(self, record: dict, path: Path, reason: str) -> None:
+    path: Path | None
+    note: str | None = None
+
+
+class RecordNotStored(Exception):
+    """The registry refused the record or could not be reached; the record is on disk (its
+    path named) or, where no folder could take it, printed on stderr as JSON (one line)."""
+
+    def __init__(self, record: dict, path: Path | None, reason: str) -> None:
         self.record, self.path, self.reason = record, path, reason
+        where = (
+            f"its record is at {path}: 'perfsuite import {path}' will load it"
+            if path is not None
+            else "no folder could take its record, printed above as JSON: save it to a file and "
+            "'perfsuite import FILE' will load it"
+        )
         super().__init__(
             f"run {record['run_id']} ({record['workload']['name']}, {record['status']}) was not "
-            f"stored in the registry: {reason}; its record is at {path}: "
-            f"'perfsuite import {path}' will load it"
+            f"stored in the registry: {reason}; {where}"
         )
+
+
+def fallback_dirs(records_dir: Path) -> list[Path]:
+    """The folders a record goes to when the records folder cannot take it, in order."""
+    from perfsuite.registry.db import data_dir
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    candidates = [data_dir() / FALLBACK_FOLDER, Path(tempfile.gettempdir()) / f"{FALLBACK_FOLDER}-{uid}"]
+    out = []
+    for folder in candidates:
+        if folder.resolve() != records_dir.resolve() and folder not in out:
+            out.append(folder)
+    return out
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends, then deliver them as they came: the block
+    (a record built and written, a fraction of a second) is never cut in half. Only the main
+    thread can hold signals; elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    caught = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in caught}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 def registry_failures() -> tuple[type[BaseException], ...]:
@@ -148,12 +212,26 @@ class Runner:
     """Runs requests one after another and stores each record as soon as it is on disk."""
 
     def __init__(
-        self, open_registry: Callable[[], Any], records_dir: Path, echo: Callable[[str], None] = lambda s: None
+        self,
+        open_registry: Callable[[], Any],
+        records_dir: Path,
+        echo: Callable[[str], None] = lambda s: None,
+        on_progress: Callable[[RunRequest, progress.Note], None] | None = None,
     ) -> None:
         self._open_registry = open_registry
-        self._registry = None
+        self._registry: Any = None
         self.records_dir = records_dir
         self.echo = echo
+        self.janitor = lifeline.Janitor()
+        # run id -> the file of a record on disk that the registry does not hold (yet)
+        self.unstored: dict[str, Path] = {}
+        self._kept: set[str] = set()  # run ids whose record is somewhere (disk, registry or stderr)
+        self.last_stored: dict | None = None  # the record of the current run, once the registry holds it
+        self.on_progress = on_progress  # each progress note of a running run (perfsuite.engine.progress)
+
+    def close(self) -> None:
+        """End the janitor process (it removes any temporary folder still there)."""
+        self.janitor.close()
 
     def _with_registry(self, use: Callable[[Any], Any]) -> Any:
         """Use the registry, then release its connections: a run may last many minutes, and a
@@ -171,6 +249,17 @@ class Runner:
             self._with_registry(lambda reg: reg.results(limit=1))
         except registry_failures() as exc:
             raise RegistryUnavailable(f"the registry cannot be used: {failure_line(exc)}") from exc
+
+    def unstored_notice(self) -> str | None:
+        """One line when the records folder holds records the registry does not (a command
+        killed between writing and storing one), with the command that stores them."""
+        from perfsuite.registry.recovery import unstored_notice, unstored_records
+
+        try:
+            found = self._with_registry(lambda reg: unstored_records(reg, self.records_dir))
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
+        return unstored_notice(found, self.records_dir)
 
     def ceilings(self, device: str) -> dict[str, list[dict]]:
         """device key -> the latest passed record of each ceiling workload measured on it."""
@@ -190,6 +279,7 @@ class Runner:
         """The stored record, or None where another node's rank 0 stores it. Raises
         RegistryUnavailable (nothing measured yet) or RecordNotStored (the file is on disk)."""
         run_id = uuid.uuid4().hex
+        self.last_stored = None
         started = now()
         unmet = static_unmet(req)
         if unmet:
@@ -202,7 +292,7 @@ class Runner:
         checked = preflight_section(req.controls.device)  # before the worker starts: a quiet machine
         if req.strict and refusal(checked):
             raise StrictRefusal(refusal(checked))
-        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{run_id[:8]}-"))
+        workdir = self._make_workdir(run_id)
         try:
             spec = RunSpec(
                 run_id=run_id,
@@ -211,7 +301,7 @@ class Runner:
                 quick=req.quick,
                 controls=req.controls,
                 workdir=str(workdir),
-                result_path=str(workdir / "result.json"),
+                result_path=str(workdir / RESULT_FILE),
                 artifact_dir=str(self.records_dir / "artifacts" / run_id),
             )
             spec_path = workdir / "spec.json"
@@ -233,7 +323,26 @@ class Runner:
                 self._ncu_summary(result, ncu_log, Path(spec.artifact_dir))
             return self._finish(req, run_id, result, launch, ceilings, checked)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            self._remove_workdir(workdir, run_id)
+
+    def _make_workdir(self, run_id: str) -> Path:
+        """The run's temporary folder, named to the janitor before it exists."""
+        workdir = Path(tempfile.gettempdir()) / f"{WORKDIR_PREFIX}{run_id[:8]}-{secrets.token_hex(4)}"
+        self.janitor.watch(workdir)
+        workdir.mkdir(mode=0o700)
+        return workdir
+
+    def _remove_workdir(self, workdir: Path, run_id: str) -> None:
+        """Remove the run's folder, unless it holds a worker's result whose record is nowhere
+        yet (an unexpected error, or an interrupt in the instant the measurement ended)."""
+        if (workdir / RESULT_FILE).exists() and run_id not in self._kept:
+            self.janitor.release(workdir)
+            self.echo(f"run {run_id}: its measuring process's result is kept at {workdir / RESULT_FILE}")
+            return
+        shutil.rmtree(workdir, ignore_errors=True)  # a rank may be writing to it as it is killed
+        if workdir.exists():
+            return  # the janitor tries again when this process ends
+        self.janitor.release(workdir)
 
     def _launch(
         self, req: RunRequest, spec: RunSpec, spec_path: Path, launch: launcher.Launch, started: str
@@ -249,7 +358,7 @@ class Runner:
                 start_new_session=True,
             )
             try:
-                proc.wait(timeout=req.controls.timeout_s)
+                progress.wait(proc, req.controls.timeout_s, spec_path, self._watcher(req))
                 timed_out = False
             except subprocess.TimeoutExpired:
                 kill_tree(proc, launch.tag)
@@ -280,6 +389,12 @@ class Runner:
         error = why + (f" (last output: {tail.splitlines()[-1]})" if tail else "")
         return WorkerResult(status="failed", error=error, started_at=started, finished_at=now())
 
+    def _watcher(self, req: RunRequest) -> Callable[[progress.Note], None] | None:
+        watch = self.on_progress
+        if watch is None:
+            return None
+        return lambda note: watch(req, note)
+
     @staticmethod
     def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
         """Nsight Compute's CSV log into the record's ``details["profile"]``; the log itself is
@@ -308,27 +423,88 @@ class Runner:
     ) -> dict:
         from perfsuite.engine.environment import collect
 
-        # A run that never reached its measuring process still gets a fingerprint (light: no torch).
-        environment = result.environment or collect(req.controls.device, deep=False)
-        record = build_record(req, run_id, result, launch, environment, ceilings)
-        if checked is not None:
-            record["preflight"] = checked
-        if req.price_per_hour is not None and record["status"] == "success":
-            from perfsuite.schemas.cost import (
-                RUN_OPTION_SOURCE,
-                accelerators_held,
-                cost_section,
-            )
+        with deferred_interrupts():  # a finished measurement reaches a file before any interrupt
+            # A run that never reached its measuring process still gets a fingerprint (light: no torch).
+            environment = result.environment or collect(req.controls.device, deep=False)
+            record = build_record(req, run_id, result, launch, environment, ceilings)
+            if checked is not None:
+                record["preflight"] = checked
+            if req.price_per_hour is not None and record["status"] == "success":
+                from perfsuite.schemas.cost import (
+                    RUN_OPTION_SOURCE,
+                    accelerators_held,
+                    cost_section,
+                )
 
-            held = accelerators_held(req.controls.device, record["launch"]["world_size"])
-            record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)
-        record = finalize(record)
-        path = write_files(record, self.records_dir)
-        try:
-            self._with_registry(lambda reg: reg.store(record))
-        except registry_failures() as exc:
-            raise RecordNotStored(record, path, failure_line(exc)) from exc
+                held = accelerators_held(req.controls.device, record["launch"]["world_size"])
+                record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)
+            record = finalize(record)
+            kept = self._keep(record)
+        # In memory only (no folder took it): the store is not interrupted either.
+        holding = deferred_interrupts() if kept.path is None else contextlib.nullcontext()
+        with holding:
+            try:
+                self._with_registry(lambda reg: reg.store(record))
+            except registry_failures() as exc:
+                if kept.path is None:
+                    sys.stderr.write(json.dumps(record, sort_keys=True) + "\n")
+                    sys.stderr.flush()
+                    self._kept.add(run_id)
+                raise RecordNotStored(record, kept.path, failure_line(exc)) from exc
+        self._kept.add(run_id)
+        self.unstored.pop(run_id, None)
+        self.last_stored = record
+        self._announce_stored(record)
+        if kept.note:
+            where = f"its file is at {kept.path}" if kept.path else "it has no file"
+            self.echo(f"run {run_id} ({record['workload']['name']}) is stored in the registry; {where}: {kept.note}")
         return record
+
+    def _keep(self, record: dict) -> Kept:
+        """Write the record's files: into the records folder, else into the first fallback
+        folder that takes them; ``Kept(None, why)`` when none does. Never raises for a folder."""
+        run_id = record["run_id"]
+        path: Path | None = None
+        note: str | None = None
+        try:
+            path = write_files(record, self.records_dir)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if (self.records_dir / f"{run_id}.json").is_file():  # complete (renamed into place); its twin is not
+                path, note = self.records_dir / f"{run_id}.json", f"its MLLOG twin could not be written: {why}"
+            else:
+                refusals = [f"the records folder {self.records_dir} cannot take it: {why}"]
+                path = self._keep_elsewhere(record, refusals)
+                note = "; ".join(refusals)
+        if path is not None:
+            self._kept.add(run_id)
+            self.unstored[run_id] = path
+        return Kept(path, note)
+
+    def _keep_elsewhere(self, record: dict, refusals: list[str]) -> Path | None:
+        """The record's file in the first fallback folder that takes it; each refusal noted."""
+        for folder in fallback_dirs(self.records_dir):
+            try:
+                return write_files(record, folder)
+            except OSError as exc:
+                if (folder / f"{record['run_id']}.json").is_file():
+                    return folder / f"{record['run_id']}.json"  # only its MLLOG twin failed
+                refusals.append(f"nor can {folder}: {exc.strerror or exc}")
+        return None
+
+    def _announce_stored(self, record: dict) -> None:
+        """The ``perfsuite_record_stored`` hook, each plugin with its own copy of the record; a
+        plugin that raises is one warning line, and the stored record is untouched."""
+        import copy
+
+        from perfsuite.plugins import get_host
+
+        url = self._registry.url if self._registry is not None else ""
+        failures = get_host().call_each(
+            "perfsuite_record_stored", per_plugin=lambda info: {"record": copy.deepcopy(record)}, registry_url=url
+        )
+        for failure in failures:
+            self.echo(f"Warning: plugin {failure.plugin} failed in {failure.hook}: {failure.error}")
 
 
 def resolve_controls(**kwargs: Any) -> Controls:

@@ -5,9 +5,12 @@ starts, and the loop that runs them, so that every way it can end says what happ
   checked; a problem is one line and exit 2, and nothing has been measured.
 - Ctrl-C or SIGTERM: the current run's process tree is killed and its folder removed (the
   runner does that on the way out); exit 130 with the runs stored, the run interrupted
-  and the runs not started.
+  and the runs not started. A record that reached disk but not the registry is named with
+  its file and the ``perfsuite import`` command that stores it.
 - A registry that fails after a measurement: the record is on disk; one line names the
   file and ``perfsuite import``; the remaining runs are not started; exit 1.
+- Records a previous command left in the records folder but not in the registry (it was
+  killed between the two) are noticed before the runs start, in one line.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.engine import launcher
+from perfsuite.engine.files import remove_stale_temporaries
 from perfsuite.engine.footprint import too_large
 from perfsuite.engine.runner import (
     RecordNotStored,
@@ -100,6 +104,7 @@ def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[]
             raise PreflightError(f"{req.entry.name}: {why}; not started")
     if any(launcher.stores_records(req.launch) for req in requests):
         check_records_dir(runner.records_dir)
+        remove_stale_temporaries(runner.records_dir)  # left by a writer killed mid-write
         if check_url is not None:
             from perfsuite.registry import RegistryError
 
@@ -111,6 +116,12 @@ def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[]
             runner.check_registry()
         except RegistryUnavailable as exc:
             raise PreflightError(str(exc)) from exc
+        try:
+            notice = runner.unstored_notice()
+        except RegistryUnavailable as exc:
+            raise PreflightError(str(exc)) from exc
+        if notice:
+            runner.echo(notice)
     why = strict_unmet(requests)
     if why:
         raise PreflightError(why)
@@ -151,10 +162,33 @@ def _summary(stored: list[dict], current: RunRequest, what: str, rest: list[RunR
     return f"stored: {done}; {what}: {_label(current)}; not run: {not_run}"
 
 
+def _interrupted(runner: Runner, stored: list[dict], current: RunRequest, rest: list[RunRequest]) -> str:
+    """The summary after a signal: what is stored, the run it cut (named with its file when
+    its record reached disk but not the registry, with the command that stores it), the rest."""
+    if runner.last_stored is not None and all(r is not runner.last_stored for r in stored):
+        # the signal came after the current run's record was stored
+        done = ", ".join(f"{r['workload']['name']} {r['run_id'][:8]}" for r in [*stored, runner.last_stored])
+        return f"Interrupted: stored: {done}; not run: {', '.join(_label(r) for r in rest) or 'none'}"
+    if not runner.unstored:
+        return "Interrupted: " + _summary(stored, current, "not finished", rest)
+    files = ", ".join(str(p) for p in runner.unstored.values())
+    folders = list(dict.fromkeys(str(p.parent) for p in runner.unstored.values()))
+    command = " and ".join(f"'perfsuite import {f}'" for f in folders)
+    what = f"on disk, not in the registry ({files}; {command} stores it)"
+    return "Interrupted: " + _summary(stored, current, what, rest)
+
+
 def run_all(
     runner: Runner, requests: list[RunRequest], on_start: Callable[[RunRequest], None] = lambda req: None
 ) -> Outcome:
     """Run every request in order; the exit code says how it ended (0, 1, 2 or 130)."""
+    try:
+        return _run_each(runner, requests, on_start)
+    finally:
+        runner.close()
+
+
+def _run_each(runner: Runner, requests: list[RunRequest], on_start: Callable[[RunRequest], None]) -> Outcome:
     out = Outcome()
     with sigterm_as_interrupt():
         for i, req in enumerate(requests):
@@ -163,7 +197,7 @@ def run_all(
                 on_start(req)
                 record = runner.run(req)
             except KeyboardInterrupt:
-                out.messages.append("Interrupted: " + _summary(out.records, req, "not finished", rest))
+                out.messages.append(_interrupted(runner, out.records, req, rest))
                 out.exit_code = EXIT_INTERRUPTED
                 return out
             except RecordNotStored as exc:

@@ -34,10 +34,12 @@ The plan of a sweep (sizes, modes, checks) is :mod:`._plan`; its table, :mod:`._
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -185,16 +187,18 @@ class Sweep:
     def views(self, mode: str, c: Counts, shift: int) -> Views:
         op = self.plan.op
         if mode == "oop":
+            assert op.oop_views is not None and self.send is not None  # the plan has only modes the op has
             return op.oop_views(self.send[shift:], self.recv[shift:], c, self.rank)
+        assert op.ip_views is not None
         return op.ip_views(self.recv[shift:], c, self.rank)
 
     def calls(self, mode: str, c: Counts, n: int) -> list[Callable[[], None]]:
         """``n`` calls, call i on the slice at offset i x span (modulo the buffers)."""
         steps = max(1, self.recv.numel() // c.span)
-        out = []
+        out: list[Callable[[], None]] = []
         for i in range(n):
             v = self.views(mode, c, c.span * (i % steps))
-            out.append(lambda v=v: self.plan.op.call(v, self.args))
+            out.append(functools.partial(self.plan.op.call, v, self.args))
         return out
 
     def sync(self) -> None:
@@ -218,10 +222,12 @@ class Sweep:
     def _sizes(self, first_round: bool) -> list[dict]:
         pl, p = self.plan, self.p
         rows = []
+        steps = len(pl.sizes) * len(pl.modes)
         for i, (size, c) in enumerate(pl.sizes):
             row: dict[str, Any] = {"size_bytes": size, "modes": {}}
-            for mode in pl.modes:
-                distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}")
+            for j, mode in enumerate(pl.modes):
+                done = i * len(pl.modes) + j
+                distributed.note_progress(f"{pl.op.name} {size} B {MODE_LABELS[mode]}", done, steps)
                 if i == 0 and first_round:
                     self.inject_failure()
                 calls = self.calls(mode, c, p.iters)
@@ -378,11 +384,38 @@ def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
     return out
 
 
+@contextmanager
+def process_group(ctx: "RunContext") -> Iterator[str]:
+    """The run's process group, and its backend. A run of one process (world size 1: one GPU
+    visible, or ``--nproc-per-node 1``) joins none, so the sweep makes a group of one rank for its
+    own calls, as nccl-tests -g 1 runs its collectives on one rank (NCCL on the GPU, gloo on the
+    CPU), and leaves it afterwards."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        yield str(dist.get_backend())
+        return
+    if ctx.world_size != 1:
+        raise RuntimeError(f"a run of {ctx.world_size} ranks reached the sweep without a process group")
+    backend = "nccl" if ctx.device == "cuda" else "gloo"
+    bound = {"device_id": ctx.torch_device} if ctx.device == "cuda" else {}
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, **bound)
+    try:
+        yield backend
+    finally:
+        dist.destroy_process_group()
+
+
 def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     """The driver behind every ``collectives.<op>`` workload's ``execute``. Cross-checked,
     the sweep and nccl-tests take turns for the cross-check's rounds (nccl-tests first in
     even rounds, ``perfsuite.crosscheck.take_turns``' order), each ``repeats`` loops or cycles
     per size, and both sides' figures are the medians over every round."""
+    with process_group(ctx) as backend:
+        _run_collective(ctx, op, p, backend)
+
+
+def _run_collective(ctx: "RunContext", op: OpSpec, p: Any, backend: str) -> None:
     import torch.distributed as dist
 
     pl = plan(op, p, ctx.world_size)
@@ -419,7 +452,7 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     single_node = distributed.local_world_size() == ctx.world_size
     roofline = "p2p" if ctx.device == "cuda" and single_node else None
     aggregate = RANK_TIME_AGGREGATE[p.rank_time]
-    details = describe(ctx, pl, p, factor)
+    details = describe(ctx, pl, p, factor, backend)
     details["rows"] = rows
     if checking:  # nccl-tests' binary, same sweep, same call (perfsuite.crosscheck)
         details["crosscheck"] = ctx.crosscheck.compare_nccl_tests(references, rows)
@@ -431,7 +464,9 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     bus_all = []
     for mode in pl.modes:
         label = MODE_LABELS[mode]
-        peak = max(range(len(rows)), key=lambda i: rows[i][mode]["busbw_gbps"])
+        # the size of peak bandwidth (algbw: the same size as busbw's wherever the bus factor is
+        # not 0; at world size 1 nccl-tests' factors are 0 for most collectives)
+        peak = max(range(len(rows)), key=lambda i: rows[i][mode]["algbw_gbps"])
         size = rows[peak]["size_bytes"]
         own = mine[peak]["modes"][mode]["samples_s"]
         ctx.add_metric(
@@ -479,11 +514,11 @@ def run_collective(ctx: "RunContext", op: OpSpec, p: Any) -> None:
     ctx.details.update(details)
 
 
-def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float) -> dict:
+def describe(ctx: "RunContext", pl: Plan, p: Any, factor: float, backend: str) -> dict:
     """What a reader needs beside the table: how it was measured and on what."""
     return {
         "collective": pl.op.name,
-        "backend": ctx.dist_backend,
+        "backend": backend,
         "world_size": ctx.world_size,
         "local_world_size": distributed.local_world_size(),
         "nccl_version": distributed.nccl_version() if ctx.device == "cuda" else None,

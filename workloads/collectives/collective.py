@@ -100,7 +100,9 @@ class Collective(Workload):
     op: ClassVar[OpSpec]
     Params = SweepParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
-    requirements = Requirements(devices=("cpu", "cuda"), min_world_size=2, packages=("torch",))
+    # One rank per GPU visible, as nccl-tests -g N; at world size 1 (one GPU) the sweep runs on a
+    # group of one rank as nccl-tests -g 1 does (its bus factors then read 0 for most collectives).
+    requirements = Requirements(devices=("cpu", "cuda"), packages=("torch",), rank_per_gpu=True)
     primary_metric = "busbw_gbps"
     # nccl-tests' figure: bus bandwidth at every size of the sweep, out of place and in place
     headline = Headline(metric=("busbw_gbps",), per_size=True)
@@ -121,6 +123,11 @@ class Collective(Workload):
             return "CUDA-graph capture (--cuda-graph) needs device cuda"
         if ctx.controls.cuda_graph and p.timing == "per_call":
             return "timing=per_call times each call; a CUDA graph replays the whole loop (use timing=loop)"
+        if n == 1 and op.name == "send_recv" and ctx.device != "cuda":
+            return (
+                "a ring of one rank sends to itself, which gloo cannot (NCCL can, as nccl-tests' sendrecv -g 1): "
+                "run it on 2 or more ranks (--nproc-per-node 2)"
+            )
         pl = _plan.plan(op, p, n)
         if not pl.modes:
             return "; ".join(f"{_plan.MODE_LABELS[m]}: {why}" for m, why in pl.unavailable.items())

@@ -1,7 +1,7 @@
 """Built-in inference workloads, driven by MLPerf LoadGen: a BERT-style classifier, a greedy
 decoder with token latencies, and an OpenAI-compatible serving endpoint (``inference.serving``).
 A plugin module like any outside one (listed in ``perfsuite.plugins.DEFAULT_PLUGINS``); nothing
-here imports torch, transformers, aiohttp or LoadGen at module level, so ``perfsuite list``
+here imports torch, transformers, the HTTP client or LoadGen at module level, so ``perfsuite list``
 stays fast.
 """
 

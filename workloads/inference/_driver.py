@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import Check
+from perfsuite import Check, distributed
 from perfsuite.workloads.inference._harness import (
     LoadGenResult,
     read_accuracy_log,
@@ -185,6 +185,7 @@ class LoadGenRunner:
                     "hints": vars(self.hints).copy(),
                     "valid": s.valid,
                     "invalid_reasons": s.invalid_reasons,
+                    "next_steps": s.next_steps(self.p.percentile(scenario)),
                 }
             )
             if s.valid or s.satisfied.get("Min duration", True) or scenario == "Server":
@@ -296,7 +297,8 @@ class Driver(LoadGenRunner):
             self.measured = Hints(
                 cal["single_sample_s"], cal["multistream_query_s"], cal["measured_offline_samples_per_s"]
             )
-            for scenario in p.scenarios:
+            for done, scenario in enumerate(p.scenarios):
+                distributed.note_progress(scenario, done, len(p.scenarios))
                 self.details["scenarios"][scenario] = out = {}
                 # Only Server's samples arrive one by one; the others issue a whole query at once.
                 self.sut.max_wait_s = p.max_wait_ms / 1e3 if scenario == "Server" else 0.0
@@ -362,12 +364,17 @@ class Driver(LoadGenRunner):
         s = result.summary
         assert s is not None
         reasons = "; ".join(s.invalid_reasons)
+        # what would make it VALID, from LoadGen's own figures (the query count early stopping
+        # needs, the latency bound missed): the line a user acts on
+        steps = "; ".join(s.next_steps(self.p.percentile(scenario)))
         ctx.add_check(
             Check(
                 label=f"{scenario} VALID",
                 passed=s.valid,
                 method="LoadGen's verdict (constraints, minimum duration and queries, early stopping)",
-                detail=f"{'VALID' if s.valid else 'INVALID'}" + (f": {reasons}" if reasons else ""),
+                detail=f"{'VALID' if s.valid else 'INVALID'}"
+                + (f": {reasons}" if reasons else "")
+                + (f"; next step: {steps}" if steps else ""),
             )
         )
         for name, value in s.rates.items():
@@ -403,7 +410,7 @@ class Driver(LoadGenRunner):
                 )
         return {
             "settings": result.settings,
-            "summary": s.to_dict(),
+            "summary": s.to_dict(self.p.percentile(scenario)),
             "files": self._files(result),
             "sut": {
                 "batches": st.batches,

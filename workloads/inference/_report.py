@@ -48,6 +48,8 @@ def render_table(record: Mapping[str, Any]) -> Any:
         tokens = rates.get("tokens_per_s") or rates.get("tokens_per_s_with_overhead")
         if s:
             verdict = "VALID" if s.get("valid") else "INVALID: " + "; ".join(s.get("invalid_reasons", []))
+            if s.get("next_steps"):  # records before the next steps have none
+                verdict += "; next step: " + "; ".join(s["next_steps"])
         else:
             verdict = "-"
         acc = out.get("accuracy")

@@ -1,10 +1,12 @@
 """The streaming HTTP client of ``inference.serving``: one OpenAI-style streamed completion,
 timed chunk by chunk, and everything that can go wrong with it named.
 
-A request is sent with aiohttp and its Server-Sent Events read as they arrive. Times are
-``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux, so comparable between the client's
-processes): sent, first content chunk (time to first token), every content chunk (the
-inter-token latencies), end of stream. A request that fails keeps its reason, one of
+A request is sent on a keep-alive connection of the run's :class:`Session` (``_serving_http``:
+asyncio protocols over httptools) and its Server-Sent Events parsed read by read, one
+``orjson.loads`` per event. Times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux, so
+comparable between the client's processes): sent, first content chunk (time to first token),
+every content chunk (the inter-token latencies), end of stream. An event's time is that of the
+read that completed it. A request that fails keeps its reason, one of
 :data:`REASONS`, and a line of detail; it never raises, and it never waits longer than its
 timeouts: ``stall_timeout_s`` between two reads (a server that stops mid-stream) and
 ``request_timeout_s`` in all.
@@ -19,15 +21,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from time import perf_counter_ns
 from typing import Any
 
+import orjson
+
+from perfsuite.workloads.inference._serving_http import Session, Target
+
 # Why a request failed; the error budget counts these.
 REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event", "empty")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
-ERROR_BODY_BYTES = 300  # of an error response kept as detail
-KEEPALIVE_S = 2.0  # an idle keep-alive connection is closed by the client after this long
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,18 @@ class Endpoint:
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + ("/v1/chat/completions" if self.api == "chat" else "/v1/completions")
+
+    @cached_property
+    def target(self) -> Target:
+        return Target.parse(self.url)
+
+    @cached_property
+    def _head(self) -> bytes:
+        return self.target.post_head(self.headers)
+
+    def request(self, body: bytes) -> bytes:
+        """The whole HTTP request that sends ``body`` (a :meth:`body`)."""
+        return self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
     def body(self, prompt: str, max_tokens: int) -> bytes:
         body: dict[str, Any] = {
@@ -130,7 +147,7 @@ class RequestResult:
 
 
 class StreamParser:
-    """Server-Sent Events of an OpenAI-style stream, fed as bytes arrive."""
+    """Server-Sent Events of an OpenAI-style stream, fed as bytes arrive (LF or CRLF lines)."""
 
     def __init__(self, result: RequestResult, on_first: Callable[[RequestResult], None] | None = None) -> None:
         self.result = result
@@ -139,30 +156,37 @@ class StreamParser:
         self.on_first = on_first
         self.texts: list[str] = []
 
-    def feed(self, data: bytes, now_ns: int) -> None:
-        self.buffer += data
-        while True:
-            end = self.buffer.find(b"\n\n")
-            if end < 0:
-                return
-            event, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
-            self._event(event, now_ns)
+    def feed(self, data: bytes, now_ns: int) -> bool:
+        """Parse the events ``data`` completes; True once the stream has failed (the rest of it
+        need not be read)."""
+        buf = self.buffer + data if self.buffer else data
+        if b"\r" in buf:  # CRLF or CR line ends; a CR last may be the first half of a CRLF
+            tail = b"\r" if buf.endswith(b"\r") else b""
+            buf = buf[: len(buf) - len(tail)].replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+        start = 0
+        while (end := buf.find(b"\n\n", start)) >= 0:
+            self._event(buf[start:end], now_ns)
+            start = end + 2
             if self.result.reason is not None:
-                return
+                self.buffer = b""
+                return True
+        self.buffer = buf[start:]
+        return False
 
     def _event(self, event: bytes, now_ns: int) -> None:
         r = self.result
-        payload = b"\n".join(
-            line[5:].lstrip() for line in event.replace(b"\r", b"").split(b"\n") if line.startswith(b"data:")
-        )
+        if event.startswith(b"data:") and b"\n" not in event:  # what every engine sends: one data line
+            payload = event[5:].strip()
+        else:
+            payload = b"\n".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
         if not payload:
             return  # a comment or a keep-alive
         if payload == b"[DONE]":
             self.done = True
             return
         try:
-            obj = json.loads(payload)
-        except ValueError:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             self.fail("malformed_chunk", f"a stream chunk is not JSON: {payload[:80]!r}")
             return
         if not isinstance(obj, dict):
@@ -172,7 +196,7 @@ class StreamParser:
             self.fail("server_error_event", f"the server sent an error event: {str(obj['error'])[:160]}")
             return
         usage = obj.get("usage")
-        if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        if usage and isinstance(usage, dict) and usage.get("completion_tokens") is not None:
             r.output_tokens = int(usage["completion_tokens"])
             r.prompt_tokens = usage.get("prompt_tokens")
             r.token_source = "usage"
@@ -183,6 +207,9 @@ class StreamParser:
         if not choices:
             return  # the usage-only chunk
         choice = choices[0]
+        if not isinstance(choice, dict):
+            self.fail("malformed_chunk", f"a stream chunk's choice is not a JSON object: {payload[:80]!r}")
+            return
         text = choice.get("text")
         if text is None:
             text = (choice.get("delta") or {}).get("content")
@@ -222,7 +249,7 @@ class StreamParser:
 
 
 async def stream_request(
-    session: Any,
+    session: Session,
     endpoint: Endpoint,
     body: bytes,
     result: RequestResult,
@@ -230,54 +257,20 @@ async def stream_request(
     on_first: Callable[[RequestResult], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
 ) -> RequestResult:
-    """Send one streamed request on an aiohttp ``session`` and fill ``result``; never raises
-    for what the server or the network does (the reason is in ``result.reason``)."""
-    import aiohttp
-
+    """Send one streamed request on ``session`` and fill ``result``; never raises for what the
+    server or the network does (the reason is in ``result.reason``)."""
     parser = StreamParser(result, on_first)
-    timeout = aiohttp.ClientTimeout(
-        total=timeouts.request_s, sock_read=timeouts.stall_s, sock_connect=timeouts.connect_s
-    )
-    headers = {"Content-Type": "application/json", **dict(endpoint.headers)}
+    request = endpoint.request(body)
     result.sent_ns = perf_counter_ns()
-    try:
-        async with session.post(endpoint.url, data=body, headers=headers, timeout=timeout) as resp:
-            if resp.status != 200:
-                text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-                parser.fail("http_status", f"HTTP {resp.status}: {text.strip()[:200]}")
-                result.done_ns = perf_counter_ns()
-                return result
-            async for data in resp.content.iter_any():
-                parser.feed(data, perf_counter_ns())
-                if result.reason is not None:
-                    break
-    except aiohttp.ServerTimeoutError as exc:  # a read or connect that waited past its timeout
-        kind = "connect" if "connect" in str(exc).lower() else "stall"
-        parser.fail(
-            kind,
-            f"no data for {timeouts.stall_s:g} s mid-stream ({type(exc).__name__})"
-            if kind == "stall"
-            else f"connecting timed out after {timeouts.connect_s:g} s",
-        )
-    except TimeoutError:
-        parser.fail("timeout", f"the request took longer than {timeouts.request_s:g} s")
-    except aiohttp.ClientPayloadError as exc:
-        parser.fail("truncated", f"the connection closed mid-stream ({type(exc).__name__}: {exc})")
-    except aiohttp.ClientConnectorError as exc:
-        parser.fail("connect", f"cannot connect to {endpoint.base_url}: {exc.os_error or exc}")
-    except (aiohttp.ClientError, OSError) as exc:  # the server closed or reset the connection
-        parser.fail("truncated", f"{type(exc).__name__}: {exc}")
+    outcome = await session.exchange(endpoint.target, request, parser.feed, timeouts)
+    if outcome.failure is not None:
+        parser.fail(*outcome.failure)
+    elif outcome.status != 200:
+        text = outcome.error_body.decode("utf-8", "replace")
+        parser.fail("http_status", f"HTTP {outcome.status}: {text.strip()[:200]}")
     return parser.finish(perf_counter_ns(), count_tokens)
 
 
-def new_session(max_connections: int = 0) -> Any:
-    """An aiohttp session for many concurrent streams to one server (no connection limit by
-    default: the load shape decides how many are in flight, not the pool). An idle connection is
-    dropped after ``KEEPALIVE_S``, before servers drop theirs (uvicorn's default: 5 s): a request
-    sent on a connection the server has just closed would fail as a truncated stream."""
-    import aiohttp
-
-    connector = aiohttp.TCPConnector(
-        limit=max_connections, limit_per_host=max_connections, force_close=False, keepalive_timeout=KEEPALIVE_S
-    )
-    return aiohttp.ClientSession(connector=connector, auto_decompress=False)
+def new_session() -> Session:
+    """The keep-alive connections of one client process for a run (``_serving_http.Session``)."""
+    return Session()

@@ -8,12 +8,13 @@ Closed loop (a concurrency): N requests in flight, each slot sending its next re
 as its last one ends.
 
 A :class:`ClientPool` runs a :class:`Job` in ``processes`` client processes (one: in this
-process), each an asyncio loop with its own aiohttp session, as AIPerf's workers do: one Python
-process streams about 2,000 short requests per second on one core, a sweep past that needs
-more. Open loop: request k goes to process k mod P, at its scheduled time on the shared
-monotonic clock; closed loop: the concurrency is split between the processes. Every request's
-scheduled and actual send time are kept, so a client that fell behind its schedule shows it
-(``send lag``).
+process), each an asyncio loop (uvloop's where installed) with its own keep-alive connections,
+as AIPerf's workers do; ``_serving_capacity`` measures what one process sustains. Open loop:
+request k goes to process k mod P and leaves at its scheduled time on the shared monotonic
+clock, never before (an absolute deadline, so a late wake-up does not shift the requests after
+it); closed loop: the concurrency is split between the processes. Every request's scheduled
+and actual send time are kept, so a client that fell behind its schedule shows it (``send
+lag``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import math
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,9 +32,13 @@ from time import perf_counter_ns
 from typing import Any
 
 from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+from perfsuite.workloads.inference._serving_http import Session
 
 START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
-READY_TIMEOUT_S = 60.0  # a spawned client process imports aiohttp before it says it is ready
+READY_TIMEOUT_S = 60.0  # a spawned client process imports the client before it says it is ready
+# The event loop's timers tick in milliseconds (epoll's timeout, uvloop's clock): a shorter
+# sleep returns at once, so waiting out a sub-millisecond gap with it would spin the loop.
+TIMER_TICK_S = 0.001
 
 
 def arrival_offsets_s(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
@@ -102,51 +108,50 @@ class Job:
         )
 
 
-async def _run(job: Job) -> list[RequestResult]:
+async def _run(job: Job, session: Session) -> list[RequestResult]:
     count = token_counter(job.tokenizer)
     positions = job.positions or list(range(len(job.order)))
-    async with new_session() as session:
-        if job.offsets_s is not None:
-            tasks = []
-            for k in positions:
-                due = job.start_ns + int(job.offsets_s[k] * 1e9)
-                while (wait := (due - perf_counter_ns()) / 1e9) > 0:  # a timer may fire a little early
-                    await asyncio.sleep(wait)
-                index = job.order[k]
-                tasks.append(
-                    asyncio.create_task(
-                        stream_request(
-                            session,
-                            job.endpoint,
-                            job.bodies[index],
-                            RequestResult(index, due),
-                            job.timeouts,
-                            count_tokens=count,
-                        )
-                    )
-                )
-            return list(await asyncio.gather(*tasks))
-        results: list[RequestResult] = []
-        todo = iter(positions)
-        while perf_counter_ns() < job.start_ns:
-            await asyncio.sleep((job.start_ns - perf_counter_ns()) / 1e9)
-
-        async def slot() -> None:
-            for k in todo:  # one iterator shared by every slot: each request is sent once
-                index = job.order[k]
-                results.append(
-                    await stream_request(
+    if job.offsets_s is not None:
+        tasks = []
+        for k in positions:
+            due = job.start_ns + int(job.offsets_s[k] * 1e9)
+            while (wait := (due - perf_counter_ns()) * 1e-9) > 0:  # a timer may fire a little early
+                await asyncio.sleep(max(wait, TIMER_TICK_S))
+            index = job.order[k]
+            tasks.append(
+                asyncio.create_task(
+                    stream_request(
                         session,
                         job.endpoint,
                         job.bodies[index],
-                        RequestResult(index, perf_counter_ns()),
+                        RequestResult(index, due),
                         job.timeouts,
                         count_tokens=count,
                     )
                 )
+            )
+        return list(await asyncio.gather(*tasks))
+    results: list[RequestResult] = []
+    todo = iter(positions)
+    while perf_counter_ns() < job.start_ns:
+        await asyncio.sleep((job.start_ns - perf_counter_ns()) / 1e9)
 
-        await asyncio.gather(*(slot() for _ in range(max(1, job.concurrency))))
-        return results
+    async def slot() -> None:
+        for k in todo:  # one iterator shared by every slot: each request is sent once
+            index = job.order[k]
+            results.append(
+                await stream_request(
+                    session,
+                    job.endpoint,
+                    job.bodies[index],
+                    RequestResult(index, perf_counter_ns()),
+                    job.timeouts,
+                    count_tokens=count,
+                )
+            )
+
+    await asyncio.gather(*(slot() for _ in range(max(1, job.concurrency))))
+    return results
 
 
 def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -159,43 +164,65 @@ def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
+class Sender:
+    """One client process's event loop and keep-alive connections, kept from job to job (a
+    sweep's steps, the capacity measurement's phases), so that a job's first requests find their
+    connections open as its later ones do."""
+
+    def __init__(self) -> None:
+        self.loop = event_loop()()
+        self.session = new_session()
+
+    def run(self, job: Job) -> list[RequestResult]:
+        if not job.start_ns:
+            job.start_ns = perf_counter_ns()
+        return self.loop.run_until_complete(_run(job, self.session))
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.session.close())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.loop.close()
+
+    def __enter__(self) -> "Sender":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def run_here(job: Job) -> list[RequestResult]:
-    """Send a whole job from this process."""
-    if not job.start_ns:
-        job.start_ns = perf_counter_ns()
-    loop = event_loop()()
-    try:
-        return loop.run_until_complete(_run(job))
-    finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+    """Send a whole job from this process, on connections of its own."""
+    with Sender() as sender:
+        return sender.run(job)
 
 
 def _worker_main(conn: Any) -> None:
-    """A client process: run each job it receives, send back its results; None ends it."""
-    import aiohttp  # noqa: F401  (imported before saying ready: a job's schedule starts on time)
-
-    event_loop()
-    conn.send(("ready", None))
-    while True:
-        job = conn.recv()
-        if job is None:
-            return
-        try:
-            conn.send(("ok", run_here(job)))
-        except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    """A client process: run each job it receives, send back its results; None ends it. The
+    client's modules are imported before it says it is ready, so a job's schedule starts on time."""
+    with Sender() as sender:
+        conn.send(("ready", None))
+        while True:
+            job = conn.recv()
+            if job is None:
+                return
+            try:
+                conn.send(("ok", sender.run(job)))
+            except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 class ClientPool:
     """``processes`` client processes kept for a run (spawned once: starting one costs a
-    Python interpreter and aiohttp's import)."""
+    Python interpreter and the client's imports)."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
             raise ValueError(f"client processes must be at least 1, not {processes}")
         self.processes = processes
         self._workers: list[tuple[Any, Any]] = []
+        self._here: Sender | None = None  # one process: this one sends, from the thread that runs jobs
         if processes > 1:
             ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs LoadGen's threads
             for _ in range(processes):
@@ -209,10 +236,17 @@ class ClientPool:
                     raise RuntimeError(f"a client process was not ready within {READY_TIMEOUT_S:g} s")
                 conn.recv()
 
+    @property
+    def pids(self) -> list[int]:
+        """The processes that send (this one where there is one), for their CPU time."""
+        return [proc.pid for proc, _ in self._workers] or [os.getpid()]
+
     def run(self, job: Job) -> list[RequestResult]:
         if not self._workers:
+            if self._here is None:
+                self._here = Sender()
             job.start_ns = perf_counter_ns()
-            return run_here(job)
+            return self._here.run(job)
         job.start_ns = perf_counter_ns() + int(START_LEAD_S * 1e9)
         for w, (_, conn) in enumerate(self._workers):
             conn.send(job.share(w, len(self._workers)))
@@ -229,6 +263,9 @@ class ClientPool:
         return out
 
     def close(self) -> None:
+        if self._here is not None:
+            self._here.close()
+            self._here = None
         for _proc, conn in self._workers:
             with contextlib.suppress(BrokenPipeError, OSError):  # gone already: joined or killed below
                 conn.send(None)

@@ -8,9 +8,13 @@ adds to TTFT. With ``--fail-every`` / ``--stall-every`` / ``--malformed-every`` 
 stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream.
 
 Plain asyncio (no web framework) so that the server costs as little CPU as it can on a
-machine it shares with the client: HTTP/1.1 with keep-alive, a response as one write.
+machine it shares with the client: HTTP/1.1 with keep-alive, an answer as one write, or with
+``--write-each-event`` each event as its own write, as an engine sends its tokens (the client
+then gets them in as many reads as the kernel delivers), or with ``--event-gap-ms`` each event
+that long after the one before, so that each arrives in a read of its own as tokens do.
 
-    python bench/serving_null_server.py --port 8123 [--chunks 16] [--processes 1]
+    python bench/serving_null_server.py --port 8123 [--chunks 16] [--processes 1] [--write-each-event]
+        [--event-gap-ms 1]
     GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions
 
 ``max_tokens`` in a request sets its chunk count (one token each); without it ``--chunks``.
@@ -29,6 +33,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 MODEL = "null"
 MAX_HEADER_BYTES = 65536
@@ -167,9 +173,11 @@ class NullHTTP(asyncio.Protocol):
             t.write(json_response(404, {"error": f"no route {method} {path}"}))
             return False
         try:
-            req = json.loads(body or b"{}")
-        except ValueError:
-            t.write(json_response(400, {"error": "body is not JSON"}))
+            req = orjson.loads(body or b"{}")
+        except orjson.JSONDecodeError:
+            req = None
+        if not isinstance(req, dict):
+            t.write(json_response(400, {"error": "body is not a JSON object"}))
             return False
         self.state.count += 1
         fault = self.state.faults.pick(self.state.count)
@@ -212,8 +220,26 @@ class NullHTTP(asyncio.Protocol):
             self.busy = True
             asyncio.get_running_loop().call_later(self.state.faults.stall_s, self._resume, events[half:])
             return True
-        t.write(STREAM_HEAD + b"".join(events) + END)
+        if self.state.event_gap_s > 0:
+            t.write(STREAM_HEAD + events[0])
+            loop = asyncio.get_running_loop()
+            for k, event in enumerate(events[1:], 1):
+                loop.call_later(k * self.state.event_gap_s, self._write, event)
+            self.busy = True  # later requests on this connection wait for the end of this answer
+            loop.call_later(len(events) * self.state.event_gap_s, self._resume, ())
+            return True
+        if self.state.write_each_event:
+            t.write(STREAM_HEAD + events[0])
+            for event in events[1:]:
+                t.write(event)
+            t.write(END)
+        else:
+            t.write(STREAM_HEAD + b"".join(events) + END)
         return False
+
+    def _write(self, event: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(event)
 
     def _resume(self, rest: tuple[bytes, ...]) -> None:
         self.busy = False
@@ -229,12 +255,13 @@ class NullHTTP(asyncio.Protocol):
 class ServerState:
     chunks: int
     faults: Faults
-    count: int = 0
+    write_each_event: bool = False
+    event_gap_s: float = 0.0  # above 0: each event this long after the one before
+    count: int = 0  # requests answered by this process
 
 
-async def serve(sock: socket.socket, chunks: int, faults: Faults) -> None:
+async def serve(sock: socket.socket, state: ServerState) -> None:
     loop = asyncio.get_running_loop()
-    state = ServerState(chunks, faults)
     server = await loop.create_server(lambda: NullHTTP(state), sock=sock, backlog=4096)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -243,14 +270,14 @@ async def serve(sock: socket.socket, chunks: int, faults: Faults) -> None:
         await stop.wait()
 
 
-def run_process(sock: socket.socket, chunks: int, faults: Faults) -> None:
+def run_process(sock: socket.socket, state: ServerState) -> None:
     try:
         import uvloop  # the event loop of the serving engines, where it is installed
 
         uvloop.install()
     except ImportError:
         pass  # asyncio's own loop
-    asyncio.run(serve(sock, chunks, faults))
+    asyncio.run(serve(sock, state))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,16 +286,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     ap.add_argument("--chunks", type=int, default=16, help="tokens per answer when a request names no max_tokens")
     ap.add_argument("--processes", type=int, default=1, help="server processes sharing the listening socket")
+    ap.add_argument("--write-each-event", action="store_true", help="each event its own write, not one per answer")
+    ap.add_argument("--event-gap-ms", type=float, default=0.0, help="each event this long after the one before")
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--stall-every", type=int, default=0)
     ap.add_argument("--stall-s", type=float, default=30.0)
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--truncate-every", type=int, default=0)
     a = ap.parse_args(argv)
-    if a.chunks < 1 or a.processes < 1:
-        print("error: --chunks and --processes must be at least 1", file=sys.stderr)
+    if a.chunks < 1 or a.processes < 1 or not 0 <= a.event_gap_ms < 60_000:
+        print("error: --chunks and --processes must be at least 1, --event-gap-ms from 0 to 60000", file=sys.stderr)
         return 2
     faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every)
+    state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((a.host, a.port))
@@ -279,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.processes - 1):
         pid = os.fork()
         if pid == 0:
-            run_process(sock, a.chunks, faults)
+            run_process(sock, state)
             os._exit(0)
         children.append(pid)
     try:
-        run_process(sock, a.chunks, faults)
+        run_process(sock, state)
     finally:
         for pid in children:
             os.kill(pid, signal.SIGTERM)

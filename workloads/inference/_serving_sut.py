@@ -62,7 +62,7 @@ class HTTPSUT:
         async def open_session() -> Any:
             return new_session()
 
-        self._session = loop.run_until_complete(open_session())  # aiohttp binds it to the running loop
+        self._session = loop.run_until_complete(open_session())  # made on the loop that will use it
         self._loop = loop
 
         def run() -> None:

@@ -18,6 +18,13 @@ _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?) percentile (latency|first token late
 _HEADLINE_PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)th (percentile latency|first token percentile latency) \(ns\)$")
 _SATISFIED = re.compile(r"^(.*?) satisfied\s*$")
 _ES_ESTIMATE = re.compile(r"Early stopping (\d+(?:\.\d+)?)th percentile estimate: (\d+)")
+# LoadGen's early-stopping verdicts when it is not met (results.cc): SingleStream and MultiStream
+# below the least count the percentile can be estimated from; Server with too many queries over
+# the latency bound for the count run.
+_ES_TOO_FEW = re.compile(r"Only processed (\d+) queries\. Need to process at least (\d+) queries for early stopping")
+_ES_MORE = re.compile(r"Processed (\d+) queries\. Would need to run at least (\d+) more queries")
+# Server's latency bounds as "Test Parameters Used" prints them, per latency kind
+_BOUNDS = {"latency": "target_latency (ns)", "ttft": "ttft_latency (ns)", "tpot": "tpot_latency (ns)"}
 
 # label in the summary -> field of LoadGenSummary (rates in samples, tokens or queries per second)
 _RATES = {
@@ -72,13 +79,56 @@ class LoadGenSummary:
         out = [f"{name} not satisfied" for name, ok in self.satisfied.items() if not ok]
         return out + self.recommendations
 
-    def to_dict(self) -> dict:
+    def next_steps(self, percentile: float = 0.99) -> list[str]:
+        """What would make an INVALID run VALID, each constraint not met as one line with LoadGen's
+        own figures and the parameter to change: the query count early stopping needs, the latency
+        bound a Server percentile (``percentile``, the run's target) missed, the minimum duration
+        LoadGen ran out of queries before. Empty for a VALID run."""
+        if self.valid:
+            return []
+        steps: list[str] = []
+        if self.satisfied.get("Early stopping") is False:
+            for name, lines in self.early_stopping.items():
+                steps += _early_stopping_step(name, " ".join(lines))
+        if self.satisfied.get("Performance constraints") is False:
+            steps += self._latency_steps(percentile)
+        if self.satisfied.get("Min duration") is False:
+            hint = next((r for r in self.recommendations if "pre-generates" in r), "")
+            steps.append(
+                f"LoadGen ran out of queries before min_duration_ms={self.parameters.get('min_duration (ms)', '?')}"
+                + (f": {hint[0].lower()}{hint[1:]}" if hint else "")
+            )
+        if self.satisfied.get("Min queries") is False:
+            steps.append(
+                f"fewer queries than min_query_count={self.parameters.get('min_query_count', '?')} were issued: "
+                "give the run longer (min_duration_ms) or a lower expected latency"
+            )
+        return steps
+
+    def _latency_steps(self, percentile: float) -> list[str]:
+        """Server: each latency kind whose target percentile is over its bound, with both figures."""
+        key = _pct_key(str(percentile * 100))
+        steps = []
+        for kind, label in _BOUNDS.items():
+            bound = _number(self.parameters[label], label) if label in self.parameters else 0.0
+            seen = self.latency_ns.get(kind, {}).get(key)
+            if bound > 0 and seen is not None and seen > bound:
+                name = {"latency": "latency", "ttft": "time to first token", "tpot": "time per output token"}[kind]
+                steps.append(
+                    f"{name} {key} {seen / 1e6:.4g} ms is over its bound {bound / 1e6:.4g} ms: "
+                    f"lower target_qps (now {self.parameters.get('target_qps', '?')})"
+                )
+        return steps
+
+    def to_dict(self, percentile: float = 0.99) -> dict:
+        """The record's view; ``percentile``: the run's target latency percentile (its next steps)."""
         return {
             "scenario": self.scenario,
             "mode": self.mode,
             "valid": self.valid,
             "satisfied": self.satisfied,
             "invalid_reasons": self.invalid_reasons,
+            "next_steps": self.next_steps(percentile),
             "early_stopping": self.early_stopping,
             "early_stopping_estimates_ns": self.early_stopping_estimates_ns,
             "headline_ns": self.headline_ns,
@@ -88,6 +138,26 @@ class LoadGenSummary:
             "warnings": self.warnings,
             "errors": self.errors,
         }
+
+
+def _early_stopping_step(name: str, text: str) -> list[str]:
+    """One early-stopping block's verdict (``text``, its lines joined) as the next step."""
+    which = "" if name == "latency" else f" ({name})"
+    few = _ES_TOO_FEW.search(text)
+    if few:
+        done, needed = int(few.group(1)), int(few.group(2))
+        return [
+            f"early stopping{which} needs at least {needed} queries and this run processed {done}: "
+            f"min_query_count={needed} or more"
+        ]
+    more = _ES_MORE.search(text)
+    if more:
+        done, extra = int(more.group(1)), int(more.group(2))
+        return [
+            f"early stopping{which} needs at least {done + extra} queries, every one after the first {done} "
+            f"under the latency bound: min_query_count={done + extra} or more, or a lower target_qps"
+        ]
+    return []
 
 
 def _number(text: str, label: str) -> float:

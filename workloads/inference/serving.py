@@ -240,7 +240,7 @@ class Serving(Workload):
         beside=("goodput_at_slo_tokens_per_s", "ttft_p99_ms", "tpot_p99_ms"),
         validity="{case} VALID",
     )
-    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("aiohttp", "mlperf_loadgen"))
+    requirements = Requirements(devices=("cpu", "cuda"), max_world_size=1, packages=("httptools", "mlperf_loadgen"))
 
     def __init__(self, params: Any) -> None:
         super().__init__(params)
@@ -341,20 +341,20 @@ class Serving(Workload):
         d["slo"] = {**self._slo().describe(), "goodput_target": p.goodput_target, "error_budget": p.error_budget}
         self._warm_up(ctx)
         self.pool = ClientPool(p.client_processes)
-        libraries = _versions(("aiohttp", "uvloop"))
+        libraries = _versions(("httptools", "orjson", "uvloop"))
         d["client"] = {
             "libraries": libraries,
             "processes": p.client_processes,
             "event_loop": "uvloop" if "uvloop" in libraries else "asyncio",
         }
         if p.measure_client:
-            from perfsuite.workloads.inference._serving_capacity import measure, null_server
+            from perfsuite.workloads.inference._serving_capacity import client_capacity
 
-            with null_server(p.client_processes) as url:
-                d["client"]["capacity"] = measure(self.pool, url, seconds=1.0)
+            cap = d["client"]["capacity"] = client_capacity(self.pool, seconds=1.0)
             ctx.log(
-                f"client capacity: {d['client']['capacity']['requests_per_s']:.0f} streamed requests/s, "
-                f"idle TTFT p50 {d['client']['capacity']['idle_ttft_p50_ms']:.2f} ms"
+                f"client capacity: {cap['requests_per_s']:.0f} streamed requests/s "
+                f"({cap['client_cpu_ms_per_request']:.3f} ms of CPU each), idle TTFT p50 "
+                f"{cap['idle_ttft_p50_ms']:.2f} ms (load {cap['machine']['load_1m']:.1f})"
             )
 
     def _slo(self) -> Any:
@@ -427,9 +427,13 @@ class Serving(Workload):
         if ctx.crosscheck.requested:
             self._crosscheck(ctx)
 
-    def _capacity(self) -> float | None:
+    def _capacity(self, one_loop: bool = False) -> float | None:
+        """The client's measured requests/s; ``one_loop``: one process's share (LoadGen's SUT
+        sends from one event loop in this process, however many client processes there are)."""
         cap = (self.details.get("client") or {}).get("capacity")
-        return cap["requests_per_s"] if cap else None
+        if not cap:
+            return None
+        return cap["requests_per_s_per_process"] if one_loop else cap["requests_per_s"]
 
     def _loadgen(self, ctx: "RunContext") -> None:
         import mlperf_loadgen
@@ -456,7 +460,7 @@ class Serving(Workload):
             query_timeout_s=p.request_timeout_s,
         )
         sut = HTTPSUT(mlperf_loadgen, self.endpoint, self.bodies(), self.timeouts(), token_counter(self.tokenizer))
-        runner = ServingLoadGen(ctx, lgp, sut, self._slo(), p.error_budget, self._capacity(), self.energy_local)
+        runner = ServingLoadGen(ctx, lgp, sut, self._slo(), p.error_budget, self._capacity(True), self.energy_local)
         out = self.details["loadgen"] = {"loadgen_version": loadgen_version(), "scenarios": {}}
         runner.run(out)
 

@@ -4,7 +4,8 @@
 - ``triad``: ``torch.add(b, c, alpha=s, out=a)`` (a = b + s*c) -> bytes = 3 * size
 
 ``size`` is the bytes of one buffer. Both are judged against the device's measured
-``memory`` ceiling (a large device copy, bytes read + written). Buffers should be many
+``memory`` ceiling (the fastest of large device copies and triads, bytes read + written:
+on an H100 triad's two reads and a write ran faster than a copy). Buffers should be many
 times the last-level cache so that the figure is memory's, not the cache's; the GPU
 default (1 GiB per buffer) is ~20x an H100/H200 L2.
 
@@ -15,8 +16,10 @@ an element the kernel never wrote fails.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Check, Work, copy_case, param
 from perfsuite.checks import close
@@ -34,6 +37,39 @@ TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real
 TRIAD_TOLERANCE = {"fp32": 1e-6, "fp16": 5e-3, "bf16": 5e-2}
 GIB = 1024**3
 MIB = 1024**2
+
+
+def triad(a: Any, b: Any, c: Any) -> None:
+    """a = b + s*c, written into the preallocated a."""
+    import torch
+
+    torch.add(b, c, alpha=TRIAD_SCALAR, out=a)
+
+
+def triad_case(
+    a: Any, b: Any, c: Any, *, label: str, roofline: str | None, dtype: str, fn: Callable[[], None] | None = None
+) -> Case:
+    """STREAM's triad ``a = b + s*c`` (default call: :func:`triad`) into the preallocated ``a``
+    (3 x size bytes moved: b and c read, a written), verified against float64 after poisoning
+    ``a`` with NaN; ``kernels.ceilings`` measures the memory ceiling with this same case."""
+    import torch
+
+    call = fn or functools.partial(triad, a, b, c)
+
+    def verify() -> Check:
+        a.fill_(float("nan"))
+        call()
+        ref = b.to(torch.float64) + TRIAD_SCALAR * c.to(torch.float64)
+        return close(
+            label,
+            a,
+            ref,
+            TRIAD_TOLERANCE[dtype],
+            method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning",
+        )
+
+    size = float(b.numel() * b.element_size())
+    return Case(label, call, Work(bytes=3 * size), roofline=roofline, verify=verify)
 
 
 @dataclass(frozen=True)
@@ -80,30 +116,14 @@ class Memory(KernelWorkload):
         self.a.copy_(self.b)
 
     def triad(self) -> None:
-        """a = b + s*c, written into the preallocated a."""
-        import torch
-
-        torch.add(self.b, self.c, alpha=TRIAD_SCALAR, out=self.a)
-
-    def _verify_triad(self) -> Check:
-        import torch
-
-        self.a.fill_(float("nan"))
-        self.triad()
-        ref = self.b.to(torch.float64) + TRIAD_SCALAR * self.c.to(torch.float64)
-        return close(
-            "triad",
-            self.a,
-            ref,
-            TRIAD_TOLERANCE[self.params.dtype],
-            method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning",
-        )
+        triad(self.a, self.b, self.c)
 
     def cases(self, ctx: "RunContext") -> list[Case]:
         size = float(self.b.numel() * self.b.element_size())
+        a, b, c, dtype = self.a, self.b, self.c, self.params.dtype
         built = {
-            "copy": copy_case(self.a, self.b, label="copy", work_bytes=2 * size, roofline="memory", fn=self.copy),
-            "triad": Case("triad", self.triad, Work(bytes=3 * size), roofline="memory", verify=self._verify_triad),
+            "copy": copy_case(a, b, label="copy", work_bytes=2 * size, roofline="memory", fn=self.copy),
+            "triad": triad_case(a, b, c, label="triad", roofline="memory", dtype=dtype, fn=self.triad),
         }
         return [built[op] for op in dict.fromkeys(self.params.ops)]
 

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfsuite import Check, Headline, Workload, param
+from perfsuite import Check, Headline, Workload, distributed, param
 from perfsuite.inputs.tensors import PIPELINES, RankBatches, batches
 from perfsuite.workloads.training import _optim
 from perfsuite.workloads.training._events import Events
@@ -92,8 +92,21 @@ class TimeToTarget(Workload):
         before run_start, where MLPerf forbids touching the training data)."""
         raise NotImplementedError
 
-    def loss(self, model: Any, x: Any, y: Any) -> Any:
+    def outputs(self, model: Any, x: Any) -> Any:
+        """The model's output for a batch (what the loss is computed from)."""
         raise NotImplementedError
+
+    def criterion(self, out: Any, y: Any) -> Any:
+        """The loss of an output against its labels (compiled on its own with ``compile``)."""
+        raise NotImplementedError
+
+    def reference_args(self) -> list[str]:
+        """``bench/training_reference.py``'s model arguments for the same model (the bare loop
+        of the cross-check); the run's batch, precision, optimizer and schedule are added."""
+        raise NotImplementedError
+
+    def loss(self, model: Any, x: Any, y: Any) -> Any:
+        return self.criterion(self.outputs(model, x), y)
 
     def eval_sums(self, model: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
         """(correct, counted, summed loss) over one evaluation batch, as tensors."""
@@ -129,6 +142,15 @@ class TimeToTarget(Workload):
         self.train_x = self.train_y = self.eval_x = self.eval_y = None
 
     def execute(self, ctx: "RunContext") -> None:
+        # Cross-checked, the bare loop starts first: it builds and compiles while this run initialises.
+        bare = self._start_bare_loop(ctx) if ctx.crosscheck.requested else None
+        try:
+            self._execute(ctx, bare)
+        finally:
+            if bare is not None:
+                bare.close()
+
+    def _execute(self, ctx: "RunContext", bare: Any) -> None:
         import torch
 
         p = self.params
@@ -156,13 +178,19 @@ class TimeToTarget(Workload):
             from torch.nn.parallel import DistributedDataParallel
 
             train_model = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
+        # compile: the model and the loss, each through torch.compile (the loss compiled with it,
+        # not eager: GPT-2's cross-entropy over 16 x 1024 x 50,304 logits upcast to float32 in eager
+        # kernels reads and writes them several times over)
         step_model = torch.compile(train_model) if p.compile else train_model
-        opt, sched = _optim.build(p, model.parameters())
+        step_criterion = torch.compile(self.criterion) if p.compile else self.criterion
+        opt, sched = _optim.build(p, model.parameters(), fused=cuda)
         order = RankBatches(len(self.train_x), p.global_batch, rank, world, ctx.controls.seed)
         stream = batches(p.pipeline, self.train_x, self.train_y, order, device, p.loader_workers)
         eval_x, eval_y = self.eval_x[rank::world].to(device), self.eval_y[rank::world].to(device)
         self._log_hyperparameters(ev, ctx, order)
         ev.end("init_stop")
+        if bare is not None:
+            bare.wait_ready()  # built and compiled: it holds its memory, idle, while this run is timed
         ctx.barrier()
 
         # -- the timed run ------------------------------------------------------------
@@ -180,12 +208,12 @@ class TimeToTarget(Workload):
         def epoch_of(samples: int) -> float:
             return round(samples / n_train, 6)
 
-        def train_step(timed: bool) -> None:
+        def train_step(clock: PhaseClock, timed: bool) -> None:
             phase = clock.compute if timed else (lambda _name: _Null())
             with clock.host("data_wait") if timed else _Null():
                 x, y = next(stream)
             with phase("forward"), amp():
-                loss = self.loss(step_model, x, y)
+                loss = step_criterion(self.outputs(step_model, x), y)
             with phase("backward"):
                 loss.backward()
             with phase("optimizer"):
@@ -199,6 +227,7 @@ class TimeToTarget(Workload):
             samples = step * p.global_batch
             if step % spe == 0:
                 ev.start("epoch_start", epoch_num=step // spe + 1, samples_count=samples)
+                distributed.note_progress(f"epoch {step // spe + 1}", step, p.max_steps)  # at most max_steps
             if step % p.eval_every == 0:
                 ev.start(
                     "block_start",
@@ -208,11 +237,11 @@ class TimeToTarget(Workload):
                 )
             if step == 0:
                 with clock.host("compile_warmup"):
-                    train_step(timed=False)
+                    train_step(clock, timed=False)
                     ctx.synchronize()
                 block_t0 = time.perf_counter()
             else:
-                train_step(timed=True)
+                train_step(clock, timed=True)
                 block_steps += 1
             done = (step + 1) * p.global_batch
             if (step + 1) % spe == 0:
@@ -263,12 +292,38 @@ class TimeToTarget(Workload):
         energy_j = self._total_energy(energy0, energy1, device, world)
         goodput = clock.split(wall)
         self._record(ctx, reached, wall, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
+        if bare is not None:  # after run_stop: the run's figures stand as measured
+
+            def suite_block(steps: int) -> float:
+                """Seconds for ``steps`` more steps, instrumented and timed as the run's blocks are."""
+                extra = PhaseClock(cuda)  # kept apart: the run's goodput split is already taken
+                ctx.synchronize()
+                t = time.perf_counter()
+                for _ in range(steps):
+                    train_step(extra, timed=True)
+                ctx.synchronize()
+                seconds = time.perf_counter() - t
+                extra.drain()
+                return seconds
+
+            ctx.details["crosscheck"] = {
+                "train": bare.compare(
+                    model_info["parameters"],
+                    block_rates,
+                    suite_block,
+                    p.eval_every,
+                    p.global_batch,
+                    ctx.crosscheck.rounds(),
+                    ctx.gpu_sampler,
+                )
+            }
         ctx.details.update(
             {
                 "training": {
                     "model": model_info,
                     "flops_per_sample": flops_per_sample,
                     "world_size": world,
+                    "optimizer": f"{p.optimizer} ({'fused' if cuda else 'default'})",
                     "global_batch": p.global_batch,
                     "per_rank_batch": order.per_rank,
                     "steps_per_epoch": spe,
@@ -302,6 +357,29 @@ class TimeToTarget(Workload):
             )
 
     # -- pieces ----------------------------------------------------------------------
+    def _start_bare_loop(self, ctx: "RunContext") -> Any:
+        """The cross-check's bare loop (``ctx.crosscheck.bare_loop``) of this model, batch,
+        precision, optimizer, clipping, schedule and compile setting; None, with the reason in
+        the record, where it cannot be compared (a bare loop runs on one device)."""
+        if ctx.world_size > 1:
+            ctx.details["crosscheck"] = {
+                "train": {
+                    "status": "skipped",
+                    "reason": f"the bare loop trains on one device; this run has {ctx.world_size} ranks",
+                }
+            }
+            return None
+        p = self.params
+        args = [
+            *self.reference_args(),
+            *("--batch", str(p.global_batch), "--precision", p.precision, "--optimizer", p.optimizer),
+            *("--lr", repr(p.lr), "--weight-decay", repr(p.weight_decay), "--grad-clip", repr(p.grad_clip)),
+            *("--warmup-steps", str(p.warmup_steps), "--schedule", p.schedule, "--max-steps", str(p.max_steps)),
+            *("--device", ctx.device, "--seed", str(ctx.controls.seed)),
+            *(["--compile"] if p.compile else []),
+        ]
+        return ctx.crosscheck.bare_loop(args)
+
     def _count_flops(self, model: Any, device: Any, amp: Any) -> float:
         """FLOPs of one sample's forward and backward, counted on random inputs; the
         model's state (batch-norm statistics included) is restored afterwards."""

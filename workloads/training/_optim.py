@@ -13,15 +13,20 @@ ADAMW_BETAS = (0.9, 0.95)
 ADAMW_EPS = 1e-8
 
 
-def build(p: Any, parameters: Any) -> tuple[Any, Any]:
+def build(p: Any, parameters: Any, fused: bool = False) -> tuple[Any, Any]:
     """(optimizer, LambdaLR scheduler): linear warm-up over ``warmup_steps``, then the
-    schedule decays from ``lr`` towards 0 at ``max_steps`` (the step budget)."""
+    schedule decays from ``lr`` towards 0 at ``max_steps`` (the step budget). ``fused``: torch's
+    fused implementation (on a GPU: the update of every parameter and its state in one pass,
+    where the default for-each one makes several), as a training script on a GPU would use."""
     import torch
 
+    impl = {"fused": True} if fused else {}
     if p.optimizer == "sgd":
-        opt = torch.optim.SGD(parameters, lr=p.lr, momentum=SGD_MOMENTUM, weight_decay=p.weight_decay)
+        opt = torch.optim.SGD(parameters, lr=p.lr, momentum=SGD_MOMENTUM, weight_decay=p.weight_decay, **impl)
     elif p.optimizer == "adamw":
-        opt = torch.optim.AdamW(parameters, lr=p.lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=p.weight_decay)
+        opt = torch.optim.AdamW(
+            parameters, lr=p.lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=p.weight_decay, **impl
+        )
     else:
         raise ValueError(f"optimizer {p.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(p, step))

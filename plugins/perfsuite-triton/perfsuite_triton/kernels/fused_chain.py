@@ -10,7 +10,7 @@ length rounded up to a power of two), held in registers (``MAX_TILE``). Several 
 program are for small hidden sizes: at hidden 1024 a one-row program moves only 6 KiB, and
 one-row launches peaked at ~66% of a device copy there (H200, bf16) against ~70% at 4096;
 the exact-erf GELU (~30 fp32 instructions per element) has to overlap with other programs'
-loads. ``bench/fusion_explore.py`` sweeps rows per program x warps.
+loads. ``tools/probes/fusion_explore.py`` sweeps rows per program x warps.
 
     from perfsuite_triton.kernels.fused_chain import fused_chain
     y = fused_chain(x, bias, residual, weight, beta, eps=1e-5)
@@ -166,7 +166,7 @@ def fused_chain(
     the launch, as ``launch_config`` takes them (None: its defaults). ``fast_erf``: erf by
     Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) instead of libdevice's; ``evict``: stream
     x and residual with an evict-first cache hint. The defaults are what measured fastest on
-    an H200 (bench/fusion_explore.py, 262144 x 1024 bf16, R4 w4): libdevice erf with the hint
+    an H200 (tools/probes/fusion_explore.py, 262144 x 1024 bf16, R4 w4): libdevice erf with the hint
     69% of the copy ceiling, A&S erf with the hint 76%, A&S erf without it 82%.
     """
     if x.dim() != 2 or residual.shape != x.shape:

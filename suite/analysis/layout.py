@@ -1,0 +1,246 @@
+"""Tables that fit the terminal without breaking what people read or type next.
+
+A table is declared as :class:`Column` specs and rows of plain strings; the width is decided
+when it is printed (:class:`FittedTable` is a rich renderable), so the same table fits an
+80-column terminal, a 100-column CI log and a wide screen:
+
+- a column with no value in any row is left out (a CPU run shows no GPU columns);
+- a column that is not ``wrap`` (names, run ids, numbers with their units) is never cut and
+  never folded: it is as wide as its widest cell;
+- a ``wrap`` column (descriptions, errors) breaks between words only; a single word longer
+  than :data:`MAX_WORD` (a long path, a URL) is the one thing that may fold;
+- when the columns cannot fit, those with the highest ``drop`` rank are left out first
+  (``drop=0``: always shown); a header may break between its words;
+- where even the columns always shown cannot fit, each row is printed as ``header  value``
+  lines instead (as ``psql -x`` does), so that nothing is cut.
+
+The same specs render as a GitHub-flavoured Markdown table (:func:`markdown`) for
+``$GITHUB_STEP_SUMMARY``. Cells are plain text (:func:`perfsuite.text.plain`): never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfsuite.text import clean, plain
+
+MAX_WORD = 40  # a longer unbroken word (a path, a URL) in a wrapping column may fold rather than widen the table
+COMFORT = 16  # a wrapping column is not made narrower than this (or its longest cell), lest it fold into a tower
+GAP = 2  # columns are two spaces apart: one separator and one cell of padding
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    justify: str = "left"  # "left" or "right" (numbers)
+    wrap: bool = False  # prose: may break between words; otherwise never broken or cut
+    drop: int = 0  # 0: always shown; higher ranks are left out first when the table does not fit
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _longest_word(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def visible(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[int]:
+    """Indexes of the columns that have a value in some row (all of them for an empty table)."""
+    if not rows:
+        return list(range(len(columns)))
+    return [i for i in range(len(columns)) if any((row[i] or "").strip() for row in rows)]
+
+
+def _needs(col: Column, cells: list[str]) -> tuple[int, int]:
+    """(narrowest, natural) width of a column: its content never cut or folded mid-word."""
+    natural = max([_width(col.header)] + [_width(c) for c in cells])
+    header_word = _longest_word(col.header)
+    if col.wrap:
+        words = max([header_word] + [min(_longest_word(c), MAX_WORD) for c in cells])
+        return max(1, words, min(natural, COMFORT)), max(1, natural)
+    return max([header_word] + [_width(c) for c in cells], default=1), natural
+
+
+def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], list[int]] | None:
+    """(the columns shown, their widths) for a table ``width`` cells wide: empty columns left out,
+    then columns by ``drop`` rank until the rest fits, wrapping columns given the space left;
+    None where even the columns that are always shown cannot fit."""
+    shown = visible(columns, rows)
+    needs = {i: _needs(columns[i], [row[i] or "" for row in rows]) for i in shown}
+
+    def overhead(n: int) -> int:
+        return GAP * max(0, n - 1)
+
+    def least(cols: list[int]) -> int:
+        return sum(needs[i][0] for i in cols) + overhead(len(cols))
+
+    dropped = []
+    while least(shown) > width:
+        droppable = [i for i in shown if columns[i].drop > 0]
+        if not droppable:
+            break
+        dropped.append(max(droppable, key=lambda i: (columns[i].drop, i)))
+        shown.remove(dropped[-1])
+    for i in sorted(dropped, key=lambda i: (columns[i].drop, i)):  # what fits beside a wide one left out
+        if least(sorted([*shown, i])) <= width:
+            shown = sorted([*shown, i])
+    sizes = {i: needs[i][0] for i in shown}
+    spare = width - least(shown)
+    wrapping = [i for i in shown if columns[i].wrap]
+    if spare < 0:
+        return None
+    # Grow the wrapping columns toward their natural width, the smallest need first.
+    for n, i in enumerate(sorted(wrapping, key=lambda i: needs[i][1] - sizes[i])):
+        if spare <= 0:
+            break
+        share = spare // (len(wrapping) - n)
+        grow = min(needs[i][1] - sizes[i], max(share, 0))
+        sizes[i] += grow
+        spare -= grow
+    for i in shown:  # a header wider than its cells may still use the space left
+        if spare <= 0:
+            break
+        grow = min(needs[i][1] - sizes[i], spare)
+        sizes[i] += grow
+        spare -= grow
+    return shown, [sizes[i] for i in shown]
+
+
+class FittedTable:
+    """A rich renderable: the table laid out for the width it is printed at."""
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        rows: Sequence[Sequence[Any]] = (),
+        title: str | None = None,
+        caption: str | None = None,
+    ) -> None:
+        self.columns = list(columns)
+        self.rows: list[list[str]] = []
+        self.styles: list[str] = []
+        self.cell_styles: list[dict[int, str]] = []
+        self.title = title
+        self.caption = caption
+        for row in rows:
+            self.add_row(*row)
+
+    def add_row(self, *cells: Any, style: str = "", cell_styles: dict[int, str] | None = None) -> None:
+        """A row of plain text (``cell_styles``: column index -> a rich style, e.g. a verdict's colour)."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"a row of {len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append([clean(c) for c in cells])
+        self.styles.append(style)
+        self.cell_styles.append(dict(cell_styles or {}))
+
+    def table(self, width: int):
+        """The rich renderable for ``width`` cells: the title, the table, the caption (title and
+        caption as lines of their own, wrapped between words at the full width)."""
+        from rich import box
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        fitted = widths(self.columns, self.rows, width)
+        if fitted is None:
+            return self.stacked()
+        shown, sizes = fitted
+        left_out = [self.columns[i].header for i in visible(self.columns, self.rows) if i not in shown]
+        caption = "\n".join(
+            ([self.caption] if self.caption else [])
+            + ([f"left out for the width ({width} columns): {', '.join(left_out)}"] if left_out else [])
+        )
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), collapse_padding=True, pad_edge=False)
+        for i, size in zip(shown, sizes, strict=True):
+            col = self.columns[i]
+            t.add_column(
+                Text(col.header, no_wrap=False, overflow="fold"),  # a header may break between its words
+                justify=col.justify,  # type: ignore[arg-type]
+                width=size,
+                no_wrap=not col.wrap,
+                overflow="fold",  # never reached by a cell that is not wrap: its width is its widest cell
+            )
+        for row, style, cell_styles in zip(self.rows, self.styles, self.cell_styles, strict=True):
+            t.add_row(*(plain(row[i], style=cell_styles.get(i, "")) for i in shown), style=style or None)
+        title = [plain(self.title, style="bold")] if self.title else []
+        return Group(*title, t, *([plain(caption, style="dim")] if caption else []))
+
+    def stacked(self):
+        """Too narrow for the columns that must be shown: each row as ``header  value`` lines
+        (values wrap between words), rows one after another, as ``psql -x`` does."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        parts: list = [plain(self.title, style="bold")] if self.title else []
+        shown = visible(self.columns, self.rows)
+        for n, row in enumerate(self.rows):
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            for i in shown:
+                if row[i]:
+                    grid.add_row(Text(self.columns[i].header), plain(row[i]))
+            parts += [Text(f"-[ {n + 1} ]-", style="dim"), grid]
+        if self.caption:
+            parts.append(plain(self.caption))
+        return Group(*parts)
+
+    def __rich_console__(self, console, options):
+        yield self.table(options.max_width)
+
+    def markdown(self) -> str:
+        return markdown(self.columns, self.rows, self.title)
+
+
+NO_VALUE = frozenset({"", "n/a", "N/A", "-"})
+
+
+def plain_text(value: Any) -> str:
+    """The characters of a rich Text, or ``str(value)``; '' for None."""
+    text = getattr(value, "plain", None)  # rich Text
+    return text if isinstance(text, str) else ("" if value is None else str(value))
+
+
+def refit(renderable: Any) -> Any:
+    """A workload's own rich table (``Workload.render_details``) laid out as the host's are:
+    columns that only say n/a left out, none cut, rows stacked where they cannot fit. A Group
+    is refitted table by table; anything else is returned as it is."""
+    from rich.console import Group
+    from rich.table import Table
+
+    if isinstance(renderable, Group):
+        return Group(*(refit(r) for r in renderable.renderables))
+    if not isinstance(renderable, Table):
+        return renderable
+    cells = [[plain_text(c) for c in col.cells] for col in renderable.columns]
+    keep = [i for i, col in enumerate(cells) if not col or any(c.strip() not in NO_VALUE for c in col)]
+    columns = [
+        Column(plain_text(renderable.columns[i].header).replace("\n", " "), justify=renderable.columns[i].justify)
+        for i in keep
+    ]
+    rows = [[cells[i][r] for i in keep] for r in range(renderable.row_count)]
+    title, caption = plain_text(renderable.title) or None, plain_text(renderable.caption) or None
+    return FittedTable(columns, rows, title=title, caption=caption)
+
+
+def markdown(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str | None = None) -> str:
+    """A GitHub-flavoured Markdown table of the same columns (empty ones left out, none dropped
+    for width): for ``$GITHUB_STEP_SUMMARY`` and pull-request comments."""
+    shown = visible(columns, rows)
+
+    def cell(text: str) -> str:
+        return clean(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>") or " "
+
+    lines = [f"**{cell(title)}**", ""] if title else []
+    lines.append("| " + " | ".join(cell(columns[i].header) for i in shown) + " |")
+    lines.append("|" + "|".join("---:" if columns[i].justify == "right" else "---" for i in shown) + "|")
+    lines += ["| " + " | ".join(cell(row[i] or "") for i in shown) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""``perfsuite export``: the registry's results as CSV, Parquet or JSON Lines, one row per
+metric and case with the comparability key, system and run settings (perfsuite.analysis.export
+lists the columns); a collective's sweep in nccl-tests' own columns with ``--format nccl-tests``."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from perfsuite.cli._common import fail, open_db
+from perfsuite.cli.results import parse_since
+
+FORMATS = ("csv", "parquet", "jsonl", "nccl-tests")
+
+
+def write_out(out: Path | None, data: str | bytes) -> None:
+    """To stdout, or to ``out`` through a temporary sibling renamed into place: a reader never
+    sees half a file, and a failed export leaves the previous file as it was."""
+    if out is None:
+        click.echo(data if isinstance(data, str) else data.decode(), nl=False)
+        return
+    out = out.expanduser()
+    if out.is_dir():
+        fail(f"--out {out} is a folder; name a file")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent if out.parent.exists() else None)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.fchmod(fd, 0o666 & ~umask)  # as a file the user made: mkstemp's are private
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        fail(f"cannot write {out}: {exc.strerror or exc}", 1)
+
+
+@click.command("export")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="csv", show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file (default: standard output; parquet needs a file).",
+)
+@click.option("--workload", default=None, help="Only this workload.")
+@click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
+@click.option("--status", default=None, help="Only runs of this status (success, failed, invalid ...).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="The newest N runs (default: all).")
+@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="One run (id or unique prefix).")
+@click.pass_context
+def export_cmd(
+    ctx: click.Context,
+    fmt: str,
+    out: Path | None,
+    workload: str | None,
+    since: str | None,
+    status: str | None,
+    limit: int | None,
+    run_id: str | None,
+) -> None:
+    """Export results: one row per metric and case of each run (CSV, Parquet, JSON Lines), or a
+    collective run's sweep as nccl-tests reports it (--format nccl-tests --run RUN_ID)."""
+    from perfsuite.analysis import export
+
+    registry = open_db(ctx)
+    if run_id is not None:
+        if workload or since or status or limit:
+            fail("--run names one run: give no --workload, --since, --status or --limit beside it")
+        records = [registry.get(run_id)]
+    else:
+        records = export.stored_records(registry, workload, parse_since(since), limit, status)
+    if fmt == "nccl-tests":
+        sweeps = [r for r in records if export.is_sweep(r)]
+        if run_id is None or not sweeps:
+            fail("--format nccl-tests needs --run RUN_ID of a collectives run (one sweep per file)")
+        write_out(out, export.csv_text(export.sweep_rows(sweeps[0]), export.SWEEP_COLUMNS))
+        return
+    rows = list(export.rows_of(records))
+    if fmt == "csv":
+        write_out(out, export.csv_text(rows, export.COLUMN_NAMES))
+    elif fmt == "jsonl":
+        write_out(out, "".join(json.dumps(row, sort_keys=False) + "\n" for row in rows))
+    else:
+        if out is None:
+            fail("--format parquet writes a binary file: give --out FILE")
+        try:
+            import pyarrow  # noqa: F401 - pandas needs it for Parquet
+        except ImportError:
+            fail("--format parquet needs pandas and pyarrow: pip install 'perfsuite[export]'")
+        import io
+
+        buffer = io.BytesIO()
+        export.frame(rows).to_parquet(buffer, index=False)
+        write_out(out, buffer.getvalue())

@@ -1,0 +1,281 @@
+"""Tries issue 24's faults and bad inputs against the installed perfsuite, with real processes
+and real filesystems, and prints the tally the issue asks for:
+
+    faults tried, survived, records lost
+    bad inputs tried, one-line refusals, tracebacks, hangs
+
+Usage (as root for the tmpfs faults; elsewhere they are left out and said so):
+
+    python tools/safety_tally.py [--kills N] [--timeout S]
+
+Each fault runs ``perfsuite run`` of a small plugin workload that breaks something while it
+measures (fills or remounts the records folder, replaces the records folder and the registry
+with files, blocks the fallback folders too), or signals it (SIGKILL, SIGTERM) 0-50 ms after
+its record file appears. A fault is survived when its record ends up in the registry, in a
+file a line named, or printed whole on stderr (``perfsuite import`` of that file stores it);
+a record is lost when none of those holds. Each bad input runs as its own process under a
+timeout: a refusal is one line (a tree's problems one line each), exit non-zero, no
+traceback; a process still running at the timeout is a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from factories import make_record  # noqa: E402
+from safety_support import (  # noqa: E402
+    BAD_OPTIONS,
+    PLUGIN,
+    RUN_ARGS,
+    can_mount,
+    extreme_records,
+    hostile_tree,
+    leftovers,
+    signal_in_window,
+    tmpfs,
+    wait_for_no_leftovers,
+)
+
+
+@dataclass
+class Outcome:
+    name: str
+    ok: bool
+    detail: str
+
+
+def environment(base: Path) -> dict:
+    """A registry, records folder, data folder and TMPDIR of their own, and the plugin."""
+    site = base / "site"
+    site.mkdir(parents=True)
+    (site / "ps_test_survive.py").write_text(textwrap.dedent(PLUGIN))
+    dist = site / "perfsuite_test_survive-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: perfsuite-test-survive\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[perfsuite]\nsurvive = ps_test_survive\n")
+    (base / "tmp").mkdir()
+    env = dict(os.environ)
+    env.update(
+        {
+            "PERFSUITE_DB": f"sqlite:///{base / 'registry.db'}",
+            "PERFSUITE_RECORDS": str(base / "records"),
+            "XDG_DATA_HOME": str(base / "data"),
+            "PERFSUITE_PLUGINS": "survive",
+            "PYTHONPATH": os.pathsep.join([str(site), str(REPO), env.get("PYTHONPATH", "")]),
+            "TMPDIR": str(base / "tmp"),
+            "COLUMNS": "200",
+        }
+    )
+    return env
+
+
+def cli(env: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def stored(env: dict) -> set[str]:
+    return {r["run_id"] for r in json.loads(cli(env, "results", "--json", "--limit", "100000").stdout or "[]")}
+
+
+def _named_file(stderr: str) -> Path | None:
+    for marker in ("its file is at ", "its record is at "):
+        for line in stderr.splitlines():
+            if marker in line:
+                return Path(line.split(marker, 1)[1].split(": ", 1)[0])
+    return None
+
+
+def _survived(env: dict, proc: subprocess.CompletedProcess, base: Path, name: str) -> Outcome:
+    """Whether the run's record is in the registry, in a named file, or printed whole."""
+    if "Traceback" in proc.stderr:
+        return Outcome(name, False, "traceback: " + proc.stderr.strip().splitlines()[-1])
+    later = dict(env, PERFSUITE_DB=f"sqlite:///{base / (name.replace(' ', '-') + '-later.db')}")
+    named = _named_file(proc.stderr)
+    if named is not None and named.is_file():
+        done = cli(later, "import", str(named))
+        return Outcome(name, done.returncode == 0, f"named file {named}: {done.stdout.strip()}")
+    printed = [line for line in proc.stderr.splitlines() if line.startswith("{")]
+    if printed:
+        saved = base / f"{name.replace(' ', '-')}-printed.json"
+        saved.write_text(printed[-1])
+        done = cli(later, "import", str(saved))
+        return Outcome(name, done.returncode == 0, f"printed on stderr: {done.stdout.strip()}")
+    if stored(env):
+        return Outcome(name, True, "in the registry")
+    return Outcome(name, False, "nowhere: " + proc.stderr.strip()[-300:])
+
+
+def faults(base: Path, kills: int) -> tuple[list[Outcome], list[str]]:
+    outcomes, skipped = [], []
+    mountable = can_mount(base)
+    for fault in ("records folder full", "records folder remounted read-only"):
+        if not mountable:
+            skipped.append(f"{fault} (needs root allowed to mount a tmpfs)")
+            continue
+        case = base / fault.replace(" ", "-")
+        env = environment(case)
+        with tmpfs(case / "records", size="1m") as records:
+            env["PERFSUITE_RECORDS"] = str(records)
+            if "full" in fault:
+                env["SURVIVE_FILL"], workload = str(records), "survive.fill_records"
+            else:
+                env["SURVIVE_REMOUNT"], workload = str(records), "survive.remount"
+            proc = cli(env, "run", workload, *RUN_ARGS)
+            outcomes.append(_survived(env, proc, case, fault))
+            if list(records.rglob("*.tmp")):
+                outcomes[-1] = Outcome(fault, False, "a .tmp file left in the records folder")
+        if leftovers(case / "tmp"):
+            outcomes[-1] = Outcome(fault, False, f"temporary folders left: {leftovers(case / 'tmp')}")
+    for fault, block_fallbacks in (("records folder and registry gone", False), ("every folder gone", True)):
+        case = base / fault.replace(" ", "-")
+        env = environment(case)
+        registry_dir = case / "registry"
+        registry_dir.mkdir()
+        env["PERFSUITE_DB"] = f"sqlite:///{registry_dir / 'registry.db'}"
+        env["SURVIVE_BREAK"] = os.pathsep.join([str(case / "records"), str(registry_dir)])
+        if block_fallbacks:
+            for blocked in (
+                case / "data" / "perfsuite" / "rescued-records",
+                case / "tmp" / f"rescued-records-{os.getuid()}",
+            ):
+                blocked.parent.mkdir(parents=True, exist_ok=True)
+                blocked.write_text("a file where the fallback folder would go")
+        proc = cli(env, "run", "survive.break_folders", *RUN_ARGS)
+        outcomes.append(_survived(env, proc, case, fault))
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        case = base / f"signal-{sig.name}"
+        env = environment(case)
+        records = case / "records"
+        tries = signal_in_window(env, records, sig, kills, budget_s=float("inf"))
+        cli(env, "import", str(records))
+        have = stored(env)
+        for i, t in enumerate(tries):
+            name = f"{sig.name} {i + 1} ({'in the window' if t.signalled else 'after it ended'})"
+            if t.record is None:
+                outcomes.append(Outcome(name, False, "no record file appeared: " + t.stderr.strip()[-200:]))
+            elif "Traceback" in t.stderr:
+                outcomes.append(Outcome(name, False, "traceback"))
+            else:
+                ok = t.record.stem in have
+                outcomes.append(Outcome(name, ok, "stored after import" if ok else "not stored after import"))
+        left = wait_for_no_leftovers(case / "tmp")
+        if left:
+            outcomes.append(Outcome(f"{sig.name} temporary folders", False, f"left: {left}"))
+    return outcomes, skipped
+
+
+def _one_line(proc: subprocess.CompletedProcess) -> tuple[bool, str]:
+    lines = proc.stderr.strip().splitlines()
+    ok = proc.returncode != 0 and "Traceback" not in proc.stderr and len(lines) == 1 and lines[0].startswith("Error:")
+    return ok, lines[-1] if lines else f"exit {proc.returncode}, no message"
+
+
+def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str]]:
+    """(name, verdict): verdict is 'one line', 'traceback', 'hang' or 'other: ...'."""
+    env = environment(base / "inputs")
+    out: list[tuple[str, str]] = []
+
+    def judge(name: str, args: list[str], expected_lines: int | None = None) -> None:
+        try:
+            proc = cli(env, *args, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out.append((name, "hang"))
+            return
+        if "Traceback" in proc.stderr + proc.stdout:
+            out.append((name, "traceback"))
+            return
+        if expected_lines is None:
+            ok, line = _one_line(proc)
+        else:  # a tree: one line per problem, each starting "problem: ", and no raw control character
+            problems = [x for x in proc.stderr.splitlines() if x.startswith("problem: ")]
+            ok = proc.returncode != 0 and len(problems) == expected_lines and "\x1b" not in proc.stderr
+            line = f"{len(problems)} problem lines"
+        out.append((name, "one line" if ok else f"other: {line}"))
+
+    for name, (args, _) in BAD_OPTIONS.items():
+        judge(name, list(args))
+    tree = base / "tree"
+    entries = hostile_tree(tree)
+    for command in ("check", "import"):
+        judge(f"{command} of a tree with {', '.join(entries)}", [command, str(tree)], expected_lines=len(entries))
+    for what, rel in entries.items():
+        if what == "FIFO":
+            judge(f"import of a {what} named as a record", ["import", str(tree / rel)])
+    for i, (what, record) in enumerate(extreme_records().items()):
+        path = base / f"extreme{i}.json"
+        path.write_text(json.dumps(record))
+        judge(f"import of a record with {what}", ["import", str(path)])
+    fifo = base / "registry-fifo.db"
+    os.mkfifo(fifo)
+    for url in ("sqlite:////dev/null", f"sqlite:///{fifo}", "postgresql+psycopg2://u@127.0.0.1:1/db"):
+        judge(f"--db {url} results", ["--db", url, "results"])
+    run = make_record(device="cuda", gpu_count=1, host="box1")
+    stored_file = base / "to-submit.json"
+    stored_file.write_text(json.dumps(run))
+    cli(env, "import", str(stored_file))
+    for planted in ("results folder", "system file", "record file"):
+        root = base / f"subs-{planted.replace(' ', '-')}"
+        victim = base / f"victim-{planted.replace(' ', '-')}.txt"
+        victim.write_text("precious")
+        org = root / "acme"
+        if planted == "results folder":
+            org.mkdir(parents=True)
+            (org / "results").symlink_to(victim.parent)
+        elif planted == "system file":
+            (org / "systems").mkdir(parents=True)
+            (org / "systems" / "box.json").symlink_to(victim)
+        else:
+            folder = org / "results" / "box" / run["workload"]["name"]
+            folder.mkdir(parents=True)
+            (folder / f"{run['run_id']}.json").symlink_to(victim)
+        judge(
+            f"submit into a tree with a planted {planted} symlink",
+            ["submit", run["run_id"], "--org", "acme", "--system", "box", "--root", str(root)],
+        )
+        if victim.read_text() != "precious":
+            out[-1] = (out[-1][0], "other: the file behind the symlink was written")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=12, help="signals of each kind in the write-to-commit window")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a bad input counts as a hang")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="safety-tally-") as tmp:
+        base = Path(tmp)
+        fault_outcomes, skipped = faults(base, args.kills)
+        inputs = bad_inputs(base, args.timeout)
+    for o in fault_outcomes:
+        print(f"fault  {'survived' if o.ok else 'LOST':8}  {o.name}: {o.detail}")
+    for reason in skipped:
+        print(f"fault  skipped   {reason}")
+    for name, verdict in inputs:
+        print(f"input  {verdict:10}  {name}")
+    survived = sum(o.ok for o in fault_outcomes)
+    print()
+    print(f"faults tried: {len(fault_outcomes)}, survived: {survived}, records lost: {len(fault_outcomes) - survived}")
+    verdicts = [v for _, v in inputs]
+    print(
+        f"bad inputs tried: {len(inputs)}, one-line refusals: {verdicts.count('one line')}, "
+        f"tracebacks: {verdicts.count('traceback')}, hangs: {verdicts.count('hang')}, "
+        f"other: {sum(v.startswith('other') for v in verdicts)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
