@@ -276,6 +276,7 @@ def test_no_submitted_payload_runs_anywhere(site, browser):
         *(f"record.html#{p.stem}" for p in sorted((site / "records").glob("*.js"))[:4]),
     ]
     for path in pages:
+        page.goto("about:blank")  # record.html reloads on a hash change: never race that reload
         page.goto(
             (site / path).as_uri()
             if "#" not in path
