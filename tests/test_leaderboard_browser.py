@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -252,9 +253,37 @@ def test_nothing_overflows_a_phone(site, browser, path):
     page.context.close()
 
 
+def _run_ids(site: Path) -> list[str]:
+    """The run ids the boards link to (their record pages)."""
+    return sorted(
+        {m for p in (site / "workloads").glob("*.html") for m in re.findall(r"record\.html#([0-9a-f]+)", p.read_text())}
+    )
+
+
+def test_records_are_written_as_shards_and_each_permalink_finds_its_record(site, browser):
+    from perfsuite.registry.leaderboard.site import record_shard, shard_count
+
+    run_ids = _run_ids(site)
+    shards = sorted((site / "records").glob("shard-*.js"))
+    assert len(shards) == shard_count(len(run_ids)) and not list((site / "records").glob("[0-9a-f]*.js"))
+    page = _page(browser)
+    for run_id in run_ids:
+        assert f'"{run_id}"' in (site / "records" / f"shard-{record_shard(run_id, len(shards))}.js").read_text()
+        page.goto("about:blank")
+        page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
+        page.locator("#record-body table").first.wait_for()
+        assert run_id in page.inner_text("h1")
+    page.goto("about:blank")
+    page.goto(f"{(site / 'record.html').as_uri()}#{'f' * 32}")
+    page.wait_for_timeout(300)
+    assert page.inner_text("#record-body") == f"No record {'f' * 32} in this site."
+    assert page.errors == []
+    page.context.close()
+
+
 def test_a_record_page_draws_its_record_and_offers_its_json(site, browser):
     page = _page(browser, downloads=True)
-    run_id = sorted((site / "records").glob("*.js"))[0].stem
+    run_id = _run_ids(site)[0]
     page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
     page.locator("#record-body table").first.wait_for()
     assert run_id in page.inner_text("h1")
@@ -273,7 +302,7 @@ def test_no_submitted_payload_runs_anywhere(site, browser):
         "compare.html",
         *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
         *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
-        *(f"record.html#{p.stem}" for p in sorted((site / "records").glob("*.js"))[:4]),
+        *(f"record.html#{run_id}" for run_id in _run_ids(site)[:4]),
     ]
     for path in pages:
         page.goto("about:blank")  # record.html reloads on a hash change: never race that reload

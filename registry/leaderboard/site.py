@@ -530,22 +530,61 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
     }
 
 
+# A record's page loads the shard its run id falls in: about this many records, so that a public
+# round of 100,000 records is some 4,000 files, not 100,000, and a page loads ~150 KB.
+RECORDS_PER_SHARD = 32
+
+
+def shard_count(records: int) -> int:
+    """The number of record shards: a power of two giving at most :data:`RECORDS_PER_SHARD` a shard on average."""
+    shards = 1
+    while shards * RECORDS_PER_SHARD < records:
+        shards *= 2
+    return shards
+
+
+def record_shard(run_id: str, shards: int) -> int:
+    """The shard of a run id: FNV-1a (32-bit) of its characters modulo ``shards``; the record
+    page computes the same in the browser (run ids are hex: one byte a character)."""
+    h = 0x811C9DC5
+    for ch in run_id:
+        h = ((h ^ ord(ch)) * 0x01000193) & 0xFFFFFFFF
+    return h % shards
+
+
 def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str, Path]) -> None:
-    """One page for every record (``record.html#RUN_ID``) and each record's data as a script
-    file, ``records/RUN_ID.js``, holding its stored text as is: a public round of 100,000
-    records is written without parsing or rendering one of them here, and without a second
-    copy (the page offers the record's JSON for download)."""
+    """One page for every record (``record.html#RUN_ID``, the permalink) and the records' data
+    as script files, ``records/shard-N.js``, each holding the stored text of the records whose
+    run ids fall in it (:func:`record_shard`) as is: a public round of 100,000 records is written
+    without parsing or rendering one of them here, without a second copy (the page offers the
+    record's JSON for download), and as a few thousand files. Shards are written one at a time,
+    in shard order, so that the build holds one chunk of records in memory, not the round."""
     from sqlalchemy import Text, cast
 
-    (out / "record.html").write_text(env.get_template("record.html").render(root=""), encoding="utf-8")
-    folder = str(out / "records")
-    for chunk in _chunks(run_ids):
-        for run_id, text in session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))):
-            mllog = mllogs.get(run_id)
-            if mllog is not None:
-                shutil.copyfile(mllog, f"{folder}/{run_id}.mllog")
-            with open(f"{folder}/{run_id}.js", "w", encoding="utf-8") as f:
-                f.write(f'window.PERFSUITE_RECORD = {{"mllog": {"true" if mllog else "false"}, "record": {text}}};\n')
+    shards = shard_count(len(run_ids))
+    (out / "record.html").write_text(env.get_template("record.html").render(root="", shards=shards), encoding="utf-8")
+    folder = out / "records"
+    for run_id, mllog in mllogs.items():
+        shutil.copyfile(mllog, folder / f"{run_id}.mllog")
+    by_shard = sorted(run_ids, key=lambda r: (record_shard(r, shards), r))
+    pending: dict[int, list[str]] = defaultdict(list)
+    written = -1
+
+    def flush(upto: int) -> None:
+        for shard in sorted(k for k in pending if k <= upto):
+            parts = pending.pop(shard)
+            (folder / f"shard-{shard}.js").write_text(
+                "window.PERFSUITE_SHARD = {\n" + ",\n".join(parts) + "\n};\n", encoding="utf-8"
+            )
+
+    for chunk in _chunks(by_shard):
+        texts = dict(session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))).all())
+        for run_id in chunk:
+            mllog = "true" if run_id in mllogs else "false"
+            pending[record_shard(run_id, shards)].append(f'"{run_id}": {{"mllog": {mllog}, "record": {texts[run_id]}}}')
+        written = record_shard(chunk[-1], shards) - 1  # the last shard may continue in the next chunk
+        flush(written)
+    flush(shards)
 
 
 def _escape_json_text(text: str) -> str:

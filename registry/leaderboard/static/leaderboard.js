@@ -335,7 +335,13 @@
   }
 
   // -- a record's page: its tables drawn from the record itself (every text set as text) ---------
-  // record.html#RUN_ID loads records/RUN_ID.js (the stored record, as data) and draws it.
+  // record.html#RUN_ID loads the shard its run id falls in, records/shard-N.js (the stored
+  // records, as data; N = FNV-1a of the run id modulo the site's shard count), and draws it.
+  function shardOf(id, shards) {
+    var h = 0x811c9dc5;
+    for (var i = 0; i < id.length; i++) { h ^= id.charCodeAt(i); h = Math.imul(h, 0x01000193) >>> 0; }
+    return h % shards;
+  }
   var recordBody = doc.getElementById("record-body");
   if (recordBody) {
     var runId = location.hash.replace(/^#/, "");
@@ -343,8 +349,11 @@
       text(recordBody, "No record named: the address ends with #RUN_ID.");
     } else {
       var loader = doc.createElement("script");
-      loader.src = "records/" + runId + ".js";
-      loader.onload = function () { drawRecord(window.PERFSUITE_RECORD.record, window.PERFSUITE_RECORD.mllog, runId); };
+      loader.src = "records/shard-" + shardOf(runId, Number(recordBody.getAttribute("data-shards")) || 1) + ".js";
+      loader.onload = function () {
+        var entry = Object.prototype.hasOwnProperty.call(window.PERFSUITE_SHARD || {}, runId) ? window.PERFSUITE_SHARD[runId] : null;
+        if (entry) drawRecord(entry.record, entry.mllog, runId); else text(recordBody, "No record " + runId + " in this site.");
+      };
       loader.onerror = function () { text(recordBody, "No record " + runId + " in this site."); };
       doc.body.appendChild(loader);
     }
