@@ -126,12 +126,12 @@ def _cases(metrics: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def case_headline(metrics: list[dict], case: str, primary: str | None = None) -> dict | None:
-    """The generic rule for one case: ``primary`` where it may be a headline (records written
-    before ``data.loader_stall`` declared images/s named its stall share), else its first
-    throughput, else its first candidate metric, else its first metric (None for a case with no
-    metric)."""
+    """The generic rule for one case: ``primary`` unless it is a share of time (records written
+    before ``data.loader_stall`` declared images/s named its stall share: a diagnosis, never a
+    figure to rank), else its first throughput, else its first candidate metric, else its first
+    metric (None for a case with no metric)."""
     mine = [m for m in metrics if m["case"] == case]
-    for name in ((primary,) if primary and is_candidate(primary) else ()) + THROUGHPUT_ORDER:
+    for name in ((primary,) if primary and not primary.endswith("_share") else ()) + THROUGHPUT_ORDER:
         found = next((m for m in mine if m["name"] == name), None)
         if found is not None:
             return found
