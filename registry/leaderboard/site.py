@@ -580,8 +580,10 @@ def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str
     for chunk in _chunks(by_shard):
         texts = dict(session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))).all())
         for run_id in chunk:
-            mllog = "true" if run_id in mllogs else "false"
-            pending[record_shard(run_id, shards)].append(f'"{run_id}": {{"mllog": {mllog}, "record": {texts[run_id]}}}')
+            has_mllog = "true" if run_id in mllogs else "false"
+            pending[record_shard(run_id, shards)].append(
+                f'"{run_id}": {{"mllog": {has_mllog}, "record": {texts[run_id]}}}'
+            )
         written = record_shard(chunk[-1], shards) - 1  # the last shard may continue in the next chunk
         flush(written)
     flush(shards)
