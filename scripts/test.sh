@@ -2,7 +2,7 @@
 # Set up and run the test suite (GPU tests skip cleanly without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-venv.sh triton,plot,postgres,parquet,test,training,mlperf,inference,serving,dev,docs
+scripts/setup-venv.sh triton,plot,postgres,parquet,export,test,training,mlperf,inference,serving,dev,docs
 # The leaderboard's browser tests drive Debian's chromium through playwright (never a
 # downloaded browser): install it when missing, and stop here if that fails.
 chromium=${PERFSUITE_CHROMIUM:-/usr/bin/chromium}

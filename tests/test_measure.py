@@ -823,8 +823,15 @@ def test_results_flags_the_power_capped_and_thermal_runs_of_the_registry(cli, tm
     assert rows[capped["run_id"]]["throttle"]["sm_clock_mhz_min"] == 1455
     assert rows[plain_run["run_id"]]["throttled"] is None and rows[plain_run["run_id"]]["throttle"] is None
 
-    table = cli("results", check=True).stdout
-    line = {rid: next(ln for ln in table.splitlines() if rid[:12] in ln) for rid in rows}
+    table = cli("results", check=True).stdout.splitlines()
+
+    def run_block(rid: str) -> str:
+        """The run's line (its id shown as a unique prefix) and its headline rows nested under it."""
+        start = next(n for n, ln in enumerate(table) if ln.split() and rid.startswith(ln.split()[0]))
+        end = next((n for n in range(start + 1, len(table)) if not table[n].startswith(" ")), len(table))
+        return "\n".join(table[start:end])
+
+    line = {rid: run_block(rid) for rid in rows}
     assert "power-capped (SM 1,455-1,980 MHz)" in line[capped["run_id"]]
     assert "thermal slowdown (SM 1,455-1,980 MHz)" in line[hot["run_id"]]
     assert "power-capped" not in line[plain_run["run_id"]] and "thermal" not in line[plain_run["run_id"]]

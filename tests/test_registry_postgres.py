@@ -144,7 +144,7 @@ def test_results_flag_a_power_capped_run_on_postgres(reg):
     assert rows[capped["run_id"]]["throttle"] == summary
     assert rows[cool["run_id"]]["throttled"] is None
     console = Console(record=True, width=250)
-    console.print(runs_table(list(rows.values())))
+    console.print(runs_table(list(rows.values()), nested=False))  # the flag on the run's own line
     lines = console.export_text().splitlines()
     assert "power-capped" in next(ln for ln in lines if capped["run_id"][:8] in ln)
     assert "power-capped" not in next(ln for ln in lines if cool["run_id"][:8] in ln)

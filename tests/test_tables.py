@@ -6,20 +6,23 @@ rules are also checked as plain functions."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from pathlib import Path
 
 import pytest
 from factories import make_metric, make_record
 from rich.console import Console
 
 from perfsuite.analysis.layout import Column, FittedTable, markdown, widths
-from perfsuite.analysis.tables import id_prefixes
+from perfsuite.analysis.tables import id_prefixes, results_table, runs_table, sweep_tables
 from perfsuite.analysis.units import interval, parts, quantity
 from perfsuite.measure.nvml_sampler import Reading, summarize
 from perfsuite.registry import open_registry
 
 WIDTH = 100
+RESULTS = Path(__file__).resolve().parent.parent / "submissions/perfsuite/results"
 
 READABILITY = """
 from dataclasses import dataclass
@@ -121,8 +124,10 @@ def test_every_table_fits_100_columns_without_cutting_names_ids_or_words(cli, re
     results = cli("results", check=True).stdout
     assert_fits(results)
     assert_whole(results, name, "kernels.gemm", "kernels.tiny", "MFLOP/s", "780")
-    if "power-capped" not in tokens(results):  # whole, or its column said to be left out for the width
-        assert re.search(r"left out for the width \(100 columns\): .*throttled", results)
+    # each headline row's case (indented under its run's workload) and the regime it was measured in
+    assert_whole(results, "pageable.4stream.256MiB", "pinned.1stream.64KiB", "bf16", "power-capped", "failed")
+    left_out = re.search(r"left out for the width \(100 columns\): (.*)", results)
+    assert left_out is None or not {"case", "value", "unit", "regime", "status"} & set(left_out[1].split(", "))
     with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:
         every_id = [r["run_id"] for r in reg.results(limit=None)]
     ids = shown_ids(results)
@@ -148,9 +153,86 @@ def test_every_table_fits_100_columns_without_cutting_names_ids_or_words(cli, re
     table = [line for line in lines(md) if line.startswith("|")]
     assert table[0].startswith("| run | started (UTC) | workload |")
     assert set(table[1]) <= set("|-:")
-    assert len(table) == 2 + 5
+    assert len(table) == 2 + 6  # a row per headline row: the CPU run's two cases, the failed run, three stored
     assert any("power-capped" in line for line in table)
     assert json.loads(cli("results", "--format", "json", check=True).stdout)[0]["run_id"]
+
+
+def submitted(system: str, workload: str, run_id: str) -> dict:
+    return json.loads((RESULTS / system / workload / f"{run_id}.json").read_text())
+
+
+def rendered(*renderables) -> str:
+    console = Console(width=WIDTH, record=True)
+    for r in renderables:
+        console.print(r)
+    return console.export_text()
+
+
+def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_sweep_as_nccl_tests_prints_it():
+    """The headline rows of real H200 records at 100 columns: an inference run's three LoadGen
+    scenarios each with its figure and VALID/INVALID (one planted INVALID), a collective's busbw at
+    its largest size per mode with the size in the case, and its nccl-tests table below."""
+    generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
+    invalid = copy.deepcopy(generate)
+    invalid["run_id"] = "0" * 32
+    for check in invalid["verification"]["checks"]:
+        if check["label"] == "Server VALID":
+            check["passed"] = False
+    all_reduce = submitted("h200-x2", "collectives.all_reduce", "99c2fe3d05e64871805b8c4cd4e403f3")
+    records = [generate, invalid, all_reduce]
+    text = rendered(results_table(records), *sweep_tables(records))
+    assert_fits(text)
+    assert_whole(text, "inference.generate", "collectives.all_reduce", "tokens/s", "ms", "GB/s", "VALID", "INVALID")
+    by_line = lines(text)
+    for run in ("8157a68a", "00000000"):
+        scenarios = [ln.split()[1] for ln in by_line if ln.startswith("inference.generate") and ln.endswith(run)]
+        assert scenarios == ["SingleStream", "Server", "Offline"]
+    assert [ln.split()[4] for ln in by_line if ln.endswith("00000000")] == ["VALID", "INVALID", "VALID"]
+    headline = next(ln for ln in by_line if ln.startswith("collectives.all_reduce"))
+    assert headline.split()[1:5] == ["in-place", "1", "MiB", "85.1"]  # the size the busbw was taken at
+    sweep = text[text.index("the sweep as nccl-tests prints it") :]
+    assert_whole(sweep, "8", "1048576", "85.11", "#wrong")
+    assert len([ln for ln in lines(sweep) if re.match(r"\s+\d+\s+\d+\s+float\s+sum", ln)]) == 18  # every size
+
+
+def test_results_shows_each_scenarios_loadgen_metric_under_its_run(tmp_path):
+    """``perfsuite results``' table of stored H200 records at 100 columns: under the inference
+    run, a line per LoadGen scenario with its figure and verdict; under the collective, its busbw
+    at its largest size per mode."""
+    from perfsuite.analysis.export import records_by_id
+
+    generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
+    all_reduce = submitted("h200-x2", "collectives.all_reduce", "99c2fe3d05e64871805b8c4cd4e403f3")
+    with open_registry(f"sqlite:///{tmp_path / 'registry.db'}") as reg:
+        for record in (generate, all_reduce):
+            reg.store(record)
+        rows = reg.results(limit=None)
+        text = rendered(runs_table(rows, records=records_by_id(reg, [r["run_id"] for r in rows])))
+    assert_fits(text)
+    shown = [ln.split() for ln in lines(text)]
+    start = next(n for n, words in enumerate(shown) if words[:1] == ["8157a68a"] and "inference.generate" in words)
+    scenarios = shown[start + 1 : start + 4]
+    assert [w[0] for w in scenarios] == ["SingleStream", "Server", "Offline"]
+    assert [w[2] for w in scenarios] == ["ms", "tokens/s", "tokens/s"] and all("VALID" in w for w in scenarios)
+    start = next(n for n, words in enumerate(shown) if words[:1] == ["99c2fe3d"] and "collectives.all_reduce" in words)
+    assert shown[start + 1][:5] == ["in-place", "1", "MiB", "85.1", "GB/s"]
+
+
+def test_compare_and_history_fit_100_columns_with_run_ids_whole(cli, perfsuite_env):
+    """compare and history of real H200 GEMM runs at 100 columns: every line fits, compare names
+    both runs by their whole ids, history each run by a prefix that names one run."""
+    perfsuite_env["COLUMNS"] = str(WIDTH)
+    runs = ["34a93c24d56643e1ac877a1c10debbe3", "4ee1fe5d4ddd4f2fb5fd52ab3df73fcd", "147bf45bc3ce487bb7e4b9f49e228306"]
+    with open_registry(perfsuite_env["PERFSUITE_DB"]) as reg:
+        for run_id in runs:
+            reg.store(submitted("h200-x1", "kernels.gemm", run_id))
+    compared = cli("compare", runs[0][:8], runs[1][:8], check=True).stdout
+    assert_fits(compared)
+    assert_whole(compared, *runs[:2], "bf16", "fp8", "TFLOP/s", "faster")
+    history = cli("history", "--workload", "kernels.gemm", "--case", "bf16", check=True).stdout
+    assert_fits(history)
+    assert_whole(history, "kernels.gemm", *(r[:8] for r in runs), "795", "806", "794")
 
 
 # -- the rules, as functions ---------------------------------------------------------------------

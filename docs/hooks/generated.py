@@ -7,7 +7,11 @@ A page asks for a table with an HTML comment on a line of its own:
   measures), each name linking to its family's page;
 - ``<!-- perfsuite-workloads: FAMILY -->``: one section per workload of that family, with its
   parameters (type, default, quick preset, choices, help);
-- ``<!-- perfsuite-plans -->``: the run plans shipped with the package.
+- ``<!-- perfsuite-plans -->``: the run plans shipped with the package;
+- ``<!-- perfsuite-export-columns -->``: the columns of ``perfsuite export`` and
+  ``perfsuite.load`` with what each holds (``perfsuite.analysis.export.COLUMNS``);
+- ``<!-- perfsuite-submitted-records -->``: every record filed under ``submissions/``, with its
+  system, workload, date and best headline, so that a record filed is listed without an edit.
 
 It also escapes, on the CLI reference, the placeholders of the commands' help texts
 (``<run_id>``, ``<records>``): mkdocs-click inserts help text as Markdown, where they would
@@ -28,6 +32,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
@@ -36,6 +41,9 @@ log = logging.getLogger("mkdocs.hooks.generated")
 
 MARKER = re.compile(r"^<!-- perfsuite-workloads(?::\s*(?P<family>[\w.]+))?\s*-->$", re.MULTILINE)
 PLANS_MARKER = re.compile(r"^<!-- perfsuite-plans\s*-->$", re.MULTILINE)
+COLUMNS_MARKER = re.compile(r"^<!-- perfsuite-export-columns\s*-->$", re.MULTILINE)
+RECORDS_MARKER = re.compile(r"^<!-- perfsuite-submitted-records\s*-->$", re.MULTILINE)
+SUBMISSIONS = Path(__file__).resolve().parents[2] / "submissions"
 CLI_PAGE = "cli.md"
 # The tags Markdown and mkdocs-click write; any other bare <word> on the CLI page is a placeholder.
 HTML_TAGS = {
@@ -111,7 +119,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return overview(page.file.src_uri)
         return family_sections(family)
 
-    return PLANS_MARKER.sub(lambda _: plans_table(), MARKER.sub(table, markdown))
+    markdown = MARKER.sub(table, markdown)
+    markdown = PLANS_MARKER.sub(lambda _: plans_table(), markdown)
+    markdown = COLUMNS_MARKER.sub(lambda _: export_columns_table(), markdown)
+    return RECORDS_MARKER.sub(lambda _: submitted_records_table(), markdown)
 
 
 def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
@@ -185,4 +196,51 @@ def plans_table() -> str:
     for plan in plans():
         entries = "; ".join(cell(run) for run in plan["runs"])
         lines.append(f"| `{plan['name']}` | {cell(plan['description'])} | {entries} |")
+    return "\n".join(lines)
+
+
+def export_columns_table() -> str:
+    """The export's columns from the one definition ``perfsuite export`` and ``perfsuite.load``
+    share (imported here: the module needs nothing heavier than the schemas)."""
+    from perfsuite.analysis.export import COLUMNS
+
+    lines = ["| column | what it holds |", "| --- | --- |"]
+    lines += [f"| `{name}` | {cell(what)} |" for name, what in COLUMNS]
+    return "\n".join(lines)
+
+
+def best_headline(record: dict) -> dict | None:
+    """The best of the record's case headlines (largest where higher is better, else smallest)
+    among those in the unit of its first: one figure a row can show for a run of many cases."""
+    from perfsuite.schemas.headline import case_headline
+
+    primary = record["workload"].get("primary_metric")
+    cases = dict.fromkeys(m["case"] for m in record["metrics"])
+    heads = [h for h in (case_headline(record["metrics"], c, primary) for c in cases) if h is not None]
+    if not heads:
+        return None
+    same = [h for h in heads if h["unit"] == heads[0]["unit"] and h["name"] == heads[0]["name"]]
+    pick = max if same[0].get("higher_is_better", True) else min
+    return pick(same, key=lambda h: h["value"])
+
+
+def submitted_records_table() -> str:
+    """One row per record under ``submissions/<org>/results/``, by system, workload and date."""
+    from perfsuite.registry.records import load_record_file
+
+    rows = []
+    for path in SUBMISSIONS.glob("*/results/*/*/*.json"):
+        record = load_record_file(path)
+        best = best_headline(record)
+        figure = f"{best['value']:,.4g} {best['unit']} ({cell(best['case'])})" if best else ""
+        rows.append((path.parts[-3], record["workload"]["name"], record["started_at"], record, figure))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    lines = ["| run id | system | workload | version | started | cases | best case headline |"]
+    lines.append("|" + " --- |" * 7)
+    for system, workload, started, record, figure in rows:
+        cases = len(dict.fromkeys(m["case"] for m in record["metrics"]))
+        lines.append(
+            f"| `{record['run_id'][:8]}` | {system} | `{workload}` | {record['workload']['version']} "
+            f"| {started[:16].replace('T', ' ')} | {cases} | {figure} |"
+        )
     return "\n".join(lines)

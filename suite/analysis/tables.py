@@ -120,11 +120,14 @@ def valid_cell(valid: bool | None) -> str:
     return "" if valid is None else ("VALID" if valid else "INVALID")
 
 
+def case_cell(row: dict) -> str:
+    """The case a headline row is of, with the size a sweep's row was taken at: ``in-place 1 GiB``."""
+    return row["case"] + (f" {size_text(row['at'])}" if row.get("at") is not None else "")
+
+
 def beside_cell(row: dict) -> str:
-    """What is shown beside a headline, never ranked: ``at 1 GiB``, ``ttft_p90_ms 9.51 ms``."""
-    parts_ = [f"at {size_text(row['at'])}"] if row.get("at") is not None else []
-    parts_ += [f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ()]
-    return ", ".join(parts_)
+    """What is shown beside a headline, never ranked: ``ttft_p90_ms 9.51 ms``, ``algbw 85.1 GB/s``."""
+    return ", ".join(f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ())
 
 
 SUMMARY_COLUMNS = (
@@ -177,7 +180,7 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
             low, high = row["ci95"] or (None, None)
             t.add_row(
                 name,
-                case,
+                case_cell(row),
                 row["metric"],
                 value,
                 unit,
@@ -198,43 +201,77 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
 
 RUNS_COLUMNS = (
     Column("run"),
-    Column("started (UTC)", drop=2),
+    Column("started (UTC)", drop=3),
     Column("workload"),
     Column("v", justify="right", drop=5),
     Column("device", drop=6),
-    Column("case", wrap=True, drop=1),  # which case the figure is of: `perfsuite show` has every case
+    Column("case", wrap=True),  # which case the figure is of: `perfsuite show` has every case
     Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
-    Column("regime", drop=3),
-    Column("valid", drop=3),
+    Column("regime", wrap=True, drop=2),  # qualifies the figure (burst, sustained, power-capped): before the date
+    Column("valid", drop=2),
     Column("status"),
     Column("error", wrap=True, drop=4),
 )
+CASE_INDENT = "  "  # a case under its run's workload, in the nested layout
+
+
+def _run_lines(r: dict, record: dict | None) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(case, metric, value, unit, regime, valid, status) per headline row of a stored run: from
+    its record where given, else the registry's one-line summary; none for a run without a figure."""
+    if r["status"] != "success":
+        return []
+    if record is not None:
+        out = []
+        for row in summary_rows(record):
+            case = case_cell(row)
+            regime = regime_cell(record, row["case"])  # power-capped with the SM clocks seen
+            status = status_cell(r["status"], _check_for(record, row["case"]))
+            value, unit = parts(row["value"], row["unit"])
+            out.append((case, row["metric"], value, unit, regime, valid_cell(row["valid"]), status))
+        return out
+    if r.get("value") is None:
+        return []
+    value, unit = parts(r["value"], r["unit"])
+    status = status_cell(r["status"], r["verification"])
+    return [(r.get("case") or "", r.get("metric") or "", value, unit, r.get("throttled") or "", "", status)]
 
 
 def runs_table(
-    rows: list[dict], ids: Mapping[str, str] | None = None, records: Mapping[str, dict] | None = None
+    rows: list[dict],
+    ids: Mapping[str, str] | None = None,
+    records: Mapping[str, dict] | None = None,
+    nested: bool = True,
 ) -> FittedTable:
     """``perfsuite results``: each stored run with its headline figures, one line per headline row
-    where its record is given (``records``: run id -> record), else the registry's summary."""
+    where its record is given (``records``: run id -> record), else the registry's summary.
+
+    ``nested`` (the terminal's layout): a line per run (its id, date, workload, status and error),
+    and under it a line per headline row with the case indented in the workload column, so that a
+    long workload name, a long case label and a run id fit at 100 columns side by side with the
+    figure. Otherwise (Markdown, where nothing has to fit) one flat row per headline row with a
+    case column of its own."""
     ids = _ids(rows, ids)
-    t = FittedTable(RUNS_COLUMNS, title="recorded runs")
+    columns = RUNS_COLUMNS
+    if nested:
+        columns = tuple(
+            Column("workload / case") if c.header == "workload" else c for c in RUNS_COLUMNS if c.header != "case"
+        )
+    t = FittedTable(columns, title="recorded runs")
     for r in rows:
-        record = (records or {}).get(r["run_id"])
         shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
-        status = status_cell(r["status"], r["verification"])
-        lines: list[tuple[str, str, str, str, str, str]] = []
-        if record is not None and r["status"] == "success":
-            for row in summary_rows(record):
-                case = row["case"] + (f" {size_text(row['at'])}" if row["at"] is not None else "")
-                regime = case_regime(record, row["case"]).replace(UNOBSERVED, "")  # the word; show has the clocks
-                lines.append((case, row["metric"], *parts(row["value"], row["unit"]), regime, valid_cell(row["valid"])))
-        elif r["status"] == "success" and r.get("value") is not None:
-            summary = (r.get("case") or "", r.get("metric") or "", *parts(r["value"], r["unit"]))
-            lines.append((*summary, r.get("throttled") or "", ""))
-        for case, metric, value, unit, regime, valid in lines or [("", "", "", "", "", "")]:
-            t.add_row(*shared, r["device"], case, metric, value, unit, regime, valid, status, r.get("error") or "")
+        lines = _run_lines(r, (records or {}).get(r["run_id"]))
+        error = r.get("error") or ""
+        if not nested:
+            status = status_cell(r["status"], r["verification"])
+            for case, metric, value, unit, regime, valid, line_status in lines or [("",) * 6 + (status,)]:
+                t.add_row(*shared, r["device"], case, metric, value, unit, regime, valid, line_status, error)
+            continue
+        run_status = "" if lines else status_cell(r["status"], r["verification"])
+        t.add_row(*shared, r["device"], "", "", "", "", "", run_status, error)
+        for case, metric, value, unit, regime, valid, status in lines:
+            t.add_row("", "", CASE_INDENT + case, "", "", metric, value, unit, regime, valid, status, "")
     return t
 
 

@@ -74,6 +74,8 @@ def examples(name: str, cls: Any, device: str) -> list[str]:
     lines = [f"perfsuite run {name} --quick{opts}"]
     if params:
         lines.append(f"perfsuite run {name}{params}{opts}")
+    if reqs.rank_per_gpu and reqs.min_world_size <= 2 and (reqs.max_world_size or 2) >= 2:
+        lines.append(f"perfsuite run {name} --quick{opts} --nproc-per-node 2")  # ranks chosen, not one per GPU
     return lines
 
 
@@ -106,6 +108,7 @@ def describe(host: Any, name: str, device: str) -> dict[str, Any]:
             "min_world_size": reqs.min_world_size,
             "max_world_size": reqs.max_world_size,
             "packages": list(reqs.packages),
+            "rank_per_gpu": reqs.rank_per_gpu,
         },
         "primary_metric": cls.primary_metric,
         "controls_honoured": list(cls.controls_honoured),
@@ -140,6 +143,8 @@ def print_description(info: dict[str, Any]) -> None:
     out.print(plain(f"runs here ({info['device']}): {here}"))
     r = info["requirements"]
     world = f"{r['min_world_size']}" + (f"..{r['max_world_size']}" if r["max_world_size"] else " or more")
+    if r["rank_per_gpu"]:
+        world += " (one per GPU visible by default, two on a CPU; --nproc-per-node N for N)"
     packages = ", ".join(r["packages"]) or "none"
     out.print(plain(f"needs: devices {', '.join(r['devices'])}; processes {world}; packages {packages}"))
     if info["primary_metric"]:

@@ -49,7 +49,7 @@ def results_cmd(
     from perfsuite.analysis.tables import runs_table
 
     ids = [r["run_id"] for r in rows]
-    table = runs_table(rows, run_id_prefixes(registry, ids), records_by_id(registry, ids))
+    table = runs_table(rows, run_id_prefixes(registry, ids), records_by_id(registry, ids), nested=fmt != "markdown")
     if fmt == "markdown":
         click.echo(table.markdown(), nl=False)
     else:
