@@ -469,8 +469,8 @@
         data: rows, layout: "fitDataStretch", placeholder: "no shared benchmark",
         columns: [
           { title: "benchmark", field: "benchmark", headerFilter: "input" },
-          { title: "configuration", field: "configuration", headerFilter: "input" },
-          { title: "case", field: "case", headerFilter: "input" },
+          { title: "configuration", field: "configuration", headerFilter: "input", maxWidth: 340, formatter: "textarea" },
+          { title: "case", field: "case", headerFilter: "input", maxWidth: 200, formatter: "textarea" },
           { title: "A", field: "a", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
           { title: "B", field: "b", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
           { title: "B / A", field: "ratio", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()); } },
