@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -192,6 +193,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             "compare_ms": _median_ms(compare),
         }
         figures.update({f"{name}_cpu_ms": ms for name, ms in CPU_MS.items()})
+        print(json.dumps(figures), flush=True)  # the queries' figures, before the site is built
         if site_dir is not None:
             from perfsuite.registry.leaderboard import build_site
 
@@ -199,7 +201,16 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             build_site(reg, site_dir)
             figures["site_s"] = time.perf_counter() - start
             figures["site_cpu_s"] = time.process_time() - cpu_start
-            print(f"{label}: site built in {figures['site_s']:.1f} s", flush=True)
+            figures["site_files"] = sum(len(files) for _, _, files in os.walk(site_dir))
+            figures["site_bytes"] = sum(p.stat().st_size for p in site_dir.rglob("*") if p.is_file())
+            figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            figures["site_load_average"] = os.getloadavg()[0]
+            print(
+                f"{label}: site built in {figures['site_s']:.1f} s ({figures['site_cpu_s']:.1f} CPU-seconds, "
+                f"{figures['site_files']} files, {figures['site_bytes'] / 1e6:.0f} MB; peak RSS "
+                f"{figures['peak_rss_mb']:.0f} MB; load average {figures['site_load_average']:.1f})",
+                flush=True,
+            )
     return figures
 
 

@@ -37,9 +37,9 @@ from .records import (
     check_record_body,
     checked_body,
     compact_record,
-    load_record_file,
     nesting_depth,
     parse_timestamp,
+    read_record_file,
 )
 from .store import check_physics, key_columns, system_key
 
@@ -91,8 +91,8 @@ def _json(value) -> str:
 def prepare(item: Item) -> Prepared:
     """Check one record (a dict, or a record file's path) and render its rows. Raises
     :class:`RecordInvalid`."""
-    record = item if isinstance(item, dict) else load_record_file(item)
-    sha, text = check_record_body(record)
+    record, finite = (item, False) if isinstance(item, dict) else read_record_file(item)
+    sha, text = check_record_body(record, finite)
     return _render(record, sha, text)
 
 

@@ -28,8 +28,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import logging
 import os
 import sqlite3
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -123,7 +125,30 @@ def check_url(url: str | None = None) -> str:
     return shown
 
 
+class _PoolLogLine(logging.Handler):
+    """SQLAlchemy's connection pool logs an error with its traceback when closing a connection
+    is cut short, and then re-raises what cut it; a Ctrl-C or SIGTERM in that moment is the
+    command's to report (its summary names what was stored), so its traceback is dropped here,
+    and any other error of the pool is one warning line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and not isinstance(error, Exception):
+            return  # KeyboardInterrupt or SystemExit: re-raised by the pool, reported by the command
+        why = f": {type(error).__name__}: {error}" if error is not None else ""
+        sys.stderr.write(f"Warning: registry connection pool: {record.getMessage()}{why}\n")
+
+
+def _pool_errors_as_lines() -> None:
+    """Route the pool's log records through :class:`_PoolLogLine` (once per process)."""
+    pool_logger = logging.getLogger("sqlalchemy.pool")
+    if not any(isinstance(h, _PoolLogLine) for h in pool_logger.handlers):
+        pool_logger.addHandler(_PoolLogLine(level=logging.WARNING))
+        pool_logger.propagate = False
+
+
 def _make_engine(url_text: str) -> Engine:
+    _pool_errors_as_lines()
     url = parse_url(url_text)
     if url.get_backend_name() != "sqlite":
         if url.drivername == "postgresql":  # SQLAlchemy's default would be psycopg2; we ship psycopg 3
@@ -179,6 +204,7 @@ def _read_only_engine(path: Path, immutable: bool) -> Engine:
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False)
 
+    _pool_errors_as_lines()
     engine = create_engine("sqlite://", creator=connect)
     _sqlite_transactions(engine)
     return engine

@@ -105,7 +105,7 @@ def history(session: Session, workload: str, params: dict | None = None, device_
     query = _summary_query().where(Workload.name == workload)
     if device_key is not None:
         query = query.where(Run.device_key == device_key)
-    rows = session.execute(query.order_by(Run.started_at, Run.id))
+    rows = list(session.execute(query.order_by(Run.started_at, Run.id)))
     if params is not None:
         rows = [row for row in rows if row[0].params == params]
     return _summaries(session, rows)

@@ -39,8 +39,9 @@ SWEEP_BESIDE = (("time_us", "us"), ("algbw_gbps", "GB/s"))
 
 
 def is_candidate(name: str) -> bool:
-    """Whether a metric may be a headline: not time, power, a speed-up, a per-joule figure or a score."""
-    return name not in NOT_HEADLINE and not name.endswith("_per_j") and "accuracy" not in name
+    """Whether a metric may be a headline: not time, power, a speed-up, a per-joule figure, a share
+    of time (a data loader's stall share: a diagnosis beside its images/s) or a score."""
+    return name not in NOT_HEADLINE and not name.endswith(("_per_j", "_share")) and "accuracy" not in name
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,12 @@ def _cases(metrics: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def case_headline(metrics: list[dict], case: str, primary: str | None = None) -> dict | None:
-    """The generic rule for one case: ``primary``, else its first throughput, else its first
-    candidate metric, else its first metric (None for a case with no metric)."""
+    """The generic rule for one case: ``primary`` unless it is a share of time (records written
+    before ``data.loader_stall`` declared images/s named its stall share: a diagnosis, never a
+    figure to rank), else its first throughput, else its first candidate metric, else its first
+    metric (None for a case with no metric)."""
     mine = [m for m in metrics if m["case"] == case]
-    for name in ((primary,) if primary else ()) + THROUGHPUT_ORDER:
+    for name in ((primary,) if primary and not primary.endswith("_share") else ()) + THROUGHPUT_ORDER:
         found = next((m for m in mine if m["name"] == name), None)
         if found is not None:
             return found

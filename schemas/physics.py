@@ -98,11 +98,49 @@ def _timestamp(text: Any) -> datetime | None:
     return value if value.tzinfo is not None else None
 
 
+def _plainly_possible(metric: dict, unit: str, spec: GpuSpec | None, world_size: int) -> bool:
+    """True when every number of ``metric`` passes the rules at a glance: plain floats and
+    integers, their sum finite (so each is), the smallest and largest within bounds. False
+    only means "look number by number" (:func:`metric_problems` then names what is wrong): a
+    record of a public round is checked in microseconds, not a Python loop per sample."""
+    samples, per_rank = metric.get("samples"), metric.get("per_rank") or []
+    statistics = metric.get("statistics") or {}
+    if not isinstance(samples, list) or not isinstance(per_rank, list):
+        return False
+    figures = [metric.get("value"), *samples, *per_rank]
+    if isinstance(statistics, dict):
+        figures += [v for k, v in statistics.items() if k != "n"]
+        count = statistics.get("n")
+        numbers = figures if count is None else [*figures, count]
+    else:
+        numbers = figures
+    if not set(map(type, numbers)) <= {float, int}:
+        return False  # a bool, a string, a None: the number-by-number rules decide
+    try:
+        if not math.isfinite(math.fsum(numbers)):
+            return False
+    except OverflowError:
+        return False
+    low, high = min(numbers), max(numbers)
+    if low < -MAX_MAGNITUDE or high > MAX_MAGNITUDE:
+        return False
+    if (unit in TIME_UNITS or unit.endswith("/s")) and low < 0:
+        return False
+    scale, fields = (
+        (FLOPS_UNITS[unit], FLOPS_FIELDS) if unit in FLOPS_UNITS else (BYTES_UNITS.get(unit), BANDWIDTH_FIELDS)
+    )
+    if scale is not None and figures:
+        return max(figures) * scale <= PEAK_MULTIPLE * max(1, world_size) * _bound(spec, fields)
+    return True
+
+
 def metric_problems(metric: dict, spec: GpuSpec | None, world_size: int, metrics: list | None = None) -> list[str]:
     """Every impossible figure of one metric, as ``name: why`` (``metrics``: the record's
     others, which encoded samples may refer to)."""
     name = f"{metric.get('case')}/{metric.get('name')}"
     unit = str(metric.get("unit"))
+    if _plainly_possible(metric, unit, spec, world_size):
+        return []
     numbers = _numbers(metric, metrics or [])
     compared = unit in FLOPS_UNITS or unit in BYTES_UNITS  # bounded by a datasheet below, far tighter
     bad = [where for where, v in numbers if not (_finite(v) or (compared and _real(v)))]

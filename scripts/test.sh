@@ -27,4 +27,6 @@ if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin
   fi
 fi
 venv=${PERFSUITE_VENV:-.venv}
-exec "$venv/bin/python" -m pytest "$@"
+# Most tests wait on real subprocesses, servers and databases: three workers keep two cores busy.
+# Each test file runs on one worker (its module fixtures built once); PERFSUITE_TEST_WORKERS=0 runs in-process.
+exec "$venv/bin/python" -m pytest -n "${PERFSUITE_TEST_WORKERS:-3}" --dist loadfile "$@"

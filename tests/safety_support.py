@@ -62,6 +62,15 @@ class Remount(Ok):
     def setup(self, ctx):
         subprocess.run(["mount", "-o", "remount,ro", os.environ["SURVIVE_REMOUNT"]], check=True)
 
+class HangPair(OkPair):
+    """Two ranks that say they are measuring (a marker file each) and then wait to be killed."""
+    name = "survive.hang_pair"
+    def setup(self, ctx):
+        marker = Path(os.environ["SURVIVE_MARKER"] + "." + os.environ.get("RANK", "0"))
+        marker.write_text(os.environ["PERFSUITE_WORKDIR"])
+        import time
+        time.sleep(3600)
+
 class BreakFolders(Ok):
     """Puts a file in the place of each folder named in SURVIVE_BREAK while the run measures."""
     name = "survive.break_folders"
@@ -72,7 +81,7 @@ class BreakFolders(Ok):
 
 @hookimpl
 def perfsuite_register_workloads(register):
-    for w in (Ok, OkPair, FillRecords, Remount, BreakFolders):
+    for w in (Ok, OkPair, HangPair, FillRecords, Remount, BreakFolders):
         register(w)
 '''
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def _times(scale: float) -> tuple[float, ...]:
     return tuple(round(scale * (1.0 + 0.001 * i), 6) for i in range(9))
 
 
-def _collective(host: str, busbw: float, seed: int) -> dict:
+def _collective(host: str, busbw: float, seed: int, inject: str = "none") -> dict:
     """An all_reduce record with its sweep table (details.rows), as the collectives write it."""
     rows = [
         {
@@ -57,7 +58,7 @@ def _collective(host: str, busbw: float, seed: int) -> dict:
         category="collectives",
         host=host,
         device="cuda",
-        params={"max_bytes": 2**22, "inject": "none", "iters": 20},
+        params={"max_bytes": 2**22, "inject": inject, "iters": 20},
         metrics=metrics,
         details={"rows": rows},
         controls={"seed": seed},
@@ -67,8 +68,8 @@ def _collective(host: str, busbw: float, seed: int) -> dict:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """Three hosts ranked on one gemm case (the slowest named like a script, another like an
-    image whose load fails), two hosts on all_reduce, plus a failed and an unverified run that
-    must not appear."""
+    image whose load fails), two hosts on all_reduce, plus a failed run, an unverified run and an
+    all_reduce self-test that must not appear."""
     root = tmp_path_factory.mktemp("board")
     with open_registry(f"sqlite:///{root / 'r.db'}") as reg:
         for host, scale in (("fast-box", 1.0), ("mid-box", 1.5), (EVIL, 3.0), (EVIL_IMG, 2.0)):
@@ -88,6 +89,7 @@ def site(tmp_path_factory) -> Path:
         )
         reg.store(_collective("fast-box", 300.0, 1))
         reg.store(_collective("mid-box", 150.0, 2))
+        reg.store(_collective("selftest-box", 900.0, 3, inject="wrong_element"))  # recorded, never ranked
         build_site(reg, root / "site")
     return root / "site"
 
@@ -204,8 +206,9 @@ def test_the_busbw_chart_draws_one_series_per_system(site, page):
     chart.locator("canvas").wait_for()
     assert chart.get_attribute("data-series") == "2"
     assert sorted(chart.locator(".u-legend .u-series th").all_inner_texts()) == ["fast-box", "mid-box", "size"]
-    assert "harness" not in page.inner_text("main") and "max_bytes" not in page.inner_text("main")
-    assert "inject" not in page.inner_text("main")
+    main = page.inner_text("main")
+    assert "max_bytes" in main  # a key setting, shown
+    assert "inject" not in main and "selftest-box" not in main  # a harness parameter never; a self-test never ranked
     assert page.errors == []
 
 
@@ -250,9 +253,37 @@ def test_nothing_overflows_a_phone(site, browser, path):
     page.context.close()
 
 
+def _run_ids(site: Path) -> list[str]:
+    """The run ids the boards link to (their record pages)."""
+    return sorted(
+        {m for p in (site / "workloads").glob("*.html") for m in re.findall(r"record\.html#([0-9a-f]+)", p.read_text())}
+    )
+
+
+def test_records_are_written_as_shards_and_each_permalink_finds_its_record(site, browser):
+    from perfsuite.registry.leaderboard.site import record_shard, shard_count
+
+    run_ids = _run_ids(site)
+    shards = sorted((site / "records").glob("shard-*.js"))
+    assert len(shards) == shard_count(len(run_ids)) and not list((site / "records").glob("[0-9a-f]*.js"))
+    page = _page(browser)
+    for run_id in run_ids:
+        assert f'"{run_id}"' in (site / "records" / f"shard-{record_shard(run_id, len(shards))}.js").read_text()
+        page.goto("about:blank")
+        page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
+        page.locator("#record-body table").first.wait_for()
+        assert run_id in page.inner_text("h1")
+    page.goto("about:blank")
+    page.goto(f"{(site / 'record.html').as_uri()}#{'f' * 32}")
+    page.wait_for_timeout(300)
+    assert page.inner_text("#record-body") == f"No record {'f' * 32} in this site."
+    assert page.errors == []
+    page.context.close()
+
+
 def test_a_record_page_draws_its_record_and_offers_its_json(site, browser):
     page = _page(browser, downloads=True)
-    run_id = sorted((site / "records").glob("*.js"))[0].stem
+    run_id = _run_ids(site)[0]
     page.goto(f"{(site / 'record.html').as_uri()}#{run_id}")
     page.locator("#record-body table").first.wait_for()
     assert run_id in page.inner_text("h1")
@@ -271,9 +302,10 @@ def test_no_submitted_payload_runs_anywhere(site, browser):
         "compare.html",
         *(f"workloads/{p.name}" for p in (site / "workloads").glob("*.html")),
         *(f"systems/{p.name}" for p in (site / "systems").glob("*.html")),
-        *(f"record.html#{p.stem}" for p in sorted((site / "records").glob("*.js"))[:4]),
+        *(f"record.html#{run_id}" for run_id in _run_ids(site)[:4]),
     ]
     for path in pages:
+        page.goto("about:blank")  # record.html reloads on a hash change: never race that reload
         page.goto(
             (site / path).as_uri()
             if "#" not in path

@@ -1,14 +1,16 @@
-"""The leaderboard's tables from a real SQLite registry: runs whose keys differ only in
-harness-only parameters share one cell, inference is ranked by LoadGen's metric (never its
-accuracy), and a table read with the runs' series equals one aggregated in SQL."""
+"""The leaderboard's tables from a real SQLite registry, by the schemas' rules (one rule, not
+two): a table is one comparability key, so harness parameters at their defaults pool while a
+self-test is never ranked, and L2-flushed or not, 2 or 4 GPUs never pool; inference is ranked by
+LoadGen's metric (never its accuracy); and a table read with the runs' series equals one
+aggregated in SQL."""
 
 from __future__ import annotations
 
 from factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.registry import open_registry
-from perfsuite.registry.leaderboard.data import load
-from perfsuite.registry.leaderboard.keys import key_settings
+from perfsuite.registry.leaderboard.data import load, shown_settings
+from perfsuite.schemas.comparability import key_settings
 
 
 def _cells(boards):
@@ -21,29 +23,32 @@ def _cells(boards):
     }
 
 
-def test_harness_only_parameters_pool_into_one_cell_and_both_reads_agree(tmp_path):
+def _gemm(i: int, controls: dict | None = None, **kw) -> dict:
+    times = tuple(1.0 + 0.01 * i + 0.001 * k for k in range(5))
+    controls = {"seed": i, **(controls or {})}
+    return make_record(host="box", device="cuda", controls=controls, metrics=gemm_metrics(time_ms=times), **kw)
+
+
+def test_a_table_is_one_comparability_key_and_both_reads_agree(tmp_path):
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        for i, inject in enumerate(("none", "none", "hang", "none")):
-            params = {"m": 1024, "inject": inject, "max_bytes": 2**20 * (1 + i)}
-            times = tuple(1.0 + 0.01 * i + 0.001 * k for k in range(5))
-            reg.store(
-                make_record(
-                    host="box", device="cuda", params=params, controls={"seed": i}, metrics=gemm_metrics(time_ms=times)
-                )
-            )
-        reg.store(make_record(host="box", device="cuda", params={"m": 2048, "inject": "none"}))
+        for i, inject in enumerate(("none", "none", "hang", "none", "none")):
+            reg.store(_gemm(i, params={"m": 1024, "inject": inject}))  # "hang": a self-test
+        reg.store(_gemm(5, params={"m": 1024, "inject": "none"}, controls={"l2_flush": False}))
+        reg.store(_gemm(6, params={"m": 1024, "inject": "none"}, gpu_count=2, launch={"world_size": 2}))
         with reg.session() as s:
             series, _ = load(s)
             aggregated, _ = load(s, series=False)
     (board,) = series
-    assert [c.settings for c in board.configs] == [
-        {"version": 1, "division": "closed", "param.m": 1024},
-        {"version": 1, "division": "closed", "param.m": 2048},
-    ]
-    cell = board.configs[0].rows[0].cells["bf16"]
-    assert cell.count == 4 and cell.note == "4 runs, olympic mean" and len(cell.runs) == 4
+    shown = [c.shown for c in board.configs]
+    assert len(shown) == 3  # flushed, not flushed, and 2 ranks: never one table
+    assert {s["timing.l2_flush"] for s in shown} == {"True", "False"}
+    assert {s["world.world_size"] for s in shown} == {"1", "2"}
+    assert all("param.inject" not in s and "self_test" not in str(s) for s in shown)
+    (flushed,) = [c for c in board.configs if c.shown == shown_settings(key_settings(_gemm(0, params={"m": 1024})))]
+    cell = flushed.rows[0].cells["bf16"]
+    assert cell.count == 4 and cell.note == "4 runs, olympic mean" and len(cell.runs) == 4  # not the self-test
     assert _cells(series) == _cells(aggregated)
-    assert "inject" not in board.configs[0].label and "max_bytes" not in board.configs[0].label
+    assert "inject" not in " ".join(c.label for c in board.configs)
 
 
 def test_inference_is_ranked_by_loadgens_metric_not_its_accuracy(tmp_path):
@@ -62,16 +67,6 @@ def test_inference_is_ranked_by_loadgens_metric_not_its_accuracy(tmp_path):
         "Offline": "samples_per_s",
         "SingleStream": "latency_p90_ms",
     }
-
-
-def test_key_settings_leave_out_what_only_steers_the_harness():
-    workload = {
-        "version": 3,
-        "scenario": None,
-        "division": "open",
-        "params": {"iters": 20, "inject_rank": 0, "inject": "none", "max_bytes": 1, "check": True},
-    }
-    assert key_settings(workload) == {"version": 3, "division": "open", "param.iters": 20}
 
 
 def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_rate(tmp_path):

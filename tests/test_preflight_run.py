@@ -89,8 +89,8 @@ def test_profiled_priced_run_records_preflight_profile_and_cost(cli_here, overlo
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--price-per-hour", "-1"], "--price-per-hour: price per accelerator-hour must be a positive"),
-        (["--price-per-hour", "nan"], "--price-per-hour: price per accelerator-hour must be a positive"),
+        (["--price-per-hour", "-1"], "Invalid value for '--price-per-hour': -1 is not at least 0"),
+        (["--price-per-hour", "nan"], "Invalid value for '--price-per-hour': 'nan' is not a finite number"),
         (["--profile", "ncu"], "--profile ncu: Nsight Compute profiles CUDA kernels"),
     ],
 )

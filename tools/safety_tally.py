@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,20 @@ from safety_support import (  # noqa: E402
     wait_for_no_leftovers,
 )
 
+# Issue 24's "Must show" items, the heading each fault and bad input is tallied under.
+KEPT = "records folder full, read-only or gone mid-run: the measurement kept"
+WINDOW = "kill -9 / SIGTERM between writing a record and storing it: stored or named, then imported"
+TEMPORARIES = "no perfsuite-* or torchelastic_* folder after a torchrun run or a kill"
+SYMLINKS = "submit into a tree with planted symlinks: refused before writing"
+HOSTILE = "hostile trees and files for check and import"
+OPTIONS = "non-finite and out-of-range options and parameters: refused before the run"
+EXTREMES = "extreme but schema-valid records: refused by import"
+REGISTRIES = "--db that is not a database, or cannot be reached"
+
 
 @dataclass
 class Outcome:
+    item: str
     name: str
     ok: bool
     detail: str
@@ -102,21 +114,21 @@ def _named_file(stderr: str) -> Path | None:
 def _survived(env: dict, proc: subprocess.CompletedProcess, base: Path, name: str) -> Outcome:
     """Whether the run's record is in the registry, in a named file, or printed whole."""
     if "Traceback" in proc.stderr:
-        return Outcome(name, False, "traceback: " + proc.stderr.strip().splitlines()[-1])
+        return Outcome(KEPT, name, False, "traceback: " + proc.stderr.strip().splitlines()[-1])
     later = dict(env, PERFSUITE_DB=f"sqlite:///{base / (name.replace(' ', '-') + '-later.db')}")
     named = _named_file(proc.stderr)
     if named is not None and named.is_file():
         done = cli(later, "import", str(named))
-        return Outcome(name, done.returncode == 0, f"named file {named}: {done.stdout.strip()}")
+        return Outcome(KEPT, name, done.returncode == 0, f"named file {named}: {done.stdout.strip()}")
     printed = [line for line in proc.stderr.splitlines() if line.startswith("{")]
     if printed:
         saved = base / f"{name.replace(' ', '-')}-printed.json"
         saved.write_text(printed[-1])
         done = cli(later, "import", str(saved))
-        return Outcome(name, done.returncode == 0, f"printed on stderr: {done.stdout.strip()}")
+        return Outcome(KEPT, name, done.returncode == 0, f"printed on stderr: {done.stdout.strip()}")
     if stored(env):
-        return Outcome(name, True, "in the registry")
-    return Outcome(name, False, "nowhere: " + proc.stderr.strip()[-300:])
+        return Outcome(KEPT, name, True, "in the registry")
+    return Outcome(KEPT, name, False, "nowhere: " + proc.stderr.strip()[-300:])
 
 
 def faults(base: Path, kills: int) -> tuple[list[Outcome], list[str]]:
@@ -137,9 +149,9 @@ def faults(base: Path, kills: int) -> tuple[list[Outcome], list[str]]:
             proc = cli(env, "run", workload, *RUN_ARGS)
             outcomes.append(_survived(env, proc, case, fault))
             if list(records.rglob("*.tmp")):
-                outcomes[-1] = Outcome(fault, False, "a .tmp file left in the records folder")
+                outcomes[-1] = Outcome(KEPT, fault, False, "a .tmp file left in the records folder")
         if leftovers(case / "tmp"):
-            outcomes[-1] = Outcome(fault, False, f"temporary folders left: {leftovers(case / 'tmp')}")
+            outcomes[-1] = Outcome(KEPT, fault, False, f"temporary folders left: {leftovers(case / 'tmp')}")
     for fault, block_fallbacks in (("records folder and registry gone", False), ("every folder gone", True)):
         case = base / fault.replace(" ", "-")
         env = environment(case)
@@ -166,16 +178,54 @@ def faults(base: Path, kills: int) -> tuple[list[Outcome], list[str]]:
         for i, t in enumerate(tries):
             name = f"{sig.name} {i + 1} ({'in the window' if t.signalled else 'after it ended'})"
             if t.record is None:
-                outcomes.append(Outcome(name, False, "no record file appeared: " + t.stderr.strip()[-200:]))
+                outcomes.append(Outcome(WINDOW, name, False, "no record file appeared: " + t.stderr.strip()[-200:]))
             elif "Traceback" in t.stderr:
-                outcomes.append(Outcome(name, False, "traceback"))
+                outcomes.append(Outcome(WINDOW, name, False, "traceback"))
             else:
                 ok = t.record.stem in have
-                outcomes.append(Outcome(name, ok, "stored after import" if ok else "not stored after import"))
+                outcomes.append(Outcome(WINDOW, name, ok, "stored after import" if ok else "not stored after import"))
         left = wait_for_no_leftovers(case / "tmp")
-        if left:
-            outcomes.append(Outcome(f"{sig.name} temporary folders", False, f"left: {left}"))
+        outcomes.append(Outcome(TEMPORARIES, f"{len(tries)} runs signalled with {sig.name}", not left, f"left: {left}"))
+    outcomes += torchrun_temporaries(base, skipped)
     return outcomes, skipped
+
+
+def torchrun_temporaries(base: Path, skipped: list[str]) -> list[Outcome]:
+    """A torchrun run of two ranks that ends, and one whose runner is killed (-9) while both
+    ranks measure: neither leaves a ``perfsuite-*`` or ``torchelastic_*`` folder in TMPDIR."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        skipped.append("torchrun runs (torch is not installed)")
+        return []
+    out = []
+    case = base / "torchrun-ends"
+    env = environment(case)
+    proc = cli(env, "run", "survive.ok_pair", "--nproc-per-node", "2", *RUN_ARGS)
+    left = leftovers(case / "tmp")
+    ok = proc.returncode == 0 and not left
+    out.append(Outcome(TEMPORARIES, "a torchrun run of 2 ranks that ends", ok, f"exit {proc.returncode}, left: {left}"))
+    case = base / "torchrun-killed"
+    env = environment(case)
+    env["SURVIVE_MARKER"] = str(case / "marker")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "run", "survive.hang_pair", "--nproc-per-node", "2", *RUN_ARGS],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    markers = [case / "marker.0", case / "marker.1"]
+    deadline = time.monotonic() + 300
+    while not all(m.exists() for m in markers) and runner.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    measuring = all(m.exists() for m in markers)
+    runner.kill()
+    runner.communicate()
+    left = wait_for_no_leftovers(case / "tmp", deadline_s=60)
+    detail = f"left: {left}" if measuring else "the ranks never started measuring"
+    out.append(Outcome(TEMPORARIES, "kill -9 of a torchrun run while 2 ranks measure", measuring and not left, detail))
+    return out
 
 
 def _one_line(proc: subprocess.CompletedProcess) -> tuple[bool, str]:
@@ -184,19 +234,19 @@ def _one_line(proc: subprocess.CompletedProcess) -> tuple[bool, str]:
     return ok, lines[-1] if lines else f"exit {proc.returncode}, no message"
 
 
-def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str]]:
-    """(name, verdict): verdict is 'one line', 'traceback', 'hang' or 'other: ...'."""
+def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str, str]]:
+    """(item, name, verdict): verdict is 'one line', 'traceback', 'hang' or 'other: ...'."""
     env = environment(base / "inputs")
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, str]] = []
 
-    def judge(name: str, args: list[str], expected_lines: int | None = None) -> None:
+    def judge(item: str, name: str, args: list[str], expected_lines: int | None = None) -> None:
         try:
             proc = cli(env, *args, timeout=timeout)
         except subprocess.TimeoutExpired:
-            out.append((name, "hang"))
+            out.append((item, name, "hang"))
             return
         if "Traceback" in proc.stderr + proc.stdout:
-            out.append((name, "traceback"))
+            out.append((item, name, "traceback"))
             return
         if expected_lines is None:
             ok, line = _one_line(proc)
@@ -204,25 +254,27 @@ def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str]]:
             problems = [x for x in proc.stderr.splitlines() if x.startswith("problem: ")]
             ok = proc.returncode != 0 and len(problems) == expected_lines and "\x1b" not in proc.stderr
             line = f"{len(problems)} problem lines"
-        out.append((name, "one line" if ok else f"other: {line}"))
+        out.append((item, name, "one line" if ok else f"other: {line}"))
 
     for name, (args, _) in BAD_OPTIONS.items():
-        judge(name, list(args))
+        judge(OPTIONS, name, list(args))
     tree = base / "tree"
     entries = hostile_tree(tree)
     for command in ("check", "import"):
-        judge(f"{command} of a tree with {', '.join(entries)}", [command, str(tree)], expected_lines=len(entries))
+        judge(
+            HOSTILE, f"{command} of a tree with {', '.join(entries)}", [command, str(tree)], expected_lines=len(entries)
+        )
     for what, rel in entries.items():
         if what == "FIFO":
-            judge(f"import of a {what} named as a record", ["import", str(tree / rel)])
+            judge(HOSTILE, f"import of a {what} named as a record", ["import", str(tree / rel)])
     for i, (what, record) in enumerate(extreme_records().items()):
         path = base / f"extreme{i}.json"
         path.write_text(json.dumps(record))
-        judge(f"import of a record with {what}", ["import", str(path)])
+        judge(EXTREMES, f"import of a record with {what}", ["import", str(path)])
     fifo = base / "registry-fifo.db"
     os.mkfifo(fifo)
     for url in ("sqlite:////dev/null", f"sqlite:///{fifo}", "postgresql+psycopg2://u@127.0.0.1:1/db"):
-        judge(f"--db {url} results", ["--db", url, "results"])
+        judge(REGISTRIES, f"--db {url} results", ["--db", url, "results"])
     run = make_record(device="cuda", gpu_count=1, host="box1")
     stored_file = base / "to-submit.json"
     stored_file.write_text(json.dumps(run))
@@ -243,11 +295,12 @@ def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str]]:
             folder.mkdir(parents=True)
             (folder / f"{run['run_id']}.json").symlink_to(victim)
         judge(
+            SYMLINKS,
             f"submit into a tree with a planted {planted} symlink",
             ["submit", run["run_id"], "--org", "acme", "--system", "box", "--root", str(root)],
         )
         if victim.read_text() != "precious":
-            out[-1] = (out[-1][0], "other: the file behind the symlink was written")
+            out[-1] = (SYMLINKS, out[-1][1], "other: the file behind the symlink was written")
     return out
 
 
@@ -260,16 +313,22 @@ def main() -> None:
         base = Path(tmp)
         fault_outcomes, skipped = faults(base, args.kills)
         inputs = bad_inputs(base, args.timeout)
-    for o in fault_outcomes:
-        print(f"fault  {'survived' if o.ok else 'LOST':8}  {o.name}: {o.detail}")
+    for item in (KEPT, WINDOW, TEMPORARIES):
+        mine = [o for o in fault_outcomes if o.item == item]
+        print(f"{item}: {len(mine)} tried, {sum(o.ok for o in mine)} survived")
+        for o in mine:
+            print(f"  {'survived' if o.ok else 'LOST':8}  {o.name}: {o.detail}")
     for reason in skipped:
-        print(f"fault  skipped   {reason}")
-    for name, verdict in inputs:
-        print(f"input  {verdict:10}  {name}")
+        print(f"fault skipped: {reason}")
+    for item in (OPTIONS, HOSTILE, SYMLINKS, EXTREMES, REGISTRIES):
+        mine = [(name, verdict) for it, name, verdict in inputs if it == item]
+        print(f"{item}: {len(mine)} tried, {sum(v == 'one line' for _, v in mine)} refused in one line")
+        for name, verdict in mine:
+            print(f"  {verdict:10}  {name}")
     survived = sum(o.ok for o in fault_outcomes)
     print()
     print(f"faults tried: {len(fault_outcomes)}, survived: {survived}, records lost: {len(fault_outcomes) - survived}")
-    verdicts = [v for _, v in inputs]
+    verdicts = [v for _, _, v in inputs]
     print(
         f"bad inputs tried: {len(inputs)}, one-line refusals: {verdicts.count('one line')}, "
         f"tracebacks: {verdicts.count('traceback')}, hangs: {verdicts.count('hang')}, "

@@ -4,9 +4,10 @@
     build_site(registry, Path("site"), submissions=Path("submissions"))
 
 index.html (each benchmark's best result per system), workloads/<benchmark>.html (one table
-per benchmark, its configurations as tabs, its pictures), systems/<key>.html (a system's
-results and its roofline), compare.html (system against system), records/<run_id>.html and
-.json (a page per record), board.jsonl / board.csv / board.parquet (the whole board).
+per comparability key, its key settings as filters, its pictures), systems/<key>.html (a
+system's results and its roofline), compare.html (system against system), record.html#<run_id>
+(a record's page and its JSON, drawn from its shard records/shard-<n>.js), board.jsonl /
+board.csv / board.parquet (the whole board).
 """
 
 from __future__ import annotations

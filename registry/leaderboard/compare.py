@@ -13,6 +13,7 @@ public round's every pair in every configuration would need hours.
 
 from __future__ import annotations
 
+import statistics
 from itertools import combinations
 
 from .data import Board, Cell
@@ -82,6 +83,8 @@ def _compare_pairs(tasks: list[tuple]) -> list[dict]:
     for keys, pair_names, shared in tasks:
         rows = []
         for where, va, vb, higher_is_better, unit, a_value, b_value in shared:
+            if statistics.median(va) == 0:  # e.g. busbw at world size 1, zero by nccl-tests' formula: no ratio
+                continue
             ratio, low, high = stats.ratio_of_medians_ci(va, vb)
             p = stats.mann_whitney_u(va, vb)[1] if len(va) > 1 and len(vb) > 1 else None
             verdict = metric_verdict(ratio, low, high, p, higher_is_better, DEFAULT_THRESHOLD, DEFAULT_ALPHA)

@@ -1,19 +1,31 @@
-"""What the leaderboard shows, read from the registry: one board per benchmark (workload), a
-table per configuration of its comparability key's settings, rows = systems, columns = the
-benchmark's cases, each cell the case's headline figure.
+"""What the leaderboard shows, read from the registry: one board per benchmark (workload), one
+table per comparability key, rows = systems, columns = the benchmark's cases, each cell the
+case's headline figure.
+
+The rules are the schemas', never the site's own:
+
+- a table holds the runs of one comparability key (``runs.comparability_key``, recomputed from
+  each record's content when it is stored: ``perfsuite.schemas.comparability``), so burst,
+  sustained and power-capped runs, L2-flushed or not, on 2 or on 4 GPUs, never pool;
+- a table's filters are its key's settings (``runs.key_settings``, flattened by
+  ``flat_settings``): harness parameters are not in them, and a key whose settings carry a
+  ``self_test`` (a run steered by a self-test switch) is never ranked;
+- each column is a case's headline metric as the record declares it
+  (``perfsuite.schemas.headline.case_metric_names``: LoadGen's metric per inference scenario,
+  busbw per collective mode, a data pipeline's images/s ...), and each cell carries that case's
+  headline row of its latest run (its CI, LoadGen's VALID, the figures shown beside it).
 
 Only runs whose status is ``success`` and whose verification ``passed`` are read: a run that
 failed, timed out or did not verify is never ranked. A system is the one a run was submitted
 under (``perfsuite import DIR``), else the machine the record describes. Several runs of one
-system in one configuration make one cell: the olympic mean of their values (MLPerf's score:
-drop the fastest and the slowest) from three runs on, else their median; the interval shown
-is the run's own CI (one run) or the range of the runs. The regime (power-capped, thermal),
-% of ceiling and cost come from the latest run; cost is the run's own, else one at its
-submitted system's price (``schemas.cost``).
+system under one key make one cell: the olympic mean of their values (MLPerf's score: drop the
+fastest and the slowest) from three runs on, else their median; the interval shown is the run's
+own CI (one run) or the range of the runs. % of ceiling and cost come from the latest run; cost
+is the run's own, else one at its submitted system's price (``schemas.cost``).
 
-Built to stay fast on a public round (100,000 records): the headline metric of each
-(comparability key, case) is chosen from one run, then one query reads that metric's value
-for every ranked run, and only each cell's latest run is read further.
+Built to stay fast on a public round (100,000 records): each key's headline is read from one of
+its runs, then one query reads that metric's value for every ranked run (or aggregates it in
+SQL), and only each cell's latest run is read further.
 """
 
 from __future__ import annotations
@@ -22,18 +34,20 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 
+from perfsuite.schemas.comparability import flat_settings, key_settings
 from perfsuite.schemas.cost import cost_text, result_cost
-from perfsuite.schemas.throttle import case_summary, throttle_flag
+from perfsuite.schemas.headline import case_metric_names, headline_rows
 
 from ..models import Environment, Metric, Run, Submission, SubmittedSystem, System, Workload
-from .keys import case_headline, key_settings, settings_id, settings_label
 
 OLYMPIC_MIN_RUNS = 3
 CHUNK = 2000  # ids per IN (...) list
+# The order a configuration's settings are shown in: what people pick by first.
+SETTING_ORDER = ("version", "scenario", "division", "regime", "world.", "timing.", "device", "deterministic", "param.")
 
 
 class _RunRow(NamedTuple):
@@ -46,8 +60,27 @@ class _RunRow(NamedTuple):
     environment_id: int
     device: str
     world_size: int
-    name: str
+
+
+@dataclass
+class Head:
+    """A case's headline metric under one key."""
+
+    metric: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass
+class KeyInfo:
+    """One comparability key of a benchmark: its settings and its cases' headlines."""
+
+    key: str
+    workload: str
     category: str
+    settings: dict  # perfsuite.schemas.comparability.key_settings
+    heads: dict[str, Head]  # case -> its headline metric, in the record's order
+    runs: int
 
 
 @dataclass
@@ -72,7 +105,7 @@ class RunValue:
 
 @dataclass
 class Cell:
-    """One system's figure for one case of one configuration."""
+    """One system's figure for one case under one key."""
 
     value: float
     unit: str
@@ -82,10 +115,12 @@ class Cell:
     runs: list[RunValue]  # oldest first (only the latest when read without series)
     count: int  # runs in the cell
     note: str  # "1 run", "5 runs, olympic mean"
-    regime: str  # "", "power-capped", "thermal slowdown" ... (the latest run)
+    regime: str  # the key's: burst, sustained, power-capped, unobserved
     fraction: float | None  # of its ceiling (the latest run)
     cost: str | None
     metric: str
+    valid: bool | None = None  # the latest run's headline row: LoadGen's VALID, else None
+    beside: list[dict] = field(default_factory=list)  # the latest run's figures shown beside, never ranked
 
     @property
     def latest(self) -> RunValue:
@@ -100,15 +135,26 @@ class Row:
 
 @dataclass
 class Config:
-    """One table of a board: a set of key settings (a tab), its cases and rows."""
+    """One table of a board: one comparability key, its cases and rows."""
 
-    id: str
-    settings: dict
-    label: str
+    id: str  # a short prefix of the key: the table's permalink
+    key: str
+    settings: dict  # the key's settings (key_settings)
+    shown: dict[str, str]  # its settings flattened and as text, in SETTING_ORDER (the filters)
+    label: str  # the settings that differ from the board's other tables
     cases: list[str]
+    heads: dict[str, Head]
     rows: list[Row]
     runs: int
     default: bool = False
+
+    @property
+    def regime(self) -> str:
+        return str(self.settings.get("regime") or "")
+
+    @property
+    def version(self) -> int:
+        return int(self.settings.get("version") or 0)
 
 
 @dataclass
@@ -141,6 +187,44 @@ def software(env: dict) -> str:
     return " · ".join(parts)
 
 
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _order(name: str) -> int:
+    return next(
+        (i for i, p in enumerate(SETTING_ORDER) if name == p or (p.endswith(".") and name.startswith(p))),
+        len(SETTING_ORDER),
+    )
+
+
+def shown_settings(settings: dict) -> dict[str, str]:
+    """A key's settings as a board shows and filters them: flattened (``param.m``,
+    ``timing.l2_flush``, ``world.world_size``), as text, in :data:`SETTING_ORDER`; the workload
+    (the board's own) and unset ones (no scenario) left out."""
+    flat = {k: v for k, v in flat_settings(settings).items() if k != "workload" and v is not None}
+    return {k: _text(flat[k]) for k in sorted(flat, key=lambda k: (_order(k), k))}
+
+
+def setting_name(name: str) -> str:
+    """``param.m`` -> ``m``, ``world.world_size`` -> ``world_size``."""
+    return name.split(".", 1)[-1]
+
+
+def settings_label(shown: dict[str, str], shared: dict[str, str] | None = None) -> str:
+    """The settings that tell a table from the board's others (``v5 · burst · l2_flush True``);
+    the version always."""
+    shared = shared or {}
+    parts = [f"v{shown.get('version', '?')}"]
+    for k, v in shown.items():
+        if k == "version" or shared.get(k) == v:
+            continue
+        parts.append(v if k == "regime" else f"{setting_name(k)} {v}")
+    return " · ".join(parts)
+
+
 def _ranked(query):
     return query.where(Run.status == "success", Run.verification_status == "passed")
 
@@ -165,10 +249,54 @@ def load(session, workload: str | None = None, series: bool = True) -> tuple[lis
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(session, workload) if series else _load_aggregated(session, workload)
+        keys = _keys(session, workload)
+        if not keys:
+            return [], {}
+        if series:
+            cells, runs = _series_cells(session, workload, keys)
+        else:
+            cells, runs = _aggregated_cells(session, workload, keys)
+        return _assemble(session, cells, runs, keys)
     finally:
         if enabled:
             gc.enable()
+
+
+def _keys(session, workload: str | None) -> dict[str, KeyInfo]:
+    """The ranked comparability keys (of ``workload``), each with its settings and its cases'
+    headlines, read from its first stored run; self-test keys left out."""
+    query = _ranked(
+        select(Run.comparability_key, func.min(Run.id), func.count(), Workload.name, Workload.category).join(
+            Workload, Run.workload_id == Workload.id
+        )
+    )
+    if workload is not None:
+        query = query.where(Workload.name == workload)
+    found = session.execute(query.group_by(Run.comparability_key, Workload.name, Workload.category)).all()
+    first = {pk: (key, count, name, category) for key, pk, count, name, category in found}
+    out: dict[str, KeyInfo] = {}
+    for chunk in _chunks(sorted(first)):
+        for pk, stored_settings, record in session.execute(
+            select(Run.id, Run.key_settings, Run.record).where(Run.id.in_(chunk))
+        ):
+            key, count, name, category = first[pk]
+            settings = stored_settings or key_settings(record)  # registries older than 0004 hold none
+            if "self_test" in settings:
+                continue  # a self-test is recorded, never ranked
+            heads = _heads(record)
+            if heads:
+                out[key] = KeyInfo(key, name, category, settings, heads, count)
+    return out
+
+
+def _heads(record: dict) -> dict[str, Head]:
+    """case -> its headline metric (name, unit, direction) as ``record`` declares it."""
+    names = case_metric_names(record)
+    heads: dict[str, Head] = {}
+    for m in record.get("metrics") or ():
+        if names.get(m["case"]) == m["name"] and m["case"] not in heads:
+            heads[m["case"]] = Head(m["name"], m["unit"], bool(m["higher_is_better"]))
+    return heads
 
 
 def _runs_query(workload: str | None):
@@ -184,8 +312,6 @@ def _runs_query(workload: str | None):
             Run.environment_id,
             Run.device,
             Run.world_size,
-            Workload.name,
-            Workload.category,
         )
         .join(Workload, Run.workload_id == Workload.id)
         .outerjoin(Submission, Submission.run_id == Run.id)
@@ -193,99 +319,49 @@ def _runs_query(workload: str | None):
     return query.where(Workload.name == workload) if workload is not None else query
 
 
-def _headlines(session, first_of_key: dict[str, int], category_of: dict[str, str]) -> tuple[dict, dict]:
-    """(workload section by key, headline metric by (key, case)) from one run of each key."""
-    key_of = {pk: ckey for ckey, pk in first_of_key.items()}
-    key_workload: dict[str, dict] = {}
-    rep_metrics: dict[int, list[dict]] = defaultdict(list)
-    for chunk in _chunks(sorted(key_of)):
-        for pk, wl in session.execute(select(Run.id, Run.record["workload"]).where(Run.id.in_(chunk))):
-            key_workload[key_of[pk]] = wl
-        for m in session.execute(
-            select(Metric.run_id, Metric.case, Metric.name, Metric.unit, Metric.higher_is_better)
-            .where(Metric.run_id.in_(chunk))
-            .order_by(Metric.run_id, Metric.position)
-        ):
-            rep_metrics[m.run_id].append(
-                {"case": m.case, "name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better}
-            )
-    heads: dict[tuple[str, str], dict] = {}
-    for ckey, pk in first_of_key.items():
-        metrics = rep_metrics[pk]
-        for case in dict.fromkeys(m["case"] for m in metrics):
-            head = case_headline(metrics, case, category_of[ckey], key_workload[ckey].get("primary_metric"))
-            if head is not None:
-                heads[(ckey, case)] = head
-    return key_workload, heads
+# A cell's key: (comparability key, system id, submitted system id, case); its value: (runs
+# oldest first, (count, sum, min, max) of their values, the latest run's primary key).
+CellKey = tuple[str, int, int | None, str]
+CellData = tuple[list[RunValue], tuple[int, float, float, float], int]
 
 
-def _load(session, workload: str | None) -> tuple[list[Board], dict[str, SystemInfo]]:
+def _series_cells(session, workload: str | None, keys: dict[str, KeyInfo]) -> tuple[dict, dict[int, _RunRow]]:
     # plain tuples, oldest first: every group below is then built in time order without sorting
     runs = {
-        r[0]: _RunRow(*r) for r in sorted(session.execute(_runs_query(workload)), key=lambda r: (r.started_at, r.id))
+        r[0]: _RunRow(*r)
+        for r in sorted(session.execute(_runs_query(workload)), key=lambda r: (r.started_at, r.id))
+        if r.comparability_key in keys
     }
-    if not runs:
-        return [], {}
-    # 1. one representative run per comparability key: its settings and its cases' headlines
-    first_of_key: dict[str, int] = {}
-    for pk, r in runs.items():
-        if r.comparability_key not in first_of_key or pk < first_of_key[r.comparability_key]:
-            first_of_key[r.comparability_key] = pk
-    key_workload, heads = _headlines(session, first_of_key, {r.comparability_key: r.category for r in runs.values()})
-    # 2. the headline value of every ranked run: by run ids for one workload (the index on
-    # metrics.run_id), in one pass over the named metrics for the whole board
+    names = sorted({h.metric for k in keys.values() for h in k.heads.values()})
     values: dict[tuple[int, str], float] = {}
-    names = sorted({h["name"] for h in heads.values()})
     base = select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(Metric.name.in_(names))
+    # by run ids for one workload (the index on metrics.run_id), in one pass for the whole board
     queries = [base.where(Metric.run_id.in_(chunk)) for chunk in _chunks(sorted(runs))] if workload else [base]
     for query in queries:
         for run_pk, case, name, value in session.execute(query):
             run = runs.get(run_pk)
             if run is None:
                 continue  # not ranked
-            head = heads.get((run.comparability_key, case))
-            if head is not None and head["name"] == name:
+            head = keys[run.comparability_key].heads.get(case)
+            if head is not None and head.metric == name:
                 values[(run_pk, case)] = value
-    # 3. group: (workload, settings) -> (system, case) -> runs
-    cases_of: dict[str, list[str]] = defaultdict(list)
-    for ckey, case in heads:
-        cases_of[ckey].append(case)
-    # keys whose settings differ only in harness-only parameters share a table: their runs pool
-    sid_of = {ckey: settings_id(key_settings(wl)) for ckey, wl in key_workload.items()}
-    pks_of: dict[tuple, list[int]] = defaultdict(list)
-    runs_of_key: dict[str, int] = defaultdict(int)
+    pks_of: dict[CellKey, list[int]] = defaultdict(list)
     for pk, r in runs.items():  # oldest first
-        runs_of_key[r.comparability_key] += 1
-        for case in cases_of[r.comparability_key]:
+        for case in keys[r.comparability_key].heads:
             if (pk, case) in values:
-                pks_of[(r.name, sid_of[r.comparability_key], r.system_id, r.sub_system, case)].append(pk)
-    cells = {}
+                pks_of[(r.comparability_key, r.system_id, r.sub_system, case)].append(pk)
+    cells: dict[CellKey, CellData] = {}
     for cell_key, pks in pks_of.items():
         case = cell_key[-1]
         series = [RunValue(runs[p].run_id, runs[p].started_at, values[(p, case)]) for p in pks]
         figures = [v.value for v in series]
-        cells[cell_key] = (
-            series,
-            (len(figures), sum(figures), min(figures), max(figures)),
-            pks[-1],
-        )
-    return _assemble(session, cells, runs, key_workload, heads, runs_of_key)
+        cells[cell_key] = (series, (len(figures), sum(figures), min(figures), max(figures)), pks[-1])
+    return cells, runs
 
 
-def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[str, SystemInfo]]:
-    """:func:`_load` with each cell aggregated in SQL and only its latest stored run read."""
-    ranked_runs = _ranked(
-        select(Run.comparability_key, func.min(Run.id), func.count(), Workload.category).join(
-            Workload, Run.workload_id == Workload.id
-        )
-    )
-    if workload is not None:
-        ranked_runs = ranked_runs.where(Workload.name == workload)
-    keys = session.execute(ranked_runs.group_by(Run.comparability_key, Workload.category)).all()
-    if not keys:
-        return [], {}
-    key_workload, heads = _headlines(session, {k: pk for k, pk, _, _ in keys}, {k: c for k, _, _, c in keys})
-    names = sorted({h["name"] for h in heads.values()})
+def _aggregated_cells(session, workload: str | None, keys: dict[str, KeyInfo]) -> tuple[dict, dict[int, _RunRow]]:
+    """Each cell aggregated in SQL, and only its latest stored run read."""
+    names = sorted({h.metric for k in keys.values() for h in k.heads.values()})
     sub_system = Submission.system_id.label("sub_system")
     aggregate = _ranked(
         select(
@@ -307,59 +383,39 @@ def _load_aggregated(session, workload: str | None) -> tuple[list[Board], dict[s
     )
     if workload is not None:
         aggregate = aggregate.where(Workload.name == workload)
-    groups = [
-        g
-        for g in session.execute(
-            aggregate.group_by(Run.comparability_key, Run.system_id, sub_system, Metric.case, Metric.name)
-        )
-        if heads.get((g[0], g[3]), {}).get("name") == g[4]
-    ]
+    groups = []
+    for g in session.execute(
+        aggregate.group_by(Run.comparability_key, Run.system_id, sub_system, Metric.case, Metric.name)
+    ):
+        info = keys.get(g[0])
+        head = info.heads.get(g[3]) if info is not None else None
+        if head is not None and head.metric == g[4]:
+            groups.append(g)
     latest_pks = sorted({g[9] for g in groups})
     runs: dict[int, _RunRow] = {}
-    for chunk in _chunks(latest_pks):
-        runs.update({r[0]: _RunRow(*r) for r in session.execute(_runs_query(workload).where(Run.id.in_(chunk)))})
     latest_values = {}
     for chunk in _chunks(latest_pks):
+        runs.update({r[0]: _RunRow(*r) for r in session.execute(_runs_query(workload).where(Run.id.in_(chunk)))})
         for run_pk, case, name, value in session.execute(
             select(Metric.run_id, Metric.case, Metric.name, Metric.value).where(
                 Metric.run_id.in_(chunk), Metric.name.in_(names)
             )
         ):
             latest_values[(run_pk, case, name)] = value
-    sid_of = {ckey: settings_id(key_settings(wl)) for ckey, wl in key_workload.items()}
-    cells: dict[tuple, tuple] = {}
-    for ckey, system_id, sub_id, case, name, count, total, low, high, latest in groups:
-        cell_key = (runs[latest].name, sid_of[ckey], system_id, sub_id, case)
-        held = cells.get(cell_key)
-        if held is not None:  # another key of the same settings (harness-only parameters differ): pool
-            _, (n0, t0, lo0, hi0), latest0 = held
-            count, total, low, high = count + n0, total + t0, min(low, lo0), max(high, hi0)
-            if latest0 > latest:
-                cells[cell_key] = (held[0], (count, total, low, high), latest0)
-                continue
+    cells: dict[CellKey, CellData] = {}
+    for key, system_id, sub_id, case, name, count, total, low, high, latest in groups:
         run = runs[latest]
         series = [RunValue(run.run_id, run.started_at, latest_values[(latest, case, name)])]
-        cells[cell_key] = (series, (count, total, low, high), latest)
-    return _assemble(session, cells, runs, key_workload, heads, {k: n for k, _, n, _ in keys})
+        cells[(key, system_id, sub_id, case)] = (series, (count, total, low, high), latest)
+    return cells, runs
 
 
-def _assemble(
-    session,
-    cells: dict[tuple, tuple],
-    runs: dict[int, _RunRow],
-    key_workload: dict[str, dict],
-    heads: dict,
-    runs_of_key: dict[str, int],
-) -> tuple[list[Board], dict[str, SystemInfo]]:
-    """Boards from the cells ((workload, settings id, system, submitted system, case) -> (series, (count, sum, min,
-    max), latest run pk)): each cell's latest run read for its statistics, roofline fraction,
-    regime, cost and environment; rows are systems, tables the key settings."""
-    settings_of = {ckey: key_settings(wl) for ckey, wl in key_workload.items()}
-    sid_of = {ckey: settings_id(settings) for ckey, settings in settings_of.items()}
+def _latest_reads(session, cells: dict[CellKey, CellData], runs: dict[int, _RunRow]) -> tuple:
+    """What each cell's latest run adds: its metrics, the record's workload section and
+    verification (for its headline rows), its cost, its environment."""
     latest_pks = sorted({latest for _, _, latest in cells.values()})
-    latest_metrics: dict[int, list] = defaultdict(list)
-    throttles: dict[int, dict] = {}
-    costs: dict[int, dict] = {}
+    metrics: dict[int, list[dict]] = defaultdict(list)
+    parts: dict[int, dict] = {}
     for chunk in _chunks(latest_pks):
         for m in session.execute(
             select(
@@ -375,101 +431,110 @@ def _assemble(
             .where(Metric.run_id.in_(chunk))
             .order_by(Metric.run_id, Metric.position)
         ):
-            latest_metrics[m.run_id].append(m)
-        for pk, throttle, cost in session.execute(
-            select(Run.id, Run.record[("details", "throttle")], Run.record["cost"]).where(Run.id.in_(chunk))
+            metrics[m.run_id].append(
+                {
+                    "case": m.case,
+                    "name": m.name,
+                    "unit": m.unit,
+                    "value": m.value,
+                    "higher_is_better": m.higher_is_better,
+                    "statistics": m.statistics,
+                    "roofline_fraction": m.roofline_fraction,
+                }
+            )
+        for pk, workload, verification, cost in session.execute(
+            select(Run.id, Run.record["workload"], Run.record["verification"], Run.record["cost"]).where(
+                Run.id.in_(chunk)
+            )
         ):
-            if throttle:
-                throttles[pk] = throttle
-            if cost:
-                costs[pk] = cost
+            parts[pk] = {"workload": workload, "verification": verification, "cost": cost}
     environments = {}
     for chunk in _chunks(sorted({runs[pk].environment_id for pk in latest_pks})):
         environments.update(
             dict(session.execute(select(Environment.id, Environment.data).where(Environment.id.in_(chunk))).all())
         )
+    return metrics, parts, environments
+
+
+def _systems(session, cells: dict[CellKey, CellData]) -> tuple[dict, dict]:
     hosts = {
         row.id: row
+        for chunk in _chunks(sorted({key[1] for key in cells}))
         for row in session.execute(
             select(System.id, System.key, System.hostname, System.gpu_name, System.gpu_count).where(
-                System.id.in_(sorted({key[2] for key in cells}))
+                System.id.in_(chunk)
             )
         )
     }
-    sub_ids = sorted({key[3] for key in cells if key[3] is not None})
-    submitted = (
-        {
-            row.id: row
-            for row in session.execute(
-                select(
-                    SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description
-                ).where(SubmittedSystem.id.in_(sub_ids))
+    sub_ids = sorted({key[2] for key in cells if key[2] is not None})
+    submitted = {
+        row.id: row
+        for chunk in _chunks(sub_ids)
+        for row in session.execute(
+            select(SubmittedSystem.id, SubmittedSystem.org, SubmittedSystem.name, SubmittedSystem.description).where(
+                SubmittedSystem.id.in_(chunk)
             )
-        }
-        if sub_ids
-        else {}
-    )
+        )
+    }
+    return hosts, submitted
 
+
+def _assemble(
+    session, cells: dict[CellKey, CellData], runs: dict[int, _RunRow], keys: dict[str, KeyInfo]
+) -> tuple[list[Board], dict[str, SystemInfo]]:
+    """Boards from the cells: each cell's latest run read for its headline row, roofline
+    fraction, cost and environment; rows are systems, tables the keys."""
+    latest_metrics, latest_parts, environments = _latest_reads(session, cells, runs)
+    hosts, submitted = _systems(session, cells)
     systems: dict[str, SystemInfo] = {}
-    tables: dict[tuple[str, str], dict[str, Row]] = defaultdict(dict)
-    table_cases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)
-    table_runs: dict[tuple[str, str], int] = defaultdict(int)
-    categories: dict[str, str] = {}
-    for ckey, n in runs_of_key.items():
-        table_runs[(key_workload[ckey]["name"], sid_of[ckey])] += n
-    for (wname, sid, system_id, sub_id, case), (series, aggregate, latest) in cells.items():
-        run = runs[latest]
-        ckey = run.comparability_key
-        where = (wname, sid)
-        categories[run.name] = run.category
-        info = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
-        systems.setdefault(info.key, info)
-        row = tables[where].setdefault(info.key, Row(systems[info.key]))
+    tables: dict[str, dict[str, Row]] = defaultdict(dict)
+    rows_of_latest: dict[int, dict[tuple[str, str], dict]] = {}
+    for (key, system_id, sub_id, case), (series, aggregate, latest) in cells.items():
+        run, info = runs[latest], keys[key]
+        system = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
+        system = systems.setdefault(system.key, system)
+        if latest not in rows_of_latest:
+            part = latest_parts[latest]
+            partial = {**part, "metrics": latest_metrics[latest], "details": {}}
+            rows_of_latest[latest] = {(r["case"], r["metric"]): r for r in headline_rows(partial)}
+        row = tables[key].setdefault(system.key, Row(system))
         row.cells[case] = _cell(
             case,
             series,
             aggregate,
-            heads[(ckey, case)],
-            latest_metrics[latest],
-            throttles.get(latest),
-            costs.get(latest),
             info,
-            run.device,
-            run.world_size,
+            rows_of_latest[latest].get((case, info.heads[case].metric)),
+            latest_metrics[latest],
+            latest_parts[latest]["cost"],
+            system,
+            run,
         )
-        table_cases[where][case] = None
-    settings_by_table = {(key_workload[k]["name"], sid_of[k]): settings_of[k] for k in key_workload}
     boards: dict[str, list[Config]] = defaultdict(list)
-    for (wname, sid), rows in tables.items():
-        ordered_cases = [
-            c
-            for c in dict.fromkeys(case for (k, case) in heads if sid_of[k] == sid and key_workload[k]["name"] == wname)
-            if c in table_cases[(wname, sid)]
-        ]
-        settings = settings_by_table[(wname, sid)]
-        boards[wname].append(
-            Config(
-                sid, settings, settings_label(settings), ordered_cases, list(rows.values()), table_runs[(wname, sid)]
-            )
+    for key, rows in tables.items():
+        info = keys[key]
+        shown = shown_settings(info.settings)
+        cases = [case for case in info.heads if any(case in r.cells for r in rows.values())]
+        boards[info.workload].append(
+            Config(key[:12], key, info.settings, shown, "", cases, info.heads, list(rows.values()), info.runs)
         )
     out = []
-    for wname in sorted(boards):
-        configs = boards[wname]
-        shared = _shared_settings([c.settings for c in configs])
+    for name in sorted(boards):
+        configs = boards[name]
+        shared = _shared([c.shown for c in configs])
         for c in configs:
-            c.label = settings_label(c.settings, shared)
+            c.label = settings_label(c.shown, shared)
             c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
-        latest_version = max(c.settings["version"] for c in configs)
-        # default tab: the latest version, then the configuration most runs used (the standard one)
-        configs.sort(key=lambda c: (c.settings["version"] != latest_version, -c.runs, c.label))
+        latest_version = max(c.version for c in configs)
+        # the standard table: the latest version, then the one most systems ran, then most runs
+        configs.sort(key=lambda c: (c.version != latest_version, -len(c.rows), -c.runs, c.label))
         configs[0].default = True
-        out.append(Board(wname, categories[wname], configs))
+        out.append(Board(name, keys[configs[0].key].category, configs))
     return out, systems
 
 
-def _shared_settings(all_settings: list[dict]) -> dict:
-    first = all_settings[0]
-    return {k: v for k, v in first.items() if all(s.get(k, object()) == v for s in all_settings[1:])}
+def _shared(all_shown: list[dict[str, str]]) -> dict[str, str]:
+    first = all_shown[0]
+    return {k: v for k, v in first.items() if all(s.get(k) == v for s in all_shown[1:])}
 
 
 def _rank_key(row: Row, case: str) -> tuple:
@@ -483,49 +548,51 @@ def _cell(
     case: str,
     series: list[RunValue],
     aggregate: tuple[int, float, float, float],
-    head: dict,
-    latest_metrics: list,
-    throttle,
+    info: KeyInfo,
+    head_row: dict | None,
+    latest_metrics: list[dict],
     cost,
-    info: SystemInfo,
-    device: str,
-    world_size: int,
+    system: SystemInfo,
+    run: _RunRow,
 ) -> Cell:
     """``aggregate``: (count, sum, min, max) of the cell's run values; ``series``: its runs
-    (oldest first; at least the latest)."""
+    (oldest first; at least the latest); ``head_row``: the latest run's headline row of the case."""
     count, total, low, high = aggregate
+    head = info.heads[case]
     ci: tuple[float | None, float | None]
-    mine = [m for m in latest_metrics if m.case == case]
-    latest_head = next((m for m in mine if m.name == head["name"]), None)
     if count >= OLYMPIC_MIN_RUNS:
         value = (total - low - high) / (count - 2)
         note, ci = f"{count} runs, olympic mean", (low, high)
     elif count == 2:
         value, note, ci = total / 2, "2 runs, median", (low, high)
     else:
-        stats = (latest_head.statistics if latest_head is not None else None) or {}
-        value, note, ci = series[-1].value, "1 run", (stats.get("ci95_low"), stats.get("ci95_high"))
-    price = info.description.get("accelerator_hour_price_usd") if info.description else None
+        within = (head_row or {}).get("ci95") or (None, None)
+        value, note, ci = series[-1].value, "1 run", (within[0], within[1])
+    mine = [m for m in latest_metrics if m["case"] == case]
+    latest_head = next((m for m in mine if m["name"] == head.metric), None)
+    price = system.description.get("accelerator_hour_price_usd") if system.description else None
     priced = result_cost(
         cost,
         price,
-        [{"case": m.case, "name": m.name, "unit": m.unit, "value": m.value} for m in mine],
-        device,
-        world_size,
+        [{"case": m["case"], "name": m["name"], "unit": m["unit"], "value": m["value"]} for m in mine],
+        run.device,
+        run.world_size,
     )
     return Cell(
         value,
-        head["unit"],
-        head["higher_is_better"],
+        head.unit,
+        head.higher_is_better,
         ci[0],
         ci[1],
         series,
         count,
         note,
-        throttle_flag(case_summary(throttle, case)) or "",
-        latest_head.roofline_fraction if latest_head is not None else None,
+        str(info.settings.get("regime") or ""),
+        latest_head["roofline_fraction"] if latest_head is not None else None,
         cost_text(priced, case),
-        head["name"],
+        head.metric,
+        (head_row or {}).get("valid"),
+        list((head_row or {}).get("beside") or ()),
     )
 
 

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from ..models import Metric, Run, Submission
 from .compare import system_pairs
-from .data import Board, Config, SystemInfo, load
+from .data import Board, Cell, Config, SystemInfo, load, setting_name
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +53,8 @@ def _environment():
     env.filters["num"] = num
     env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:.1f}%"
     env.filters["json_script"] = lambda data: Markup(_json_script(data))
+    env.filters["note"] = cell_note
+    env.filters["setting"] = setting_name
     env.globals["csp"] = CSP
     return env
 
@@ -83,25 +85,33 @@ def cell_json(config: Config) -> list[dict]:
                 continue
             item[f"c:{case}"] = c.value
             item[f"t:{case}"] = f"{num(c.value)} {c.unit}"
-            item[f"n:{case}"] = "; ".join(x for x in (c.note, c.regime, _ci(c), c.cost or "") if x)
+            item[f"n:{case}"] = cell_note(c)
             item[f"r:{case}"] = c.latest.run_id
         out.append(item)
     return out
+
+
+def cell_note(cell: Cell) -> str:
+    """What a cell says beside its figure: how it was scored, its interval, LoadGen's verdict,
+    the figures its headline shows beside (TTFT, TPOT, a stall share), its cost."""
+    validity = {True: "VALID", False: "INVALID"}.get(cell.valid) if cell.valid is not None else None
+    beside = ", ".join(f"{b['metric']} {num(b['value'])} {b['unit']}" for b in cell.beside)
+    return "; ".join(x for x in (cell.note, _ci(cell), validity, beside, cell.cost or "") if x)
 
 
 def _ci(cell) -> str:
     return f"{num(cell.ci_low)}–{num(cell.ci_high)}" if cell.ci_low is not None else ""
 
 
-def _columns(config: Config, board: Board) -> list[dict]:
-    units: dict[str, tuple] = {}
-    for row in config.rows:
-        for case, c in row.cells.items():
-            units.setdefault(case, (c.unit, c.higher_is_better, c.metric))
+def _columns(config: Config) -> list[dict]:
     return [
-        {"case": case, "unit": units[case][0], "higher_is_better": units[case][1], "metric": units[case][2]}
+        {
+            "case": case,
+            "unit": config.heads[case].unit,
+            "higher_is_better": config.heads[case].higher_is_better,
+            "metric": config.heads[case].metric,
+        }
         for case in config.cases
-        if case in units
     ]
 
 
@@ -118,6 +128,7 @@ def board_rows(boards: list[Board]) -> list[dict]:
                             "benchmark": board.workload,
                             "category": board.category,
                             "configuration": config.label,
+                            "comparability_key": config.key,
                             "settings": json.dumps(config.settings, sort_keys=True, default=str),
                             "default_configuration": config.default,
                             "submitter": s.submitter,
@@ -136,6 +147,7 @@ def board_rows(boards: list[Board]) -> list[dict]:
                             "runs": c.count,
                             "score": c.note,
                             "regime": c.regime,
+                            "valid": c.valid,
                             "ceiling_fraction": c.fraction,
                             "cost": c.cost,
                             "latest_run_id": c.latest.run_id,
@@ -168,32 +180,11 @@ def _family_charts(session, board: Board) -> dict:
     out: dict[str, dict] = {}
     if board.category not in ("collectives", "inference", "training"):
         return out
+    if board.category == "collectives":
+        return _busbw_charts(session, board)
     for config in board.configs:
-        latest = {
-            row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
-            for row in config.rows
-        }
-        if board.category == "collectives":
-            curves = {}
-            for chunk in _chunks(list(latest.items())):
-                by_id = dict(
-                    session.execute(
-                        select(Run.run_id, Run.record[("details", "rows")]).where(
-                            Run.run_id.in_([rid for _, rid in chunk])
-                        )
-                    ).all()
-                )
-                for system, rid in chunk:
-                    points = []
-                    for r in by_id.get(rid) or []:
-                        side = r.get("ip") or r.get("oop") or {}
-                        if side.get("busbw_gbps") and r.get("size_bytes"):
-                            points.append([r["size_bytes"], side["busbw_gbps"]])
-                    if points:
-                        curves[system] = points
-            if curves:
-                out[config.id] = {"kind": "busbw", "series": curves}
-        elif board.category == "inference":
+        latest = _latest_runs(config)
+        if board.category == "inference":
             curves = _serving_curves(session, latest)
             if curves:
                 out[config.id] = {"kind": "serving", "series": curves}
@@ -234,6 +225,54 @@ def _family_charts(session, board: Board) -> dict:
         else:
             bars = {row.system.name: {case: c.value for case, c in row.cells.items()} for row in config.rows}
             out[config.id] = {"kind": "time_to_target", "series": bars}
+    return out
+
+
+def _latest_runs(config: Config) -> dict[str, str]:
+    """Each system's newest run in a table: system name -> run id."""
+    return {
+        row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
+        for row in config.rows
+    }
+
+
+def _busbw_charts(session, board: Board) -> dict:
+    """Per table, busbw against message size of each system's newest run (nccl-tests' in-place
+    column, else out-of-place), with the curves of the tables whose settings differ only in the
+    world size drawn beside, dashed and named by their ranks: busbw is nccl-tests' figure that
+    compares across rank counts, while the tables never rank them together."""
+    latest = {c.id: _latest_runs(c) for c in board.configs}
+    run_ids = sorted({rid for runs in latest.values() for rid in runs.values()})
+    curves: dict[str, list] = {}
+    for chunk in _chunks(run_ids):
+        for rid, rows in session.execute(
+            select(Run.run_id, Run.record[("details", "rows")]).where(Run.run_id.in_(chunk))
+        ):
+            points = []
+            for r in rows or []:
+                side = r.get("ip") or r.get("oop") or {}
+                if side.get("busbw_gbps") and r.get("size_bytes"):
+                    points.append([r["size_bytes"], side["busbw_gbps"]])
+            if points:
+                curves[rid] = points
+
+    def rest(config: Config) -> dict:
+        return {k: v for k, v in config.shown.items() if not k.startswith("world.")}
+
+    out = {}
+    for config in board.configs:
+        siblings = [c for c in board.configs if c is not config and rest(c) == rest(config)]
+        series, others = {}, []
+        for c in [config, *siblings]:
+            for system, rid in latest[c.id].items():
+                if rid not in curves:
+                    continue
+                label = f"{system} ({c.shown.get('world.world_size', '1')} ranks)" if siblings else system
+                series[label] = curves[rid]
+                if c is not config:
+                    others.append(label)
+        if series:
+            out[config.id] = {"kind": "busbw", "series": series, "beside": others}
     return out
 
 
@@ -315,6 +354,97 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def front_card(board: Board) -> dict:
+    """A benchmark on the front page: its standard table's lead case, each system's figure there,
+    and the systems that ran it only under other settings (never ranked against these)."""
+    config = board.default
+    lead = max(config.cases, key=lambda c: sum(c in r.cells for r in config.rows))
+    best = [
+        {
+            "system": r.system.name,
+            "system_key": r.system.key,
+            "accelerator": f"{r.system.accelerator_count} x {r.system.accelerator}",
+            "value": r.cells[lead].value,
+            "text": f"{num(r.cells[lead].value)} {r.cells[lead].unit}",
+        }
+        for r in config.rows
+        if lead in r.cells
+    ]
+    ranked = {r.system.key for r in config.rows}
+    elsewhere: dict[str, dict] = {}
+    for other in board.configs[1:]:
+        for r in other.rows:
+            if r.system.key not in ranked:
+                elsewhere.setdefault(r.system.key, {"system": r.system.name, "system_key": r.system.key})
+    return {
+        "workload": board.workload,
+        "category": board.category,
+        "case": lead,
+        "metric": config.heads[lead].metric,
+        "regime": config.regime,
+        "configuration": _short_label(config),
+        "configurations": len(board.configs),
+        "best": best,
+        "elsewhere": sorted(elsewhere.values(), key=lambda s: s["system"]),
+    }
+
+
+def _short_label(config: Config) -> str:
+    """A table in a few words (the front page's cards): its version and, past one process, its world."""
+    world = config.shown.get("world.world_size", "1")
+    nodes = config.shown.get("world.nnodes", "1")
+    return (
+        f"v{config.version}"
+        + (f" · {world} ranks" if world != "1" else "")
+        + (f" on {nodes} nodes" if nodes != "1" else "")
+    )
+
+
+def facets(board: Board) -> list[dict]:
+    """The settings that tell a board's tables apart, each with the values its tables have: the
+    board's filters (a table has "—" for a setting it lacks)."""
+    names = list(dict.fromkeys(k for c in board.configs for k in c.shown))
+    out = []
+    for name in names:
+        values = {c.shown.get(name, "—") for c in board.configs}
+        if len(values) > 1:
+            out.append({"name": name, "label": setting_name(name), "options": sorted(values, key=_natural)})
+    return out
+
+
+def _natural(text: str) -> tuple:
+    """Numbers in numeric order (2 before 16), then text."""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def board_data(session, board: Board) -> dict:
+    """A benchmark page's data (its tables, filters, pictures and trends), as the page's JSON."""
+    return {
+        "workload": board.workload,
+        "category": board.category,
+        "facets": facets(board),
+        "configs": [
+            {
+                "id": c.id,
+                "key": c.key,
+                "label": c.label,
+                "default": c.default,
+                "shown": c.shown,
+                "regime": c.regime,
+                "runs": c.runs,
+                "columns": _columns(c),
+                "rows": cell_json(c),
+            }
+            for c in board.configs
+        ],
+        "charts": _family_charts(session, board),
+        "trends": {c.id: trend_series(c) for c in board.configs},
+    }
+
+
 def build_site(registry, out: Path, submissions: Path | None = None) -> dict[str, int]:
     """Write the site into ``out``, atomically (see the module docstring). Returns counts.
 
@@ -348,58 +478,21 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
         rows = board_rows(boards)
         _write_downloads(rows, out)
         system_list = sorted(systems.values(), key=lambda s: (s.submitter, s.name))
-        front = []
-        for board in boards:
-            config = board.default
-            lead = max(config.cases, key=lambda c: sum(c in r.cells for r in config.rows))
-            best = [
-                {
-                    "system": r.system.name,
-                    "system_key": r.system.key,
-                    "accelerator": f"{r.system.accelerator_count} x {r.system.accelerator}",
-                    "value": r.cells[lead].value,
-                    "text": f"{num(r.cells[lead].value)} {r.cells[lead].unit}",
-                    "regime": r.cells[lead].regime,
-                }
-                for r in config.rows
-                if lead in r.cells
-            ]
-            front.append(
-                {
-                    "workload": board.workload,
-                    "category": board.category,
-                    "case": lead,
-                    "configuration": config.label,
-                    "best": best,
-                }
-            )
+        front = [front_card(board) for board in boards]
         _write(
             out / "index.html",
             env.get_template("index.html").render(root="", boards=front, systems=system_list, board_count=len(boards)),
         )
         for board in boards:
-            data = {
-                "workload": board.workload,
-                "category": board.category,
-                "configs": [
-                    {
-                        "id": c.id,
-                        "label": c.label,
-                        "default": c.default,
-                        "settings": c.settings,
-                        "runs": c.runs,
-                        "columns": _columns(c, board),
-                        "rows": cell_json(c),
-                    }
-                    for c in board.configs
-                ],
-                "charts": _family_charts(session, board),
-                "trends": {c.id: trend_series(c) for c in board.configs},
-            }
+            data = board_data(session, board)
             _write(
                 out / "workloads" / f"{board.workload}.html",
                 env.get_template("workload.html").render(
-                    root="../", board=board, data=data, columns={c.id: _columns(c, board) for c in board.configs}
+                    root="../",
+                    board=board,
+                    data=data,
+                    facets=data["facets"],
+                    columns={c.id: _columns(c) for c in board.configs},
                 ),
             )
         rooflines = _rooflines(session, boards, systems)
@@ -437,22 +530,63 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
     }
 
 
+# A record's page loads the shard its run id falls in: about this many records, so that a public
+# round of 100,000 records is some 4,000 files, not 100,000, and a page loads ~150 KB.
+RECORDS_PER_SHARD = 32
+
+
+def shard_count(records: int) -> int:
+    """The number of record shards: a power of two giving at most :data:`RECORDS_PER_SHARD` a shard on average."""
+    shards = 1
+    while shards * RECORDS_PER_SHARD < records:
+        shards *= 2
+    return shards
+
+
+def record_shard(run_id: str, shards: int) -> int:
+    """The shard of a run id: FNV-1a (32-bit) of its characters modulo ``shards``; the record
+    page computes the same in the browser (run ids are hex: one byte a character)."""
+    h = 0x811C9DC5
+    for ch in run_id:
+        h = ((h ^ ord(ch)) * 0x01000193) & 0xFFFFFFFF
+    return h % shards
+
+
 def _write_records(session, env, out: Path, run_ids: list[str], mllogs: dict[str, Path]) -> None:
-    """One page for every record (``record.html#RUN_ID``) and each record's data as a script
-    file, ``records/RUN_ID.js``, holding its stored text as is: a public round of 100,000
-    records is written without parsing or rendering one of them here, and without a second
-    copy (the page offers the record's JSON for download)."""
+    """One page for every record (``record.html#RUN_ID``, the permalink) and the records' data
+    as script files, ``records/shard-N.js``, each holding the stored text of the records whose
+    run ids fall in it (:func:`record_shard`) as is: a public round of 100,000 records is written
+    without parsing or rendering one of them here, without a second copy (the page offers the
+    record's JSON for download), and as a few thousand files. Shards are written one at a time,
+    in shard order, so that the build holds one chunk of records in memory, not the round."""
     from sqlalchemy import Text, cast
 
-    (out / "record.html").write_text(env.get_template("record.html").render(root=""), encoding="utf-8")
-    folder = str(out / "records")
-    for chunk in _chunks(run_ids):
-        for run_id, text in session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))):
-            mllog = mllogs.get(run_id)
-            if mllog is not None:
-                shutil.copyfile(mllog, f"{folder}/{run_id}.mllog")
-            with open(f"{folder}/{run_id}.js", "w", encoding="utf-8") as f:
-                f.write(f'window.PERFSUITE_RECORD = {{"mllog": {"true" if mllog else "false"}, "record": {text}}};\n')
+    shards = shard_count(len(run_ids))
+    (out / "record.html").write_text(env.get_template("record.html").render(root="", shards=shards), encoding="utf-8")
+    folder = out / "records"
+    for run_id, mllog in mllogs.items():
+        shutil.copyfile(mllog, folder / f"{run_id}.mllog")
+    by_shard = sorted(run_ids, key=lambda r: (record_shard(r, shards), r))
+    pending: dict[int, list[str]] = defaultdict(list)
+    written = -1
+
+    def flush(upto: int) -> None:
+        for shard in sorted(k for k in pending if k <= upto):
+            parts = pending.pop(shard)
+            (folder / f"shard-{shard}.js").write_text(
+                "window.PERFSUITE_SHARD = {\n" + ",\n".join(parts) + "\n};\n", encoding="utf-8"
+            )
+
+    for chunk in _chunks(by_shard):
+        texts = dict(session.execute(select(Run.run_id, cast(Run.record, Text)).where(Run.run_id.in_(chunk))).all())
+        for run_id in chunk:
+            has_mllog = "true" if run_id in mllogs else "false"
+            pending[record_shard(run_id, shards)].append(
+                f'"{run_id}": {{"mllog": {has_mllog}, "record": {texts[run_id]}}}'
+            )
+        written = record_shard(chunk[-1], shards) - 1  # the last shard may continue in the next chunk
+        flush(written)
+    flush(shards)
 
 
 def _escape_json_text(text: str) -> str:

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.measure.roofline import CEILINGS_WORKLOAD, ceiling_table
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 MEMORY = "memory"
 
@@ -37,7 +40,8 @@ class Roof:
 
     @classmethod
     def from_record(cls, record: dict) -> "Roof":
-        peaks, bands = {}, {}
+        peaks: dict[str, float] = {}
+        bands: dict[str, float] = {}
         for resource, metric in ceiling_table(record).items():
             (peaks if resource.startswith("matmul.") else bands)[resource] = float(metric["value"])
         return cls(record["environment"]["measured_device"]["key"], record["run_id"], peaks, bands)
@@ -192,7 +196,7 @@ def render_table(data: dict) -> Any:
     from rich.table import Table
 
     t = Table(title=f"roofline of {data['device']} (ceilings run {data['ceilings_run_id'][:8]})")
-    for col, just in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("workload", "left"),
         ("case", "left"),
         ("intensity FLOP/B", "right"),
@@ -203,7 +207,8 @@ def render_table(data: dict) -> Any:
         ("% of roof", "right"),
         ("run", "left"),
         ("note", "left"),
-    ):
+    )
+    for col, just in columns:
         t.add_column(col, justify=just)
     for p in data["points"]:
         intensity = "0 (no FLOPs)" if p["intensity"] == 0 else num(p["intensity"])

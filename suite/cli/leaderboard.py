@@ -28,13 +28,18 @@ def leaderboard_cmd(ctx: click.Context, out_dir: Path, submissions: Path | None)
     """Write the leaderboard as a static site: one table per benchmark (its configurations as tabs),
     its pictures and trends, a page per system with its roofline, system against system, a page
     per record, and the whole board as JSONL, CSV and Parquet. Opens from files, no network needed."""
-    from perfsuite.cli._common import open_db
+    from perfsuite.cli._common import fail, open_db
     from perfsuite.registry.leaderboard import build_site
 
     registry = open_db(ctx)
     start = time.perf_counter()
     click.echo(f"building the site into {out_dir} ...", err=True)
-    counts = build_site(registry, out_dir, submissions=submissions)
+    try:
+        counts = build_site(registry, out_dir, submissions=submissions)
+    except (
+        OSError
+    ) as exc:  # the site is staged beside --out: a folder that cannot take it leaves the old site as it was
+        fail(f"cannot write the site to {out_dir}: {exc.strerror or exc}")
     click.echo(
         f"wrote {out_dir / 'index.html'}: {counts['workloads']} workloads, {counts['boards']} ranked tables, "
         f"{counts['systems']} systems, {counts['records']} records ({time.perf_counter() - start:.1f} s)"

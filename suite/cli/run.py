@@ -357,7 +357,7 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
     """Check everything the runs need, run them in turn with progress on stderr, print the
     summary (or the records as JSON) and every message; returns the session's outcome."""
     from perfsuite.engine.runner import Runner
-    from perfsuite.engine.session import PreflightError, preflight, run_all
+    from perfsuite.engine.session import EXIT_INTERRUPTED, PreflightError, preflight, run_all, signals_noted
     from perfsuite.registry import check_url, open_registry, records_dir
 
     out = console()
@@ -373,21 +373,25 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
         preflight(runner, requests, check_url=lambda: check_url(ctx.obj.get("db_url")))
     except PreflightError as exc:
         fail(str(exc))
-    with display:
-        outcome = run_all(runner, requests, display.start)
-    if as_json:
-        emit_json(outcome.records)
-    else:
-        from perfsuite.analysis.scoring import print_scores
-        from perfsuite.analysis.tables import results_table, sweep_tables
+    noted: list[int] = []  # a signal after the runs ended: the summary is still written whole
+    with signals_noted(noted):
+        with display:
+            outcome = run_all(runner, requests, display.start)
+        if as_json:
+            emit_json(outcome.records)
+        else:
+            from perfsuite.analysis.scoring import print_scores
+            from perfsuite.analysis.tables import results_table, sweep_tables
 
-        ids = summary_ids(ctx, outcome.records)
-        out.print(results_table(outcome.records, ids))
-        for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
-            out.print(sweep)
-        print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
-    for line in outcome.messages:
-        click.echo(clean(line), err=True)
+            ids = summary_ids(ctx, outcome.records)
+            out.print(results_table(outcome.records, ids))
+            for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
+                out.print(sweep)
+            print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
+        for line in outcome.messages:
+            click.echo(clean(line), err=True)
+    if noted:
+        outcome.exit_code = EXIT_INTERRUPTED
     return outcome
 
 

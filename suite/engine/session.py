@@ -127,21 +127,43 @@ def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[]
         raise PreflightError(why)
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def _handled_signals(handler) -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM both go to ``handler`` inside the block (main thread only)."""
+
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    return scope()
+
+
+def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """SIGTERM ends the command as Ctrl-C does (the process tree killed, folders removed)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def interrupt(signum, frame) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return _handled_signals(interrupt)
+
+
+def signals_noted(noted: list[int]) -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM only noted (appended to ``noted``) while a command ends its runs:
+    the janitor closed, the summary and the lines naming a record the registry lacks written.
+    A signal then cuts nothing short; the command exits 130 afterwards. The runs themselves,
+    inside :func:`sigterm_as_interrupt`, are still interrupted at once."""
+
+    def note(signum, frame) -> None:
+        noted.append(signum)
+
+    return _handled_signals(note)
 
 
 @dataclass

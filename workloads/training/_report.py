@@ -13,7 +13,7 @@ def render(record: dict) -> Any:
     from rich.text import Text
 
     d = record.get("details") or {}
-    parts = []
+    parts: list[Any] = []
     training = d.get("training")
     if training:
         model = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in training["model"].items())

@@ -124,7 +124,11 @@
         scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
         axes: [{ label: "message size", values: function (u, vals) { return vals.map(bytes); } }, { label: "busbw GB/s" }],
         series: [{ label: "size", value: function (u, v) { return v === null ? "" : bytes(v); } }]
-          .concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+          .concat(names.map(function (n, i) {
+            var s = lineSeries(n, i, true);
+            if ((chart.beside || []).indexOf(n) >= 0) s.dash = [6, 4];  // another world size: drawn beside, never ranked
+            return s;
+          }))
       }, align(list));
     } else if (chart.kind === "serving") {
       drawChart(el, {
@@ -158,7 +162,7 @@
     }
   }
 
-  function trendChart(el, trends, caseName) {
+  function trendChart(el, trends, caseName, axisLabel) {
     var bySystem = (trends || {})[caseName];
     if (!bySystem) { note(el, "No runs to draw."); return; }
     var names = Object.keys(bySystem);
@@ -173,7 +177,11 @@
       list.push({ points: changes });
       series.push({ label: "change point", stroke: "#a11515", width: 0, points: { show: true, size: 14, fill: "transparent", stroke: "#a11515", width: 2 }, paths: function () { return null; } });
     }
-    drawChart(el, { title: caseName + " over time", scales: { x: { time: true } }, axes: [{}, { label: caseName }], series: series }, align(list));
+    // a day either side of a single run's time, so that one point is not drawn on a span of years
+    var data = align(list), xs = data[0];
+    var x = { time: true };
+    if (xs.length && xs[0] === xs[xs.length - 1]) x.range = [xs[0] - 86400, xs[0] + 86400];
+    drawChart(el, { title: caseName + " over time", scales: { x: x }, axes: [{}, { label: axisLabel || caseName }], series: series }, data);
   }
 
   // -- a benchmark's page -------------------------------------------------------------------------
@@ -186,31 +194,47 @@
     // A table is built when its tab is first shown (Tabulator measures its container).
     function build(cfg) {
       var holder = doc.querySelector('.grid[data-config="' + cfg.id + '"]');
+      // rank and system, then the figures (what a phone must show first), then the system's details
       var columns = [
-        { title: "#", field: "rank", sorter: "number", minWidth: 56, headerFilter: false },
-        { title: "system", field: "system", headerFilter: "input", formatter: function (cell) {
+        { title: "#", field: "rank", sorter: "number", minWidth: 48, width: 56, headerFilter: false },
+        { title: "system", field: "system", headerFilter: "input", minWidth: 110, maxWidth: 220, formatter: function (cell) {
           var a = doc.createElement("a"); a.className = "system-link";
-          a.href = "../systems/" + cell.getData().system_key + ".html"; a.textContent = cell.getValue(); return a; } },
-        { title: "submitter", field: "submitter", headerFilter: "input" },
-        { title: "accelerator", field: "accelerator", headerFilter: "input" },
-        { title: "software", field: "software", headerFilter: "input" }
+          a.href = "../systems/" + cell.getData().system_key + ".html"; a.textContent = cell.getValue(); return a; } }
+      ];
+      var details = [
+        { title: "submitter", field: "submitter", headerFilter: "input", maxWidth: 160, formatter: "textarea" },
+        { title: "accelerator", field: "accelerator", headerFilter: "input", maxWidth: 170, formatter: "textarea" },
+        { title: "software", field: "software", headerFilter: "input", maxWidth: 210, formatter: "textarea" }
       ];
       cfg.columns.forEach(function (col) {
         columns.push({
           title: col.case + " (" + col.unit + ")", field: "c:" + col.case, sorter: "number", hozAlign: "right",
           headerSortStartingDir: col.higher_is_better ? "desc" : "asc", headerFilter: false,
+          headerTooltip: col.metric + " (" + (col.higher_is_better ? "higher" : "lower") + " is better)",
+          titleFormatter: function () {
+            var span = doc.createElement("span");
+            span.appendChild(doc.createTextNode(col.case + " (" + col.unit + ")"));
+            span.appendChild(doc.createElement("br"));
+            var small = doc.createElement("small");
+            small.textContent = col.metric + (col.higher_is_better ? " \u2191" : " \u2193");
+            span.appendChild(small);
+            return span;
+          },
+          minWidth: 120, maxWidth: 260, cssClass: "figure",
           formatter: function (cell) {
             var d = cell.getData(), v = cell.getValue();
             if (v === undefined || v === null) return "";
             var span = doc.createElement("span");
             var a = doc.createElement("a"); a.href = "../record.html#" + d["r:" + col.case]; a.textContent = fmt(v);
             span.appendChild(a);
-            var small = doc.createElement("small"); small.textContent = " " + (d["n:" + col.case] || ""); span.appendChild(small);
+            span.appendChild(doc.createElement("br"));
+            var small = doc.createElement("small"); small.textContent = d["n:" + col.case] || ""; span.appendChild(small);
             return span;
           },
           accessorDownload: function (v) { return v; }
         });
       });
+      columns = columns.concat(details);
       var mine = state.cfg === cfg.id;
       var sort = mine && state.sort ? state.sort.split(":") : null;
       var filters = [];
@@ -232,16 +256,43 @@
       table.getHeaderFilters().forEach(function (f) { if (f.value) out["f." + f.field] = f.value; });
       writeHash(out);
     }
+    // The filters: one select per setting that tells the board's tables apart. Picking a value
+    // shows the table with that value that agrees with the other selects most (the standard
+    // table first among equals), then every select shows that table's own settings.
+    var facetSelects = doc.querySelectorAll("select[data-facet]");
+    function facetValue(cfg, name) { var v = cfg.shown[name]; return v === undefined ? "\u2014" : v; }
+    function syncFacets(id) {
+      facetSelects.forEach(function (sel) { sel.value = facetValue(configs[id], sel.getAttribute("data-facet")); });
+    }
+    facetSelects.forEach(function (sel) {
+      sel.addEventListener("change", function () {
+        var name = sel.getAttribute("data-facet"), best = null, bestScore = -1;
+        board.configs.forEach(function (cfg) {
+          if (facetValue(cfg, name) !== sel.value) return;
+          var score = 0;
+          facetSelects.forEach(function (other) {
+            if (other !== sel && facetValue(cfg, other.getAttribute("data-facet")) === other.value) score++;
+          });
+          if (score > bestScore) { best = cfg; bestScore = score; }
+        });
+        if (best) { show(best.id); writeHash({ cfg: best.id }); }
+      });
+    });
     function show(id) {
       doc.querySelectorAll("section.config").forEach(function (s) { s.classList.toggle("hidden", s.getAttribute("data-config") !== id); });
       doc.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("selected", t.getAttribute("data-config") === id); });
+      syncFacets(id);
       if (!tables[id]) build(configs[id]);
       familyChart(doc.getElementById("family-chart"), board.charts[id]);
       var select = doc.getElementById("trend-case");
       select.textContent = "";
       Object.keys(board.trends[id] || {}).forEach(function (c) { var o = doc.createElement("option"); o.value = c; o.textContent = c; select.appendChild(o); });
-      trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value);
-      select.onchange = function () { trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value); };
+      var axisLabel = function (c) {
+        var col = configs[id].columns.filter(function (k) { return k["case"] === c; })[0];
+        return col ? c + " " + col.metric + " (" + col.unit + ")" : c;
+      };
+      trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value, axisLabel(select.value));
+      select.onchange = function () { trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value, axisLabel(select.value)); };
       current = id;
     }
     var current = null;
@@ -284,7 +335,13 @@
   }
 
   // -- a record's page: its tables drawn from the record itself (every text set as text) ---------
-  // record.html#RUN_ID loads records/RUN_ID.js (the stored record, as data) and draws it.
+  // record.html#RUN_ID loads the shard its run id falls in, records/shard-N.js (the stored
+  // records, as data; N = FNV-1a of the run id modulo the site's shard count), and draws it.
+  function shardOf(id, shards) {
+    var h = 0x811c9dc5;
+    for (var i = 0; i < id.length; i++) { h ^= id.charCodeAt(i); h = Math.imul(h, 0x01000193) >>> 0; }
+    return h % shards;
+  }
   var recordBody = doc.getElementById("record-body");
   if (recordBody) {
     var runId = location.hash.replace(/^#/, "");
@@ -292,8 +349,11 @@
       text(recordBody, "No record named: the address ends with #RUN_ID.");
     } else {
       var loader = doc.createElement("script");
-      loader.src = "records/" + runId + ".js";
-      loader.onload = function () { drawRecord(window.PERFSUITE_RECORD.record, window.PERFSUITE_RECORD.mllog, runId); };
+      loader.src = "records/shard-" + shardOf(runId, Number(recordBody.getAttribute("data-shards")) || 1) + ".js";
+      loader.onload = function () {
+        var entry = Object.prototype.hasOwnProperty.call(window.PERFSUITE_SHARD || {}, runId) ? window.PERFSUITE_SHARD[runId] : null;
+        if (entry) drawRecord(entry.record, entry.mllog, runId); else text(recordBody, "No record " + runId + " in this site.");
+      };
       loader.onerror = function () { text(recordBody, "No record " + runId + " in this site."); };
       doc.body.appendChild(loader);
     }
@@ -409,8 +469,8 @@
         data: rows, layout: "fitDataStretch", placeholder: "no shared benchmark",
         columns: [
           { title: "benchmark", field: "benchmark", headerFilter: "input" },
-          { title: "configuration", field: "configuration", headerFilter: "input" },
-          { title: "case", field: "case", headerFilter: "input" },
+          { title: "configuration", field: "configuration", headerFilter: "input", maxWidth: 340, formatter: "textarea" },
+          { title: "case", field: "case", headerFilter: "input", maxWidth: 200, formatter: "textarea" },
           { title: "A", field: "a", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
           { title: "B", field: "b", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()) + " " + c.getData().unit; } },
           { title: "B / A", field: "ratio", sorter: "number", hozAlign: "right", formatter: function (c) { return fmt(c.getValue()); } },
