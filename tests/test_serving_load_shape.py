@@ -6,11 +6,15 @@ p50, output tokens/s within the cross-check's 10%), keeps as many requests in fl
 (one at concurrency 1, not one per process) and sends from one event loop, whose connections
 are the only ones open to the server afterwards; an open loop still spreads over every process.
 
-CPU only, against servers on this machine; about ten seconds."""
+The figures are judged where the host is not oversubscribed (as the transformers cross-check's
+test judges them); the requests in flight and the one sending process always. CPU only, against
+servers on this machine; about fifteen seconds."""
 
 from __future__ import annotations
 
 import json
+import os
+import statistics
 
 import psutil
 import pytest
@@ -25,7 +29,8 @@ pytest.importorskip("httptools")
 
 STEP_MS = 15.0  # a decode step of a small model on a GPU engine
 PREFILL_MS = 50.0  # a step that admits requests: their time to first token
-TOKENS = 24
+TOKENS = 16
+FIGURES = ("ttft_p50_ms", "itl_p50_ms", "output_tokens_per_s")  # the cross-check's, ITL as AIPerf's
 
 
 def _figures(results) -> dict:
@@ -71,18 +76,32 @@ def test_a_closed_loop_from_two_client_processes_measures_what_the_one_loop_refe
         port = int(server.url.rsplit(":", 1)[1])
         endpoint = Endpoint(server.url, "null")
         bodies = {i: endpoint.body(f"bada {i}", TOKENS) for i in range(48)}
-        for k, (n, concurrency) in enumerate(((6, 1), (48, 16)), 1):
-            job = Job(endpoint, Timeouts(stall_s=10.0, request_s=60.0), bodies, list(range(n)), None, concurrency)
-            mine = _figures(pool.run(job))
-            left_open = _connections_to(port, pool.pids)
-            theirs = _reference(server.url, tmp_path, n, concurrency, k)
-            assert mine["completed"] == theirs["completed"] == n
-            for figure in ("ttft_p50_ms", "itl_p50_ms", "output_tokens_per_s"):
-                ratio = mine[figure] / theirs[figure]
-                assert abs(ratio - 1.0) <= AGREEMENT, (concurrency, figure, mine, theirs)
-            # sent from one event loop: its connections are the ones left open, all in one process
-            assert sorted(left_open) == [0, concurrency], (concurrency, left_open)
+        turns = iter(range(1, 100))
+        load_1m, cores = os.getloadavg()[0], os.cpu_count() or 1
+        medians = {}
+        # rounds in turns, judged by the median of each round's ratio as the cross-check judges them
+        for n, concurrency, rounds in ((4, 1, 3), (48, 16, 3)):
+            ratios: dict[str, list[float]] = {figure: [] for figure in FIGURES}
+            for _ in range(rounds):
+                job = Job(endpoint, Timeouts(stall_s=10.0, request_s=60.0), bodies, list(range(n)), None, concurrency)
+                mine = _figures(pool.run(job))
+                left_open = _connections_to(port, pool.pids)
+                theirs = _reference(server.url, tmp_path, n, concurrency, next(turns))
+                assert mine["completed"] == theirs["completed"] == n
+                for figure in FIGURES:
+                    ratios[figure].append(mine[figure] / theirs[figure])
+                # sent from one event loop: its connections are the ones left open, all in one process
+                assert sorted(left_open) == [0, concurrency], (concurrency, left_open)
+            medians[concurrency] = {figure: statistics.median(values) for figure, values in ratios.items()}
         # an open loop's requests leave at their scheduled times from every process
         offsets = arrival_offsets_s(8, 100.0, 1.0, seed=0)
         job = Job(endpoint, Timeouts(stall_s=10.0, request_s=60.0), bodies, list(range(8)), offsets)
         assert pool.senders(job) == 2 and len(pool.run(job)) == 8
+    # With other work worth two busy processes per core, a process waits tens of milliseconds for a core
+    # (a late timer of the server, a late read of either client): timings are not judged then, as the
+    # transformers cross-check's test does not judge them.
+    if load_1m > 2 * cores:
+        pytest.skip(f"the host was busy (load {load_1m:.1f} on {cores} cores): ratios not judged ({medians})")
+    for concurrency, figures in medians.items():
+        for figure, ratio in figures.items():
+            assert abs(ratio - 1.0) <= AGREEMENT, (concurrency, figure, medians)
