@@ -28,6 +28,5 @@ if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin
 fi
 venv=${PERFSUITE_VENV:-.venv}
 # Most tests wait on real subprocesses, servers and databases: three workers keep two cores busy.
-# Tests spread one by one; a file with a module- or session-wide fixture (a server, a cluster) marks
-# itself xdist_group and stays on one worker. PERFSUITE_TEST_WORKERS=0 runs everything in-process.
-exec "$venv/bin/python" -m pytest -n "${PERFSUITE_TEST_WORKERS:-3}" --dist loadgroup "$@"
+# Each test file runs on one worker (its module fixtures built once); PERFSUITE_TEST_WORKERS=0 runs in-process.
+exec "$venv/bin/python" -m pytest -n "${PERFSUITE_TEST_WORKERS:-3}" --dist loadfile "$@"

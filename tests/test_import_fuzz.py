@@ -28,10 +28,6 @@ from perfsuite.registry import (
     open_registry,
 )
 
-pytestmark = pytest.mark.xdist_group(
-    "test_import_fuzz"
-)  # one worker under pytest-xdist: its hypothesis registry, built once
-
 FUZZ = settings(
     max_examples=150,
     deadline=10_000,

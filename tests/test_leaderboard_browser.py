@@ -18,10 +18,6 @@ from factories import gemm_metrics, make_metric, make_record
 from perfsuite.registry import open_registry
 from perfsuite.registry.leaderboard import build_site
 
-pytestmark = pytest.mark.xdist_group(
-    "test_leaderboard_browser"
-)  # one worker under pytest-xdist: its browser and site, built once
-
 CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",

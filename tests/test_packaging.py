@@ -12,8 +12,6 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.xdist_group("test_packaging")  # one worker under pytest-xdist: its built wheel, built once
-
 # The repository's folders and where the namespace maps them (pyproject.toml's package-dir).
 MAPPED = {
     "suite": "perfsuite",

@@ -32,8 +32,6 @@ import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from registry import open_registry  # the old commit's registry (not perfsuite.registry)
 from factories import gemm_metrics, make_record
-
-pytestmark = pytest.mark.xdist_group("test_registry_migration")  # one worker under pytest-xdist: its old commit's registry, built once
 records = [json.load(open(sys.argv[4]))]
 records += [make_record(host=f"box{i}", device="cuda", controls={"seed": i},
                         metrics=gemm_metrics(time_ms=tuple(1.0 + 0.01 * i + 0.001 * k for k in range(9))))

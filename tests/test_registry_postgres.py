@@ -27,7 +27,6 @@ from perfsuite.registry.models import Base
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("test_registry_postgres"),  # one worker: its PostgreSQL cluster, built once
     pytest.mark.skipif(
         pg_cluster.server_bin() is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed"
     ),

@@ -35,8 +35,6 @@ from perfsuite.workloads.inference._serving_prompts import WORDS, Lengths, synth
 from perfsuite.workloads.inference._serving_sweep import find_peak
 from perfsuite.workloads.inference.serving import Serving
 
-pytestmark = pytest.mark.xdist_group("test_serving")  # one worker under pytest-xdist: its started server, built once
-
 pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
 

@@ -25,8 +25,6 @@ from perfsuite.engine.plan import load
 from perfsuite.engine.slurm.script import JobOptions
 from perfsuite.registry import open_registry
 
-pytestmark = pytest.mark.xdist_group("test_slurm")  # one worker under pytest-xdist: its SLURM cluster, built once
-
 # one all_reduce of 8-256 B, 2 calls a loop: the collective over gloo, in seconds
 SMALL_ALL_REDUCE = ["collectives.all_reduce", "--quick", "--device", "cpu", "-p", "max_bytes=256", "-p", "iters=2"]
 # kernels.memory's copy of 1 MiB buffers on the CPU, as long as --min-time says

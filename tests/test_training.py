@@ -27,10 +27,6 @@ from perfsuite.workloads.training._language import IGNORE, SEP, SequenceTask  # 
 from perfsuite.workloads.training._optim import lr_factor  # noqa: E402
 from perfsuite.workloads.training._phases import PhaseClock  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group(
-    "test_training"
-)  # one worker under pytest-xdist: its quick training runs, built once
-
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -26,10 +26,6 @@ import pytest
 import perfsuite
 from tests.conftest import REPO, run_cli
 
-pytestmark = pytest.mark.xdist_group(
-    "test_triton_plugin"
-)  # one worker under pytest-xdist: its interpreter runs, built once
-
 PLUGIN = REPO / "plugins" / "perfsuite-triton"
 PACKAGE = PLUGIN / "perfsuite_triton"
 WORKLOADS = ("triton.fused_chain", "triton.softmax", "triton.matmul")
