@@ -122,7 +122,29 @@ def _median_ms(fn) -> float:
 CPU_MS: dict[str, float] = {}
 
 
-def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) -> dict:
+def server_cpu_s(cluster) -> float:
+    """CPU-seconds the PostgreSQL server has spent so far: its postmaster, the backends it has
+    reaped and the ones alive (the server shares this machine's cores with the import)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
+
+    def stat(pid: int) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    fields = stat(postmaster)
+    total = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                child = stat(int(entry.name))
+            except OSError:  # gone meanwhile
+                continue
+            if int(child[1]) == postmaster:
+                total += int(child[11]) + int(child[12])
+    return total / ticks
+
+
+def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None, server=None) -> dict:
     from rich.progress import Progress
 
     from perfsuite.analysis.compare import compare_records
@@ -134,6 +156,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
     n = len(paths)
     with open_registry(url) as reg:
         cpu_before = os.times()
+        server_before = server_cpu_s(server) if server is not None else 0.0
         with Progress(transient=True) as bar:
             task = bar.add_task(f"importing into {label}", total=n)
             outcome = store_many(reg, paths, total=n, progress=lambda k: bar.advance(task, k))
@@ -142,10 +165,12 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             getattr(cpu_after, f) - getattr(cpu_before, f)
             for f in ("user", "system", "children_user", "children_system")
         )
+        server_cpu = server_cpu_s(server) - server_before if server is not None else None
         wall = outcome.wall_s
+        on_server = f", and {server_cpu:.1f} in the database server" if server_cpu is not None else ""
         print(
-            f"{label}: {n} records imported in {wall:.1f} s ({cpu:.1f} CPU-seconds over all processes; "
-            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+            f"{label}: {n} records imported in {wall:.1f} s ({cpu:.1f} CPU-seconds in this process and its "
+            f"workers{on_server}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
             flush=True,
         )
         assert outcome.stored == n, outcome
@@ -185,6 +210,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None) 
             "import_s": wall,
             "import_s_per_1000": wall / n * 1000,
             "import_cpu_s": cpu,
+            "import_server_cpu_s": server_cpu,
             "load_average": os.getloadavg()[0],
             "check_wait_s": outcome.check_s,
             "write_s": outcome.write_s,
@@ -241,7 +267,7 @@ def main() -> None:
             elif backend == "postgresql":
                 cluster = pg_cluster.start(prefix="perfsuite-scale-pg-")
                 try:
-                    results.append(run_backend(cluster.url(), paths, "postgresql", site))
+                    results.append(run_backend(cluster.url(), paths, "postgresql", site, server=cluster))
                 finally:
                     cluster.remove()
             else:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -43,7 +44,7 @@ from .records import (
 )
 from .store import check_physics, key_columns, system_key
 
-DEFAULT_BATCH = 2000
+DEFAULT_BATCH = 5000
 # Below this many records the checks run in this process: starting workers costs more.
 PARALLEL_FROM = 2000
 CHUNK = 250  # records per task sent to a worker
@@ -63,8 +64,9 @@ class Prepared:
     environment_sha256: str
     environment_text: str
     workload: tuple[str, int, str]  # name, version, category
-    run: dict  # the runs row's own columns (no ids)
-    record_text: str  # the stored record: samples encoded, sha256 included
+    started_at: datetime
+    finished_at: datetime
+    run_row: tuple  # the runs row's other columns, in the order of _RUN_COLUMNS[_RUN_OWN:] (the record last)
     metrics: list[tuple]  # per metric: position, case, name, unit, value, higher_is_better, samples,
     #                        statistics (JSON text or None), roofline resource, fraction, ceiling run id
 
@@ -116,26 +118,26 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
     env, wl = record["environment"], record["workload"]
     key, system_columns, env_text, env_sha = _environment_keys(env)
     keyed = key_columns(record)  # recomputed from the record: a stored key is never trusted
-    run = {
-        "run_id": record["run_id"],
-        "comparability_key": keyed["comparability_key"],
-        "key_settings": _json(keyed["key_settings"]),
-        "regime": keyed["regime"],
-        "params": _json(wl["params"]),
-        "device": record["controls"]["device"],
-        "device_key": env["measured_device"]["key"],
-        "status": record["status"],
-        "error": record["error"],
-        "started_at": parse_timestamp(record["started_at"], "started_at"),
-        "finished_at": parse_timestamp(record["finished_at"], "finished_at"),
-        "verification_status": record["verification"]["status"],
-        "plugin_name": wl["plugin"]["name"],
-        "plugin_distribution": wl["plugin"]["distribution"],
-        "plugin_version": wl["plugin"]["version"],
-        "launcher": record["launch"]["launcher"],
-        "world_size": record["launch"]["world_size"],
-        "record_sha256": sha,
-    }
+    # A tuple in column order, not a dict: it crosses from the worker to the writer (pickled) and
+    # becomes a row as it is.
+    run_row = (
+        keyed["comparability_key"],
+        _json(keyed["key_settings"]),
+        keyed["regime"],
+        _json(wl["params"]),
+        record["controls"]["device"],
+        env["measured_device"]["key"],
+        record["status"],
+        record["error"],
+        record["verification"]["status"],
+        wl["plugin"]["name"],
+        wl["plugin"]["distribution"],
+        wl["plugin"]["version"],
+        record["launch"]["launcher"],
+        record["launch"]["world_size"],
+        sha,
+        record_text,
+    )
     from perfsuite.schemas.samples import standalone
 
     metrics = []
@@ -164,8 +166,9 @@ def _render(record: dict, sha: str, text: str) -> Prepared:
         env_sha,
         env_text,
         (wl["name"], wl["version"], wl["category"]),
-        run,
-        record_text,
+        parse_timestamp(record["started_at"], "started_at"),
+        parse_timestamp(record["finished_at"], "finished_at"),
+        run_row,
         metrics,
     )
 
@@ -219,10 +222,13 @@ def map_chunks(
     total: int | None = None,
     chunk_size: int | None = None,
     parallel_from: int = PARALLEL_FROM,
+    ahead: int | None = None,
 ) -> Iterator[tuple[list, list]]:
     """(chunk, ``function(chunk)``) for chunks of ``chunk_size`` items (default :data:`CHUNK`),
     in order; in worker processes (one per CPU by default) when there are ``parallel_from``
-    items or more. ``function`` must be importable (a module-level function)."""
+    items or more. ``function`` must be importable (a module-level function). At most ``ahead``
+    chunks (default four per worker) are given out before the caller takes their results: enough
+    that the workers go on while the caller spends time on what it took, and memory stays bounded."""
     size = chunk_size or CHUNK
     if workers is None:
         workers = os.cpu_count() or 1
@@ -241,7 +247,7 @@ def map_chunks(
         in_flight: deque = deque()
         for chunk in _chunks(items, size):
             in_flight.append((chunk, executor.submit(function, chunk)))
-            if len(in_flight) >= workers * 4:  # bounded memory
+            if len(in_flight) >= (ahead or workers * 4):
                 done, future = in_flight.popleft()
                 yield done, future.result()
         while in_flight:
@@ -251,11 +257,14 @@ def map_chunks(
         executor.shutdown(cancel_futures=True)
 
 
-def prepared(items: Iterable[Item], workers: int | None = None, total: int | None = None) -> Iterator[Prepared]:
-    """Check and render ``items`` in order (in worker processes when there are many); raises
-    :class:`RecordInvalid` naming the first refused record's position."""
+def prepared(
+    items: Iterable[Item], workers: int | None = None, total: int | None = None, ahead: int | None = None
+) -> Iterator[Prepared]:
+    """Check and render ``items`` in order (in worker processes when there are many, ``ahead``
+    chunks of them at most given out: see :func:`map_chunks`); raises :class:`RecordInvalid`
+    naming the first refused record's position."""
     position = 0
-    for _chunk, chunk_out in map_chunks(_prepare_chunk, items, workers, total):
+    for _chunk, chunk_out in map_chunks(_prepare_chunk, items, workers, total, ahead=ahead):
         for one in chunk_out:
             position += 1
             if isinstance(one, str):
@@ -274,6 +283,9 @@ _RUN_COLUMNS = (
     "workload_id",
     "system_id",
     "environment_id",
+    "started_at",
+    "finished_at",
+    # from here on, Prepared.run_row
     "comparability_key",
     "key_settings",
     "regime",
@@ -282,8 +294,6 @@ _RUN_COLUMNS = (
     "device_key",
     "status",
     "error",
-    "started_at",
-    "finished_at",
     "verification_status",
     "plugin_name",
     "plugin_distribution",
@@ -293,6 +303,7 @@ _RUN_COLUMNS = (
     "record_sha256",
     "record",
 )
+_RUN_OWN = _RUN_COLUMNS.index("comparability_key")
 _METRIC_COLUMNS = (
     "run_id",
     "position",
@@ -370,32 +381,16 @@ class _Writer:
             workload_id = self._shared_id(
                 connection, Workload, {"name": name, "version": version}, {"category": category}
             )
-            r = p.run
             run_rows.append(
                 (
                     pk,
-                    r["run_id"],
+                    p.run_id,
                     workload_id,
                     system_id,
                     environment_id,
-                    r["comparability_key"],
-                    r["key_settings"],
-                    r["regime"],
-                    r["params"],
-                    r["device"],
-                    r["device_key"],
-                    r["status"],
-                    r["error"],
-                    self._datetime(r["started_at"]),
-                    self._datetime(r["finished_at"]),
-                    r["verification_status"],
-                    r["plugin_name"],
-                    r["plugin_distribution"],
-                    r["plugin_version"],
-                    r["launcher"],
-                    r["world_size"],
-                    r["record_sha256"],
-                    p.record_text,
+                    self._datetime(p.started_at),
+                    self._datetime(p.finished_at),
+                    *p.run_row,
                 )
             )
             metric_rows.extend((pk, *m) for m in p.metrics)
@@ -510,7 +505,8 @@ def store_many(
     with translated_errors(f"registry {registry.url}"):
         store_prepared(
             registry.engine,
-            _chunks(prepared(records, workers, total), batch),
+            # two batches' worth given out: the workers check the next batch while this one is written
+            _chunks(prepared(records, workers, total, ahead=max(2 * batch // CHUNK, 1)), batch),
             outcome,
             atomic=atomic,
             progress=progress,

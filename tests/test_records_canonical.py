@@ -12,7 +12,7 @@ import pytest
 from factories import make_record
 
 from perfsuite.registry.errors import RecordInvalid
-from perfsuite.registry.records import canonical_bytes, canonical_json, hashed_body
+from perfsuite.registry.records import _MAY_DIFFER, _may_differ, canonical_bytes, canonical_json, hashed_body
 
 
 def _floats(n: int) -> list[float]:
@@ -56,3 +56,20 @@ def test_a_records_hash_is_the_same_on_either_path():
     record = make_record(metrics=None)
     assert hashed_body(record, finite=True) == hashed_body(record, finite=False)
     assert hashed_body(record)[0] == record["sha256"]
+
+
+def test_the_quick_look_for_small_floats_finds_what_the_pattern_finds():
+    texts = [orjson.dumps({"v": _floats(400)[i : i + 5], "x": -(10.0**-i)}) for i in range(0, 400, 5)]
+    texts += [
+        b'{"a":"x:1e-5","b":[0.00001],"c":"0.0000","d":[-0.00001]}',
+        b'{"uuid":"GPU-876e-713b","x":[1.5]}',  # "e-" in a string: not a number
+        b"[1e-7]",
+        b":-1.25e-300",
+        b"[0.00000.0000]",
+        b":1.5.5e-",
+        b"e-0.0000",
+        b"",
+    ]
+    assert any(_MAY_DIFFER.search(t) for t in texts) and not all(_MAY_DIFFER.search(t) for t in texts)
+    for text in texts:
+        assert _may_differ(text) == (_MAY_DIFFER.search(text) is not None), text
