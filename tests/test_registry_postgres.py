@@ -178,3 +178,74 @@ def test_migrations_create_the_tables_and_match_the_models(reg):
         )
     # Queryable JSONB for params; the record stays text-preserving json; instants are timestamptz.
     assert types == {"params": "jsonb", "record": "json", "started_at": "timestamp with time zone"}
+
+
+# main before records were compressed with lz4 (schema head 0005_compact_samples)
+MAIN_BEFORE_LZ4 = "c01972acdd7ff743cd34854a30aaead71ee8248e"
+MAKE_MAIN_REGISTRY = r"""
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from registry import open_registry  # that commit's registry code and migrations (not perfsuite.registry)
+from factories import make_record
+records = [make_record(host=f"box{i}", device="cuda", controls={"seed": i}) for i in range(3)]
+with open_registry(sys.argv[3]) as reg:
+    print(json.dumps(reg.store_all(records)))
+    print(json.dumps([[r["run_id"], r["sha256"]] for r in records]))
+"""
+
+
+def _column_compression(connection) -> str:
+    return connection.execute(
+        text("SELECT attcompression FROM pg_attribute WHERE attrelid = 'runs'::regclass AND attname = 'record'")
+    ).scalar_one()
+
+
+def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_compressed(pg_url, tmp_path):
+    import io
+    import json
+    import os
+    import subprocess
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists():
+        pytest.skip("needs the repository's git history (the older registry code is taken from it)")
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", MAIN_BEFORE_LZ4, "registry"], check=True, capture_output=True, timeout=120
+    ).stdout
+    code = tmp_path / "code"
+    code.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as opened:
+        opened.extractall(code)
+    script = tmp_path / "make.py"
+    script.write_text(MAKE_MAIN_REGISTRY)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(code), str(repo / "tests"), pg_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    stored, before = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
+    assert stored == ["stored"] * 3
+    with open_registry(pg_url) as reg:  # migrates to this version's head
+        for run_id, sha in before:
+            assert reg.get(run_id)["sha256"] == sha
+        record = make_record(host="box9", details={"text": "x" * 20_000})  # large enough to be compressed
+        assert reg.store(record) == "stored"
+        assert canonical_json(reg.get(record["run_id"])) == canonical_json(record)
+        with reg.engine.connect() as connection:
+            assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0006_record_lz4"
+            assert _column_compression(connection) == "l"
+            methods = connection.execute(
+                text(
+                    "SELECT run_id, pg_column_compression(record) FROM runs WHERE pg_column_compression(record) IS NOT NULL"
+                )
+            ).all()
+    # the records already stored keep their compression; what is written from now on is lz4
+    assert dict(methods) == {record["run_id"]: "lz4", **{run_id: "pglz" for run_id, _ in before}}
