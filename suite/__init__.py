@@ -5,6 +5,7 @@ exports (``__all__``) and the public modules named here::
 
     from perfsuite import hookimpl, Workload, Case, Work, Check, Requirements, param
     from perfsuite import Headline        # a workload's headline: per scenario, per size, figures beside
+    from perfsuite.headlines import LOADGEN_LLM   # the families' standard headlines (LoadGen, sweep, training)
     from perfsuite import RunContext      # the type of a workload's ``ctx`` (imported on first use)
     from perfsuite import capture_graph   # a CUDA graph of one call, for drivers that replay their own
     from perfsuite import copy_case       # a copy timed and verified bit-exact (memory, host, peer links)
@@ -13,6 +14,7 @@ exports (``__all__``) and the public modules named here::
     from perfsuite import fused_chain     # the bias+GELU+residual+LayerNorm chain: inputs, reference, tolerance
     from perfsuite import distributed     # for multi-rank drivers: ranks, progress notes, NCCL version, topology
     from perfsuite.inputs import datasets, images, tensors   # data sets; batches of images or tensors
+    from perfsuite.inputs import cache    # the cache folder for what a run makes once (data sets, models)
     from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
 
 For code that drives perfsuite (a notebook, a CI script): ``perfsuite.run(name, params=...,
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import distributed, dtypes, fused_chain, inputs
+from perfsuite import distributed, dtypes, fused_chain, headlines, inputs
 from perfsuite.case import Case, Check, Work
 from perfsuite.copies import copy_case
 from perfsuite.hookspecs import hookimpl
@@ -57,6 +59,7 @@ __all__ = [
     "distributed",
     "dtypes",
     "fused_chain",
+    "headlines",
     "hookimpl",
     "inputs",
     "load",

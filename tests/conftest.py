@@ -14,6 +14,26 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--alone-tests",
+        choices=("run", "defer", "only"),
+        default="run",
+        help="tests marked 'alone' (they judge timings against a reference client or loop): run them with "
+        "the rest (run), leave them out (defer), or run only them (only). scripts/test.sh defers them from "
+        "its parallel pass and runs them after it, with nothing else on the machine's cores.",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    choice = config.getoption("--alone-tests")
+    if choice == "run":
+        return
+    keep = [item for item in items if (item.get_closest_marker("alone") is not None) == (choice == "only")]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
+
+
 @pytest.fixture
 def perfsuite_env(tmp_path, monkeypatch):
     """Environment for CLI subprocesses: a fresh SQLite registry and records folder, no

@@ -64,6 +64,36 @@ def test_mann_whitney_and_ratio_ci_agree_with_scipy():
     assert ratio == pytest.approx(1.5) and low <= ratio <= high
 
 
+def test_a_metric_whose_baseline_is_zero_is_left_out_not_divided_by():
+    """busbw at world size one is zero by nccl-tests' formula: no ratio, and no error."""
+    from factories import make_metric
+
+    from perfsuite.analysis.compare import compare_runs
+
+    def run(seed: int) -> dict:
+        rng = np.random.default_rng(seed)
+        time_us = list(rng.normal(10.0, 0.1, 20))
+        return make_record(
+            workload_name="collectives.all_reduce",
+            params={},
+            metrics=[
+                make_metric("in-place 1 KiB", "busbw_gbps", "GB/s", [0.0] * 20, higher_is_better=True),
+                make_metric("in-place 1 KiB", "time_us", "us", time_us, higher_is_better=False),
+            ],
+        )
+
+    for a, b in (([run(1)], [run(2)]), ([run(1), run(2)], [run(3), run(4)])):
+        result = compare_runs(a, b)
+        assert [m.metric for m in result.metrics] == ["time_us"], result.metrics
+    only_zero = make_record(
+        workload_name="collectives.all_reduce",
+        params={},
+        metrics=[make_metric("in-place 1 KiB", "busbw_gbps", "GB/s", [0.0] * 5, higher_is_better=True)],
+    )
+    with pytest.raises(ValueError, match="baseline other than zero"):
+        compare_runs([only_zero], [only_zero])
+
+
 def test_a_planted_ten_percent_slowdown_is_slower_with_small_p():
     a = _record(_samples(1))
     b = _record(_samples(2, scale=1.10))

@@ -31,6 +31,7 @@ ROOTS = {
 # The host's public modules: those named in __all__, the check helpers, the inputs and testing.
 PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[0].isupper() and name[0] != "_"} | {
     "perfsuite.checks",
+    "perfsuite.inputs.cache",
     "perfsuite.inputs.datasets",
     "perfsuite.inputs.images",
     "perfsuite.inputs.tensors",

@@ -13,7 +13,6 @@ public round's every pair in every configuration would need hours.
 
 from __future__ import annotations
 
-import statistics
 from itertools import combinations
 
 from .data import Board, Cell
@@ -76,14 +75,14 @@ def _tasks(boards: list[Board], names: dict[str, str], standard_only: bool, syst
 
 def _compare_pairs(tasks: list[tuple]) -> list[dict]:
     """A worker's share: each pair's shared cells compared by the rule of ``perfsuite compare``."""
-    from perfsuite.analysis.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, metric_verdict
+    from perfsuite.analysis.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, has_ratio, metric_verdict
     from perfsuite.measure import stats
 
     out = []
     for keys, pair_names, shared in tasks:
         rows = []
         for where, va, vb, higher_is_better, unit, a_value, b_value in shared:
-            if statistics.median(va) == 0:  # e.g. busbw at world size 1, zero by nccl-tests' formula: no ratio
+            if not has_ratio(va):  # e.g. busbw at world size 1, zero by nccl-tests' formula: no ratio
                 continue
             ratio, low, high = stats.ratio_of_medians_ci(va, vb)
             p = stats.mann_whitney_u(va, vb)[1] if len(va) > 1 and len(vb) > 1 else None

@@ -176,6 +176,13 @@ def metric_verdict(
     return FASTER if better else SLOWER
 
 
+def has_ratio(baseline: list[float]) -> bool:
+    """A ratio against ``baseline`` exists: its median is not zero (bus bandwidth at world size one
+    is zero by nccl-tests' formula; a count of errors is zero on a good run). Such a metric is left
+    out of a comparison, never a division by zero."""
+    return bool(baseline) and float(np.median(baseline)) != 0.0
+
+
 def _check_side(records: list[dict], side: str) -> None:
     if not records:
         raise ValueError(f"side {side} has no run")
@@ -202,6 +209,8 @@ def _between_runs(
             continue
         va = [m[(case, name)]["value"] for m in by_a]
         vb = [m[(case, name)]["value"] for m in by_b]
+        if not has_ratio(va):
+            continue
         first = by_a[0][(case, name)]
         ratio, low, high = stats.ratio_of_medians_ci(va, vb)
         p = stats.welch_t(va, vb)
@@ -235,7 +244,7 @@ def _within_run(a: dict, b: dict, heads: dict[str, str], threshold: float, alpha
         if mb is None:
             continue
         sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
-        if not sa or not sb:
+        if not sb or not has_ratio(sa):
             continue
         ratio, low, high = stats.ratio_of_medians_ci(sa, sb)
         p = None
@@ -284,7 +293,10 @@ def compare_runs(
     else:
         basis, rows = WITHIN_RUN, _within_run(newest_a, newest_b, heads, threshold, alpha)
     if not rows:
-        raise ValueError(f"runs {newest_a['run_id'][:8]} and {newest_b['run_id'][:8]} share no metric with samples")
+        raise ValueError(
+            f"runs {newest_a['run_id'][:8]} and {newest_b['run_id'][:8]} share no metric with samples "
+            "and a baseline other than zero"
+        )
     verdicts = {r.verdict for r in rows if r.headline} or {r.verdict for r in rows}
     overall = verdicts.pop() if len(verdicts) == 1 else MIXED
     return Comparison(

@@ -29,12 +29,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from perfsuite.inputs.cache import cache_folder, made_once
 
 # Bump when the images or shards a spec produces change: the cache key includes it.
 GENERATOR_VERSION = 1
@@ -60,12 +60,8 @@ POOL_MIN_IMAGES = 64
 
 
 def cache_root() -> Path:
-    """Where data sets live: ``$PERFSUITE_CACHE``, else the XDG cache folder."""
-    base = os.environ.get("PERFSUITE_CACHE")
-    if base:
-        return Path(base) / "datasets"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "perfsuite" / "datasets"
+    """Where data sets live: ``$PERFSUITE_CACHE/datasets``, else the XDG cache folder's."""
+    return cache_folder("datasets")
 
 
 # -- JPEG images ------------------------------------------------------------------------
@@ -327,13 +323,8 @@ def _dataset_dir(kind: str, spec: Any, readable: str) -> Path:
 def _cached(target: Path, spec: Any, make: Callable[[Path], dict]) -> dict:
     """The manifest of ``target``; made first (in a temporary folder renamed into place)
     when absent. A concurrent maker that finishes first wins; ours is discarded."""
-    manifest_path = target / MANIFEST
-    if manifest_path.is_file():
-        return json.loads(manifest_path.read_text())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+
+    def fill(tmp: Path) -> None:
         manifest = make(tmp)
         manifest.update(
             spec=dataclasses.asdict(spec),
@@ -342,15 +333,9 @@ def _cached(target: Path, spec: Any, make: Callable[[Path], dict]) -> dict:
             total_bytes=sum((tmp / n).stat().st_size for n in manifest["files"]),
         )
         (tmp / MANIFEST).write_text(json.dumps(manifest))
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not manifest_path.is_file():
-                raise  # not a concurrent maker's finished data set: a real error
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return json.loads(manifest_path.read_text())
+
+    made_once(target, MANIFEST, fill)
+    return json.loads((target / MANIFEST).read_text())
 
 
 def _map(fn: Callable[[Any], Any], jobs: list, processes: int | None) -> list:

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfsuite import Headline, Requirements, Workload, dtypes, param
+from perfsuite import Requirements, Workload, dtypes, param
+from perfsuite.headlines import SWEEP
 from perfsuite.workloads.collectives import _plan, _report, _sweep
 from perfsuite.workloads.collectives._ops import OPS, REDOPS, OpSpec
 
@@ -105,7 +106,7 @@ class Collective(Workload):
     requirements = Requirements(devices=("cpu", "cuda"), packages=("torch",), rank_per_gpu=True)
     primary_metric = "busbw_gbps"
     # nccl-tests' figure: bus bandwidth at every size of the sweep, out of place and in place
-    headline = Headline(metric=("busbw_gbps",), per_size=True)
+    headline = SWEEP
     # The sweep times its own loops (iters per size, as nccl-tests): only these apply.
     controls_honoured = ("warmup", "cuda_graph")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import Headline, Requirements, Workload
+from perfsuite import Requirements, Workload
+from perfsuite.headlines import LOADGEN
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
@@ -29,15 +30,7 @@ class LoadGenWorkload(Workload):
     # LoadGen's result per scenario, as MLPerf Inference reports it, with its VALID/INVALID verdict:
     # SingleStream the 90th-percentile latency (its early-stopping estimate where LoadGen gives one),
     # MultiStream the 99th, Server completed samples/s at a VALID target, Offline samples/s.
-    headline = Headline(
-        cases={
-            "SingleStream": ("early_stopping_latency_p90_ms", "latency_p90_ms"),
-            "MultiStream": ("early_stopping_latency_p99_ms", "latency_p99_ms"),
-            "Server": ("completed_samples_per_s",),
-            "Offline": ("samples_per_s",),
-        },
-        validity="{case} VALID",
-    )
+    headline = LOADGEN
     requirements = Requirements(
         devices=("cpu", "cuda"), max_world_size=1, packages=("torch", "transformers", "mlperf_loadgen")
     )

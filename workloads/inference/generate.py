@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfsuite import Headline, param
+from perfsuite import param
+from perfsuite.headlines import LOADGEN_LLM
 from perfsuite.workloads.inference._base import LoadGenWorkload
 from perfsuite.workloads.inference._settings import LoadGenParams
 
@@ -127,23 +128,7 @@ class Generate(LoadGenWorkload):
     description = "greedy decoder generation under MLPerf LoadGen with TTFT/TPOT; dynamic vs static KV cache"
     # An LLM's LoadGen figures: tokens/s for Server and Offline, the latency percentile for
     # SingleStream, with time to first token and time per output token beside.
-    headline = Headline(
-        cases={
-            "SingleStream": ("early_stopping_latency_p90_ms", "latency_p90_ms"),
-            "MultiStream": ("early_stopping_latency_p99_ms", "latency_p99_ms"),
-            "Server": ("tokens_per_s", "completed_samples_per_s"),
-            "Offline": ("tokens_per_s", "samples_per_s"),
-        },
-        beside=(
-            "early_stopping_ttft_p90_ms",
-            "early_stopping_tpot_p90_ms",
-            "ttft_p90_ms",
-            "tpot_p90_ms",
-            "ttft_p99_ms",
-            "tpot_p99_ms",
-        ),
-        validity="{case} VALID",
-    )
+    headline = LOADGEN_LLM
     Params = GenerateParams
     quick: ClassVar[Mapping[str, Any]] = QUICK
 

@@ -5,7 +5,8 @@ serving engineers measure it and judged as MLPerf judges a run.
 - The endpoint: ``url`` (a server that runs already; the record says so) or ``server_command``
   (started by the suite in the run's process tree, ready when its health endpoint answers, its
   log kept as ``server.log`` beside the record, stopped with the run). ``build_model`` writes a
-  Llama model and word-level tokenizer from a config for ``{model_dir}`` (no download).
+  Llama model and word-level tokenizer from a config for ``{model_dir}`` (no download), once, into
+  the suite's cache (``perfsuite.inputs.cache``), where later runs find it.
 - Prompts: deterministic synthetic ones, input and output lengths from stated distributions
   (``_serving_prompts``); ``ignore_eos`` asks engines that have it for fixed output lengths.
 - LoadGen's scenarios (``scenarios``: Server, Offline, SingleStream): LoadGen issues the
@@ -278,13 +279,12 @@ class Serving(Workload):
         self.details = ctx.details["serving"] = d
         model_dir = ""
         if p.build_model:
-            from perfsuite.workloads.inference._serving_model import ModelShape, build_and_save
+            from perfsuite.workloads.inference._serving_model import ModelShape, cached
 
-            model_dir = str(root / "model")
-            d["model_built"] = build_and_save(
-                root / "model", ModelShape(p.model_layers, p.model_hidden, p.model_heads, p.model_intermediate)
+            folder, d["model_built"] = cached(
+                ModelShape(p.model_layers, p.model_hidden, p.model_heads, p.model_intermediate)
             )
-            d["model_built"]["directory"] = model_dir
+            model_dir = d["model_built"]["directory"] = str(folder)
         self.tokenizer = p.tokenizer or model_dir or None
         headers: dict[str, str] = {}
         if p.api_key_env:
