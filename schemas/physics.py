@@ -20,6 +20,7 @@ The rules, each a statement about the physical world rather than about one workl
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import datetime
 from typing import Any
@@ -45,8 +46,10 @@ BYTES_UNITS = {
 }
 
 
+@functools.lru_cache(maxsize=64)
 def _bound(spec: GpuSpec | None, fields: tuple[str, ...]) -> float:
-    """The device's highest datasheet figure among ``fields``, else the table's highest."""
+    """The device's highest datasheet figure among ``fields``, else the table's highest (cached:
+    asked once per metric, of a handful of datasheets)."""
     own = highest(spec, fields) if spec is not None else None
     if own is not None:
         return own
@@ -137,10 +140,10 @@ def _plainly_possible(metric: dict, unit: str, spec: GpuSpec | None, world_size:
 def metric_problems(metric: dict, spec: GpuSpec | None, world_size: int, metrics: list | None = None) -> list[str]:
     """Every impossible figure of one metric, as ``name: why`` (``metrics``: the record's
     others, which encoded samples may refer to)."""
-    name = f"{metric.get('case')}/{metric.get('name')}"
     unit = str(metric.get("unit"))
     if _plainly_possible(metric, unit, spec, world_size):
         return []
+    name = f"{metric.get('case')}/{metric.get('name')}"
     numbers = _numbers(metric, metrics or [])
     compared = unit in FLOPS_UNITS or unit in BYTES_UNITS  # bounded by a datasheet below, far tighter
     bad = [where for where, v in numbers if not (_finite(v) or (compared and _real(v)))]
