@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-# Queryable JSON (params, statistics, environment data): JSONB on PostgreSQL.
+# Queryable JSON (params, environment data): JSONB on PostgreSQL.
 JSONDoc = JSON().with_variant(JSONB(), "postgresql")
 # The record itself stays plain JSON everywhere: PostgreSQL's ``json`` keeps the text as
 # written, while JSONB rewrites numbers (1e+20 comes back as an integer, -0.0 as 0.0), which
@@ -184,8 +184,9 @@ class Metric(Base):
     unit: Mapped[str] = mapped_column(String)
     value: Mapped[float] = mapped_column(Float)
     higher_is_better: Mapped[bool] = mapped_column(Boolean)
-    samples: Mapped[list[float]] = mapped_column(JSONDoc)
-    statistics: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    # Read whole, never queried inside: plain JSON (0007), cheaper to store than JSONB at scale.
+    samples: Mapped[list[float]] = mapped_column(JSONText)
+    statistics: Mapped[dict[str, Any] | None] = mapped_column(JSONText)
     roofline_resource: Mapped[str | None] = mapped_column(String)
     roofline_fraction: Mapped[float | None] = mapped_column(Float)
     ceiling_run_id: Mapped[str | None] = mapped_column(String)

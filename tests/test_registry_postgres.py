@@ -23,6 +23,7 @@ from perfsuite.registry import (
     canonical_json,
     open_registry,
 )
+from perfsuite.registry.db import head_revision
 from perfsuite.registry.models import Base
 
 pytestmark = [
@@ -240,8 +241,23 @@ def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_comp
         assert reg.store(record) == "stored"
         assert canonical_json(reg.get(record["run_id"])) == canonical_json(record)
         with reg.engine.connect() as connection:
-            assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0006_record_lz4"
+            assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == head_revision()
             assert _column_compression(connection) == "l"
+            # 0007: a metric's samples and statistics are plain json, the old rows converted in place
+            types = connection.execute(
+                text(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'metrics' AND column_name IN ('samples', 'statistics')"
+                )
+            ).all()
+            assert dict(types) == {"samples": "json", "statistics": "json"}
+            old_samples = connection.execute(
+                text(
+                    "SELECT m.samples FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.run_id = :id ORDER BY m.position"
+                ),
+                {"id": before[0][0]},
+            ).scalars()
+            assert list(old_samples) == [m["samples"] for m in reg.get(before[0][0])["metrics"]]
             methods = connection.execute(
                 text(
                     "SELECT run_id, pg_column_compression(record) FROM runs WHERE pg_column_compression(record) IS NOT NULL"
