@@ -51,6 +51,33 @@ def test_a_table_is_one_comparability_key_and_both_reads_agree(tmp_path):
     assert "inject" not in " ".join(c.label for c in board.configs)
 
 
+def test_the_standard_table_is_never_one_whose_figures_are_all_zero(tmp_path):
+    """Two one-GPU systems' all_reduce (busbw zero at one rank by nccl-tests' formula) and one
+    two-GPU system's: the board opens on the table with a figure, though fewer systems ran it."""
+
+    def all_reduce(host: str, busbw: float, world: int) -> dict:
+        metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw] * 3, higher_is_better=True)]
+        return make_record(
+            workload_name="collectives.all_reduce",
+            category="collectives",
+            params={},
+            host=host,
+            device="cuda",
+            gpu_count=world,
+            launch={"world_size": world},
+            metrics=metrics,
+        )
+
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for record in (all_reduce("one-a", 0.0, 1), all_reduce("one-b", 0.0, 1), all_reduce("two", 150.0, 2)):
+            reg.store(record)
+        with reg.session() as s:
+            (board,), _ = load(s)
+    by_world = {c.shown["world.world_size"]: c for c in board.configs}
+    assert len(by_world["1"].rows) == 2 and by_world["1"].all_zero
+    assert board.default is by_world["2"] and by_world["2"].default and not by_world["1"].default
+
+
 def test_inference_is_ranked_by_loadgens_metric_not_its_accuracy(tmp_path):
     metrics = [
         make_metric("Offline", "accuracy_score", "fraction", [0.99], higher_is_better=True),

@@ -153,6 +153,11 @@ class Config:
         return str(self.settings.get("regime") or "")
 
     @property
+    def all_zero(self) -> bool:
+        """Every figure of the table is zero: bus bandwidth at one rank, zero by nccl-tests' formula."""
+        return all(cell.value == 0 for row in self.rows for cell in row.cells.values())
+
+    @property
     def version(self) -> int:
         return int(self.settings.get("version") or 0)
 
@@ -525,8 +530,9 @@ def _assemble(
             c.label = settings_label(c.shown, shared)
             c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
         latest_version = max(c.version for c in configs)
-        # the standard table: the latest version, then the one most systems ran, then most runs
-        configs.sort(key=lambda c: (c.version != latest_version, -len(c.rows), -c.runs, c.label))
+        # the standard table: the latest version, one with a figure other than zero, then the one
+        # most systems ran, then most runs
+        configs.sort(key=lambda c: (c.version != latest_version, c.all_zero, -len(c.rows), -c.runs, c.label))
         configs[0].default = True
         out.append(Board(name, keys[configs[0].key].category, configs))
     return out, systems

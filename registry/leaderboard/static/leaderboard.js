@@ -113,7 +113,9 @@
   function familyChart(el, chart) {
     if (!chart) {
       note(el, board.category === "kernels" ? "Kernel results are drawn on their system's roofline: follow a system's link."
-                                           : "No picture for this benchmark's family: its figures are in the table above.");
+             : board.category === "collectives" ? "No bus-bandwidth curve for this table: at one rank busbw is zero by " +
+                                                  "nccl-tests' formula, and a log axis cannot draw it."
+             : "No picture for this benchmark's family: its figures are in the table above.");
       return;
     }
     var names = Object.keys(chart.series);
