@@ -169,6 +169,8 @@ def test_parameters_are_refused_before_anything_runs():
         _params(url="http://127.0.0.1:1", api_key_env="NO_SUCH_KEY_VAR")
     with pytest.raises(params_mod.ParamError, match="nothing to measure"):
         _params(url="http://127.0.0.1:1", scenarios="")
+    with pytest.raises(params_mod.ParamError, match="sweep_duration_s must not be negative"):
+        _params(url="http://127.0.0.1:1", rates="2", sweep_duration_s=-1)
 
 
 # -- real servers ------------------------------------------------------------------------------
@@ -463,6 +465,27 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
     out = reference_once("aiperf", spec, tmp_path, 1)
     assert out["completed"] == 40 and out["output_tokens_per_s"] > 0 and out["ttft_p50_ms"] > 0
     assert parse_aiperf(tmp_path / "aiperf-1") == out
+
+
+def test_a_rate_step_sends_at_least_sweep_duration_s_of_arrivals(null):
+    """sweep_requests is the least a step sends; sweep_duration_s makes a fast step as long as a slow
+    one, so that past saturation a queue has time to build."""
+    params = dict(
+        url=null.url,
+        model="null",
+        scenarios="",
+        rates="20,200",
+        sweep_requests=10,
+        sweep_duration_s=0.5,
+        output_tokens=4,
+        warmup_requests=1,
+        measure_client=False,
+    )
+    ctx = run_in_process(Serving, params, quick=False)
+    sweep = ctx.details["serving"]["rate_sweep"]
+    slow, fast = sweep["steps"]
+    assert (slow["requests"], fast["requests"]) == (10, 100) and sweep["least_seconds_per_step"] == 0.5
+    assert slow["completed"] == 10 and fast["completed"] == 100
 
 
 def test_a_rate_beyond_the_clients_measured_capacity_is_flagged_and_the_record_states_the_capacity(null):

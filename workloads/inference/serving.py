@@ -101,6 +101,11 @@ class ServingParams:
     burstiness: float = param(1.0, "gamma shape of the gaps between arrivals (1: Poisson; inf: even)")
     concurrencies: tuple[int, ...] = param((), "concurrency sweep (requests in flight, closed loop)")
     sweep_requests: int = param(200, "requests per sweep step")
+    sweep_duration_s: float = param(
+        0.0,
+        "a rate step sends at least this many seconds of arrivals (rate x duration requests, when more "
+        "than sweep_requests): long enough for a queue to build past saturation (0: sweep_requests alone)",
+    )
     find_peak: bool = param(False, "search the highest request rate that is VALID and within the SLOs")
     peak_start_rps: float = param(1.0, "find_peak: first rate tried")
     peak_steps: int = param(8, "find_peak: most steps (doubling, then bisection)")
@@ -165,6 +170,7 @@ class ServingParams:
             ("min_duration_ms", self.min_duration_ms),
             ("warmup_requests", self.warmup_requests),
             ("crosscheck_rate", self.crosscheck_rate),
+            ("sweep_duration_s", self.sweep_duration_s),
         ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, not {value:g}")
@@ -481,6 +487,7 @@ class Serving(Workload):
         p = self.params
         n = p.sweep_requests
         if mode == "rate":
+            n = max(n, math.ceil(load * p.sweep_duration_s))
             job = self._job(n, offsets=arrival_offsets_s(n, load, p.burstiness, ctx.controls.seed))
         else:
             job = self._job(n, concurrency=int(load))
@@ -494,6 +501,7 @@ class Serving(Workload):
         row = judge(mode, load, results, rules, energy)
         row["gpu"] = sampler.summary()
         row["client_processes"] = self.pool.senders(job)
+        row["requests"] = n
         name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
@@ -527,7 +535,12 @@ class Serving(Workload):
 
         p = self.params
         rows = [self._step(ctx, "rate", r) for r in p.rates]
-        out: dict[str, Any] = {"burstiness": p.burstiness, "requests_per_step": p.sweep_requests, "steps": rows}
+        out: dict[str, Any] = {
+            "burstiness": p.burstiness,
+            "requests_per_step": p.sweep_requests,
+            "least_seconds_per_step": p.sweep_duration_s,
+            "steps": rows,
+        }
         if p.find_peak:
             search = find_peak(lambda r: self._step(ctx, "rate", r, "find_peak"), p.peak_start_rps, p.peak_steps)
             out["find_peak"] = {k: v for k, v in search.items() if k != "steps"}
