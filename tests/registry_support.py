@@ -2,17 +2,54 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from perfsuite.registry.models import Base
 
 TESTS_DIR = Path(__file__).resolve().parent
+REPO = TESTS_DIR.parent
+
+
+def git(*args: str) -> bytes:
+    """``git ARGS`` in the repository; its standard output."""
+    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, timeout=120).stdout
+
+
+def run_older_code(commit: str, folders: tuple[str, ...], script: str, args: list[str], root: Path) -> list[str]:
+    """Run ``script`` (its argv: the old code's folder, this tests folder, then ``args``) with the
+    repository's ``folders`` as they were at ``commit``, extracted under ``root``: how a registry
+    made by an older perfsuite is made for the migration tests. Its output lines; skips where the
+    checkout has no git history."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git history (the older registry code is taken from it)")
+    code = root / "code"
+    code.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(git("archive", commit, *folders))) as archive:
+        archive.extractall(code)
+    path = root / "make.py"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, str(path), str(code), str(TESTS_DIR), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()
+
 
 # Each child waits for a "go" file so that all of them open the (fresh) registry at the
 # same moment, then stores its records and prints the results of store() as JSON.

@@ -9,15 +9,11 @@ synthetic ones."""
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from registry_support import git, run_older_code
 
 from perfsuite.registry import open_registry
 from perfsuite.registry.db import head_revision
@@ -42,35 +38,16 @@ with open_registry(sys.argv[3]) as reg:
 """
 
 
-def _git(*args: str) -> bytes:
-    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, timeout=120).stdout
-
-
 @pytest.fixture(scope="module")
 def old_registry(tmp_path_factory) -> tuple[Path, list[dict]]:
     if not (REPO / ".git").exists():
         pytest.skip("needs the repository's git history (the older registry code is taken from it)")
     root = tmp_path_factory.mktemp("old")
-    code = root / "code"
-    code.mkdir()
-    with tarfile.open(fileobj=io.BytesIO(_git("archive", OLD_COMMIT, "registry", "schemas"))) as archive:
-        archive.extractall(code)
     big = root / "big.json"
-    big.write_bytes(_git("show", f"{OLD_COMMIT}:{BIG}"))
+    big.write_bytes(git("show", f"{OLD_COMMIT}:{BIG}"))
     db = root / "old.db"
-    script = root / "make.py"
-    script.write_text(MAKE_OLD_REGISTRY)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(code), str(REPO / "tests"), f"sqlite:///{db}", str(big)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=root,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["stored"] * 4
+    lines = run_older_code(OLD_COMMIT, ("registry", "schemas"), MAKE_OLD_REGISTRY, [f"sqlite:///{db}", str(big)], root)
+    assert json.loads(lines[-1]) == ["stored"] * 4
     import sqlite3
 
     with sqlite3.connect(db) as c:

@@ -202,37 +202,12 @@ def _column_compression(connection) -> str:
 
 
 def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_compressed(pg_url, tmp_path):
-    import io
     import json
-    import os
-    import subprocess
-    import sys
-    import tarfile
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
-    if not (repo / ".git").exists():
-        pytest.skip("needs the repository's git history (the older registry code is taken from it)")
-    archive = subprocess.run(
-        ["git", "-C", str(repo), "archive", MAIN_BEFORE_LZ4, "registry"], check=True, capture_output=True, timeout=120
-    ).stdout
-    code = tmp_path / "code"
-    code.mkdir()
-    with tarfile.open(fileobj=io.BytesIO(archive)) as opened:
-        opened.extractall(code)
-    script = tmp_path / "make.py"
-    script.write_text(MAKE_MAIN_REGISTRY)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(code), str(repo / "tests"), pg_url],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    stored, before = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
+    from registry_support import run_older_code
+
+    lines = run_older_code(MAIN_BEFORE_LZ4, ("registry",), MAKE_MAIN_REGISTRY, [pg_url], tmp_path)
+    stored, before = (json.loads(line) for line in lines[-2:])
     assert stored == ["stored"] * 3
     with open_registry(pg_url) as reg:  # migrates to this version's head
         for run_id, sha in before:
