@@ -196,10 +196,13 @@
     // A table is built when its tab is first shown (Tabulator measures its container).
     function build(cfg) {
       var holder = doc.querySelector('.grid[data-config="' + cfg.id + '"]');
-      // rank and system, then the figures (what a phone must show first), then the system's details
+      // rank and system, then the figures (what a phone must show first), then the system's details.
+      // On a phone the first figure column fits beside rank and system: fixed widths, its notes wrapped.
+      var narrow = window.matchMedia("(max-width: 600px)").matches;
       var columns = [
-        { title: "#", field: "rank", sorter: "number", minWidth: 48, width: 56, headerFilter: false },
-        { title: "system", field: "system", headerFilter: "input", minWidth: 110, maxWidth: 220, formatter: function (cell) {
+        { title: "#", field: "rank", sorter: "number", minWidth: narrow ? 36 : 48, width: narrow ? 40 : 56, headerFilter: false },
+        { title: "system", field: "system", headerFilter: "input", minWidth: narrow ? 90 : 110, maxWidth: narrow ? 120 : 220,
+          formatter: function (cell) {
           var a = doc.createElement("a"); a.className = "system-link";
           a.href = "../systems/" + cell.getData().system_key + ".html"; a.textContent = cell.getValue(); return a; } }
       ];
@@ -222,7 +225,7 @@
             span.appendChild(small);
             return span;
           },
-          minWidth: 120, maxWidth: 260, cssClass: "figure",
+          minWidth: 120, maxWidth: 260, width: narrow ? 150 : undefined, cssClass: "figure",
           formatter: function (cell) {
             var d = cell.getData(), v = cell.getValue();
             if (v === undefined || v === null) return "";
