@@ -66,7 +66,7 @@ class Prepared:
     workload: tuple[str, int, str]  # name, version, category
     started_at: datetime
     finished_at: datetime
-    run_row: tuple  # the runs row's other columns, in the order of _RUN_COLUMNS[_RUN_OWN:] (the record last)
+    run_row: tuple  # the runs row's other columns, in _RUN_COLUMNS' order from comparability_key (the record last)
     metrics: list[tuple]  # per metric: position, case, name, unit, value, higher_is_better, samples,
     #                        statistics (JSON text or None), roofline resource, fraction, ceiling run id
 
@@ -303,7 +303,6 @@ _RUN_COLUMNS = (
     "record_sha256",
     "record",
 )
-_RUN_OWN = _RUN_COLUMNS.index("comparability_key")
 _METRIC_COLUMNS = (
     "run_id",
     "position",

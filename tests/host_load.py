@@ -15,10 +15,7 @@ import time
 
 import psutil
 
-
-def _machine_busy_s() -> float:
-    t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+from perfsuite.workloads.inference._serving_capacity import _busy_s as _machine_busy_s
 
 
 def _own_s() -> float:
