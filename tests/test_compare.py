@@ -85,6 +85,7 @@ def test_a_metric_whose_baseline_is_zero_is_left_out_not_divided_by():
     for a, b in (([run(1)], [run(2)]), ([run(1), run(2)], [run(3), run(4)])):
         result = compare_runs(a, b)
         assert [m.metric for m in result.metrics] == ["time_us"], result.metrics
+        assert result.no_ratio == ["in-place 1 KiB busbw_gbps"]
     only_zero = make_record(
         workload_name="collectives.all_reduce",
         params={},

@@ -84,6 +84,7 @@ class Comparison:
     key_settings: dict = field(default_factory=dict)
     metrics: list[MetricComparison] = field(default_factory=list)
     environment_differences: list[dict] = field(default_factory=list)
+    no_ratio: list[str] = field(default_factory=list)  # "case metric" left out: baseline median zero
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -200,7 +201,7 @@ def _metrics(record: dict) -> dict[tuple[str, str], dict]:
 
 
 def _between_runs(
-    a: list[dict], b: list[dict], heads: dict[str, str], threshold: float, alpha: float
+    a: list[dict], b: list[dict], heads: dict[str, str], threshold: float, alpha: float, no_ratio: list[str]
 ) -> list[MetricComparison]:
     by_a, by_b = [_metrics(r) for r in a], [_metrics(r) for r in b]
     rows = []
@@ -210,6 +211,7 @@ def _between_runs(
         va = [m[(case, name)]["value"] for m in by_a]
         vb = [m[(case, name)]["value"] for m in by_b]
         if not has_ratio(va):
+            no_ratio.append(f"{case} {name}")
             continue
         first = by_a[0][(case, name)]
         ratio, low, high = stats.ratio_of_medians_ci(va, vb)
@@ -236,7 +238,9 @@ def _between_runs(
     return rows
 
 
-def _within_run(a: dict, b: dict, heads: dict[str, str], threshold: float, alpha: float) -> list[MetricComparison]:
+def _within_run(
+    a: dict, b: dict, heads: dict[str, str], threshold: float, alpha: float, no_ratio: list[str]
+) -> list[MetricComparison]:
     by_b = _metrics(b)
     rows = []
     for ma in a["metrics"]:
@@ -244,7 +248,10 @@ def _within_run(a: dict, b: dict, heads: dict[str, str], threshold: float, alpha
         if mb is None:
             continue
         sa, sb = metric_samples(ma, a["metrics"]), metric_samples(mb, b["metrics"])
-        if not sb or not has_ratio(sa):
+        if not sb:
+            continue
+        if not has_ratio(sa):
+            no_ratio.append(f"{ma['case']} {ma['name']}")
             continue
         ratio, low, high = stats.ratio_of_medians_ci(sa, sb)
         p = None
@@ -288,10 +295,11 @@ def compare_runs(
             raise NotComparable(diffs)
     newest_a, newest_b = reference, _newest(b)
     heads = case_metric_names(newest_a)
+    no_ratio: list[str] = []
     if len(a) >= 2 and len(b) >= 2:
-        basis, rows = BETWEEN_RUNS, _between_runs(a, b, heads, threshold, alpha)
+        basis, rows = BETWEEN_RUNS, _between_runs(a, b, heads, threshold, alpha, no_ratio)
     else:
-        basis, rows = WITHIN_RUN, _within_run(newest_a, newest_b, heads, threshold, alpha)
+        basis, rows = WITHIN_RUN, _within_run(newest_a, newest_b, heads, threshold, alpha, no_ratio)
     if not rows:
         raise ValueError(
             f"runs {newest_a['run_id'][:8]} and {newest_b['run_id'][:8]} share no metric with samples "
@@ -314,6 +322,7 @@ def compare_runs(
         key_settings=key_settings(newest_a),
         metrics=rows,
         environment_differences=environment_differences(newest_a, newest_b),
+        no_ratio=no_ratio,
     )
 
 

@@ -240,6 +240,8 @@ def print_comparison(result, a: dict, b: dict, title: str | None = None) -> None
     line.append(f"  ({_verdict_sentence(result)})")
     out.print(line)
     out.print(Text(result.note))
+    if result.no_ratio:
+        out.print(Text(f"no ratio (the baseline's median is zero): {', '.join(result.no_ratio)}"))
     if result.environment_differences:
         env = FittedTable(
             (Column("fact"), Column("A", wrap=True), Column("B", wrap=True)), title="environment differences"
