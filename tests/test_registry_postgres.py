@@ -240,3 +240,12 @@ def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_comp
             ).all()
     # the records already stored keep their compression; what is written from now on is lz4
     assert dict(methods) == {record["run_id"]: "lz4", **{run_id: "pglz" for run_id, _ in before}}
+    # and the leaderboard's tables are built from them: every old run ranked in its cell
+    from perfsuite.registry.leaderboard.data import load
+
+    with open_registry(pg_url) as reg, reg.session() as session:
+        boards, _ = load(session)
+    ranked = {
+        v.run_id for b in boards for c in b.configs for r in c.rows for cell in r.cells.values() for v in cell.runs
+    }
+    assert {run_id for run_id, _ in before} <= ranked
