@@ -175,6 +175,33 @@ def test_signals_between_writing_and_storing_leave_every_record_stored_or_named(
     assert wait_for_no_leftovers(tmp_path / "tmp") == []
 
 
+def test_signals_from_the_summary_to_the_exit_end_the_command_interrupted_never_killed(survive):
+    """SIGTERM sent again and again from the moment the summary reaches stdout until the
+    process is gone: every one lands after the runs, so the summary comes out whole and the
+    command exits 130, never as killed by the signal (-15) in its last milliseconds."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "run", "survive.ok", *RUN_ARGS],
+        env=survive,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # the summary has begun: the runs are over
+    sent = 0
+    while proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        sent += 1
+        time.sleep(0.001)
+    rest, err = proc.stdout.read(), proc.stderr.read()  # what readline left buffered is kept
+    assert first and sent, (first, sent)
+    assert proc.returncode == 130, (proc.returncode, sent, err)
+    assert rest.splitlines()[-1].startswith("survive.ok  sum") and "Traceback" not in err, (rest, err)
+
+
 def test_a_torchrun_run_leaves_no_temporary_folder(survive, tmp_path):
     pytest.importorskip("torch")
     proc = run_cli(survive, "run", "survive.ok_pair", "--nproc-per-node", "2", *RUN_ARGS, "--json")

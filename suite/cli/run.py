@@ -214,11 +214,7 @@ def run_cmd(
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         }
         requests, crosschecked = plan_requests(ctx, host, plan_name, given)
-    outcome = execute(ctx, requests, as_json)
-    if crosschecked and not as_json:
-        from perfsuite.cli._reference import print_crosscheck_table
-
-        print_crosscheck_table([r for r in outcome.records if (r.get("details") or {}).get("crosscheck")])
+    outcome = execute(ctx, requests, as_json, crosscheck_table=bool(crosschecked))
     sys.exit(outcome.exit_code)
 
 
@@ -353,9 +349,11 @@ def crosscheck_options() -> list[click.Option]:
     return CROSSCHECK_OPTIONS
 
 
-def execute(ctx: click.Context, requests: list, as_json: bool):
+def execute(ctx: click.Context, requests: list, as_json: bool, crosscheck_table: bool = False):
     """Check everything the runs need, run them in turn with progress on stderr, print the
-    summary (or the records as JSON) and every message; returns the session's outcome."""
+    summary (or the records as JSON), the table of a plan's cross-checks and every message;
+    returns the session's outcome. From the runs' start to the command's exit a signal cuts
+    nothing it writes (:func:`signals_noted`)."""
     from perfsuite.engine.runner import Runner
     from perfsuite.engine.session import EXIT_INTERRUPTED, PreflightError, preflight, run_all, signals_noted
     from perfsuite.registry import check_url, open_registry, records_dir
@@ -388,8 +386,14 @@ def execute(ctx: click.Context, requests: list, as_json: bool):
             for sweep in sweep_tables(outcome.records, ids):  # a collective's busbw at every size
                 out.print(sweep)
             print_scores(out, outcome.records)  # the olympic mean of a --repeat of time-to-target runs
+            if crosscheck_table:
+                from perfsuite.cli._reference import print_crosscheck_table
+
+                print_crosscheck_table([r for r in outcome.records if (r.get("details") or {}).get("crosscheck")])
         for line in outcome.messages:
             click.echo(clean(line), err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
     if noted:
         outcome.exit_code = EXIT_INTERRUPTED
     return outcome

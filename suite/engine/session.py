@@ -155,15 +155,32 @@ def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
 
 
 def signals_noted(noted: list[int]) -> contextlib.AbstractContextManager[None]:
-    """Ctrl-C and SIGTERM only noted (appended to ``noted``) while a command ends its runs:
-    the janitor closed, the summary and the lines naming a record the registry lacks written.
-    A signal then cuts nothing short; the command exits 130 afterwards. The runs themselves,
-    inside :func:`sigterm_as_interrupt`, are still interrupted at once."""
+    """Ctrl-C and SIGTERM only noted (appended to ``noted``) from the start of a command's runs
+    to its exit: the janitor closed, the summary and the lines naming a record the registry lacks
+    written. A signal then cuts nothing short; the command exits 130 afterwards. The runs
+    themselves, inside :func:`sigterm_as_interrupt`, are still interrupted at once.
+
+    On leaving the block both signals are ignored, not restored: the command has written
+    everything and is exiting, and a default SIGTERM in those last milliseconds would end it
+    as killed (-15) with its work done."""
 
     def note(signum, frame) -> None:
         noted.append(signum)
 
-    return _handled_signals(note)
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, note)
+        try:
+            yield
+        finally:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, signal.SIG_IGN)
+
+    return scope()
 
 
 @dataclass
