@@ -438,7 +438,8 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
     shutil.which("aiperf") is None and not os.environ.get("PERFSUITE_AIPERF"),
     reason="AIPerf is not installed (optional extra 'aiperf'; CI runs the bare reference)",
 )
-def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url, tmp_path):
+@pytest.mark.parametrize("rate", [None, 40.0], ids=["concurrency", "request-rate"])
+def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url, tmp_path, rate):
     from perfsuite.crosscheck.aiperf import parse_aiperf, reference_once
 
     prompts = tmp_path / "p.jsonl"
@@ -454,7 +455,7 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
         "prompts_file": str(prompts),
         "requests": 40,
         "concurrency": 2,
-        "rate": None,
+        "rate": rate,
         "burstiness": 1.0,
         "seed": 0,
         "tokenizer": str(tokenizer),
