@@ -434,16 +434,25 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
         assert c["ratios"][figure] == pytest.approx(1.0, abs=0.10), (figure, c["rounds"])
 
 
+def _schedule(n: int, rate: float | None) -> list[float] | None:
+    from perfsuite.workloads.inference._serving_load import arrival_offsets_s
+
+    return arrival_offsets_s(n, rate, 1.0, 0) if rate else None
+
+
 @pytest.mark.skipif(
     shutil.which("aiperf") is None and not os.environ.get("PERFSUITE_AIPERF"),
     reason="AIPerf is not installed (optional extra 'aiperf'; CI runs the bare reference)",
 )
 @pytest.mark.parametrize("rate", [None, 40.0], ids=["concurrency", "request-rate"])
 def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url, tmp_path, rate):
-    from perfsuite.crosscheck.aiperf import parse_aiperf, reference_once
+    """A request rate reaches AIPerf as the suite's own arrival times (--fixed-schedule): its
+    sends span what the schedule spans."""
+    from perfsuite.crosscheck.aiperf import parse_aiperf, reference_once, write_prompts_file
 
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"text": f"bada {i}", "output_length": 16}) + "\n" for i in range(8)))
+    offsets = _schedule(40, rate)
+    write_prompts_file(prompts, [(f"bada {i}", 16) for i in range(40)], offsets)
     tokenizer = tmp_path / "tok"
     from perfsuite.workloads.inference._serving_model import ModelShape, build_and_save
 
@@ -466,6 +475,37 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
     out = reference_once("aiperf", spec, tmp_path, 1)
     assert out["completed"] == 40 and out["output_tokens_per_s"] > 0 and out["ttft_p50_ms"] > 0
     assert parse_aiperf(tmp_path / "aiperf-1") == out
+    if offsets is not None:
+        rows = [json.loads(line) for line in (tmp_path / "aiperf-1" / "profile_export.jsonl").read_text().splitlines()]
+        starts = sorted(r["metadata"]["request_start_ns"] for r in rows)
+        assert (starts[-1] - starts[0]) / 1e9 == pytest.approx(offsets[-1], rel=0.10), (starts, offsets)
+
+
+def test_the_bare_reference_replays_a_fixed_schedule_and_refuses_a_file_without_one(null_url, tmp_path):
+    from perfsuite.crosscheck.aiperf import reference_once, write_prompts_file
+
+    offsets = [0.05 * i for i in range(20)]  # 20 requests over 0.95 s
+    prompts = tmp_path / "p.jsonl"
+    write_prompts_file(prompts, [(f"bada {i}", 8) for i in range(20)], offsets)
+    spec = {
+        "base_url": null_url,
+        "model": "null",
+        "api": "completions",
+        "prompts_file": str(prompts),
+        "requests": 20,
+        "concurrency": None,
+        "rate": 20.0,
+        "burstiness": 1.0,
+        "seed": 0,
+        "ignore_eos": False,
+        "api_key_env": None,
+        "timeout_s": 60.0,
+    }
+    out = reference_once("bare asyncio reference", spec, tmp_path, 1)
+    assert out["completed"] == 20 and 0.95 <= out["duration_s"] < 1.95, out
+    write_prompts_file(prompts, [(f"bada {i}", 8) for i in range(20)], None)
+    with pytest.raises(RuntimeError, match="needs a numeric 'timestamp' on every line"):
+        reference_once("bare asyncio reference", spec, tmp_path, 2)
 
 
 def test_a_rate_step_sends_at_least_sweep_duration_s_of_arrivals(null):

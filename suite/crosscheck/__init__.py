@@ -118,7 +118,9 @@ class CrossCheck:
 
     def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
         """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns
-        with ``suite_once`` (the suite's client, one run; its figures) (``aiperf.versus_reference``)."""
+        with ``suite_once`` (the suite's client, one run; its figures) (``aiperf.versus_reference``).
+        ``spec["prompts"]`` (text, output length) and, for a request rate, ``spec["offsets_s"]``
+        (the suite's arrival times) are what both sides send, and when."""
         from perfsuite.crosscheck.aiperf import versus_reference
 
         return versus_reference(suite_once, spec, rounds(), take_turns)

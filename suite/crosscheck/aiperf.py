@@ -1,7 +1,12 @@
 """The serving cross-check: NVIDIA's AIPerf against the same endpoint as ``inference.serving``,
 with the same prompts (AIPerf's single-turn JSONL: each prompt's text and output length), the
-same load (concurrency, or request rate with the same burstiness) and the same request count,
-taking turns with the suite's own client as the other cross-checks do
+same load and the same request count. A concurrency is passed as is. A request rate is passed as
+the suite's own arrival times, each prompt's ``timestamp``, replayed with AIPerf's
+``--fixed-schedule`` (and by the bare reference): two draws of a Poisson process of 96 arrivals
+span lengths some 10% apart, and output tokens per second over the run follow the span (on an
+H100 against ``transformers serve`` at 8 requests/s, AIPerf's own draw gave a ratio of 0.878
+where the figures per request agreed), so only the same schedule compares the clients. The load is
+the same on both sides, taking turns with the suite's own client as the other cross-checks do
 (``perfsuite.crosscheck.take_turns``). Each side's figures are medians over rounds: TTFT p50 and
 p99, inter-token latency p50 (AIPerf's definition: (end - first token) / (tokens - 1) per
 request, the suite's TPOT) and output tokens per second. The ratios (suite / reference) are the
@@ -40,6 +45,18 @@ FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_per_s")
 COMPARED = ("ttft_p50_ms", "output_tokens_per_s")  # the figures whose ratio decides "agrees"
 START_SLACK_S = 120.0  # AIPerf starts a dozen services before its first request
 TAIL_CHARS = 1500
+
+
+def write_prompts_file(path: Path, prompts: list[tuple[str, int]], offsets_s: list[float] | None) -> None:
+    """The prompts both sides send, in AIPerf's single-turn JSONL: text and output length a line,
+    and with ``offsets_s`` (a request-rate load) each request's send time in milliseconds."""
+    lines = []
+    for i, (text, output_length) in enumerate(prompts):
+        row: dict[str, Any] = {"text": text, "output_length": output_length}
+        if offsets_s is not None:
+            row["timestamp"] = round(offsets_s[i] * 1e3, 3)
+        lines.append(json.dumps(row) + "\n")
+    path.write_text("".join(lines))
 
 
 def aiperf_path() -> str | None:
@@ -93,14 +110,7 @@ def aiperf_argv(spec: dict, out_dir: Path) -> list[str]:
     if spec.get("ignore_eos"):
         argv += ["--extra-inputs", "ignore_eos:true"]
     if spec.get("rate"):
-        argv += [
-            "--request-rate",
-            str(spec["rate"]),
-            "--arrival-pattern",
-            "gamma",
-            "--arrival-smoothness",
-            str(spec["burstiness"]),
-        ]
+        argv += ["--fixed-schedule"]  # the suite's arrival times, each prompt's timestamp
     else:
         argv += ["--concurrency", str(spec["concurrency"])]
     return argv
@@ -154,7 +164,7 @@ def reference_argv(spec: dict, output: Path) -> list[str]:
     if spec.get("api_key_env"):
         argv += ["--api-key-env", spec["api_key_env"]]
     if spec.get("rate"):
-        argv += ["--request-rate", str(spec["rate"]), "--burstiness", str(spec["burstiness"])]
+        argv += ["--fixed-schedule"]
     else:
         argv += ["--concurrency", str(spec["concurrency"])]
     return argv
@@ -190,11 +200,18 @@ def versus_reference(
     figures) and the reference tool against the same endpoint; both sides' medians and ratios."""
     workdir = Path(spec["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
+    if "prompts" in spec:  # written here, for both sides
+        path = workdir / "prompts.jsonl"
+        write_prompts_file(path, spec["prompts"], spec.get("offsets_s"))
+        spec = {k: v for k, v in spec.items() if k not in ("prompts", "offsets_s")} | {"prompts_file": str(path)}
     why = aiperf_unavailable(spec)
     tool = "aiperf" if why is None else "bare asyncio reference"
     out: dict[str, Any] = {
         "tool": tool,
-        "load": {k: spec[k] for k in ("concurrency", "rate", "burstiness", "requests")},
+        "load": {
+            **{k: spec[k] for k in ("concurrency", "rate", "burstiness", "requests")},
+            "schedule": "the suite's arrival times, replayed by both sides" if spec.get("rate") else "closed loop",
+        },
         "prompts_file": Path(spec["prompts_file"]).name,
         "tolerance": AGREEMENT,
     }

@@ -4,15 +4,17 @@ client so that the cross-check compares two independent implementations where AI
 installed.
 
 It sends the prompts of a JSONL file (``{"text": ..., "output_length": N}`` a line, AIPerf's
-single-turn format) as streamed completions, either N at a time (``--concurrency``) or at a
-rate (``--request-rate``, gamma gaps of shape ``--burstiness``), and writes the figures the
+single-turn format) as streamed completions, either N at a time (``--concurrency``), at a
+rate (``--request-rate``, gamma gaps of shape ``--burstiness``), or each at its line's
+``"timestamp"`` (milliseconds from the start, ``--fixed-schedule``, as AIPerf's option of that
+name: the cross-check replays the suite's own arrival times on both sides), and writes the figures the
 cross-check compares: TTFT p50/p99 (request written to first content chunk), inter-token
 latency p50 ((end - first chunk) / (tokens - 1) per request, as AIPerf defines it) and output
 tokens per second (tokens over first send to last end); tokens from the server's ``usage``,
 else one per content chunk.
 
     python -m perfsuite.crosscheck.serving_reference --url http://127.0.0.1:8000 --model M --input-file P.jsonl
-        --request-count 64 (--concurrency 4 | --request-rate 8) --output OUT.json
+        --request-count 64 (--concurrency 4 | --request-rate 8 | --fixed-schedule) --output OUT.json
 """
 
 from __future__ import annotations
@@ -171,18 +173,21 @@ async def run(a: argparse.Namespace) -> dict:
 
     conns = Connections(host, port)
     rows: list[dict] = []
-    if a.request_rate:
-        rng = random.Random(a.seed)
-        shape = a.burstiness
-        gaps = [rng.gammavariate(shape, 1.0 / (a.request_rate * shape)) for _ in range(a.request_count)]
+    if a.request_rate or a.fixed_schedule:
+        if a.fixed_schedule:
+            due = [float(prompts[i % len(prompts)]["timestamp"]) / 1e3 for i in range(a.request_count)]
+        else:
+            rng = random.Random(a.seed)
+            shape = a.burstiness
+            gaps = [rng.gammavariate(shape, 1.0 / (a.request_rate * shape)) for _ in range(a.request_count)]
+            due = [sum(gaps[:i]) for i in range(a.request_count)]
         t0 = time.perf_counter()
-        due, tasks = 0.0, []
+        tasks = []
         for i in range(a.request_count):
-            wait = t0 + due - time.perf_counter()
+            wait = t0 + due[i] - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
             tasks.append(asyncio.create_task(one(conns, path, url.netloc, body(i), headers, a.timeout)))
-            due += gaps[i]
         rows = list(await asyncio.gather(*tasks))
     else:
         todo = iter(range(a.request_count))
@@ -230,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--request-rate", type=float, default=0.0)
     ap.add_argument("--burstiness", type=float, default=1.0)
+    ap.add_argument("--fixed-schedule", action="store_true", help="send each prompt at its 'timestamp' (ms)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--extra-body", default="", help="JSON object merged into every request body")
@@ -243,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if a.fixed_schedule:
+        with open(a.input_file) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        if not lines or any(not isinstance(x.get("timestamp"), (int, float)) for x in lines):
+            print(
+                f"error: --fixed-schedule needs a numeric 'timestamp' on every line of {a.input_file}", file=sys.stderr
+            )
+            return 2
     out = asyncio.run(run(a))
     with open(a.output, "w") as f:
         json.dump(out, f, indent=1)

@@ -597,23 +597,16 @@ class Serving(Workload):
     def _crosscheck(self, ctx: "RunContext") -> None:
         """The same load from the suite's client and from the reference tool (AIPerf, else the
         bare asyncio reference), in turns (``perfsuite.crosscheck.aiperf``)."""
-        import json
-
         from perfsuite.workloads.inference._serving_load import arrival_offsets_s
         from perfsuite.workloads.inference._serving_metrics import summarize
 
         p = self.params
         n = p.crosscheck_requests
         prompts = [self.prompts[i % len(self.prompts)] for i in range(n)]
-        path = ctx.artifact_dir() / "crosscheck-prompts.jsonl"
-        path.write_text(
-            "".join(json.dumps({"text": pr.text, "output_length": pr.output_tokens}) + "\n" for pr in prompts)
-        )
+        rate, seed = p.crosscheck_rate, ctx.controls.seed
+        offsets = arrival_offsets_s(n, rate, p.burstiness, seed) if rate else None
 
         def suite_once() -> dict:
-            offsets = (
-                arrival_offsets_s(n, p.crosscheck_rate, p.burstiness, ctx.controls.seed) if p.crosscheck_rate else None
-            )
             job = self._job(n, p.crosscheck_concurrency, offsets)
             s = summarize(self.pool.run(job), self._slo())
             return {
@@ -630,7 +623,8 @@ class Serving(Workload):
             "base_url": self.endpoint.base_url,
             "model": self.endpoint.model,
             "api": self.endpoint.api,
-            "prompts_file": str(path),
+            "prompts": [(pr.text, pr.output_tokens) for pr in prompts],
+            "offsets_s": offsets,  # a rate's arrival times: both sides send on this schedule
             "requests": n,
             "concurrency": None if p.crosscheck_rate else p.crosscheck_concurrency,
             "rate": p.crosscheck_rate or None,
