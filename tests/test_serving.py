@@ -416,6 +416,7 @@ def test_transformers_serve_started_by_the_suite_runs_loadgen_valid_and_a_sweep(
     assert first["SingleStream"] == "latency_p50_ms" and first["concurrency sweep"] == "goodput_at_slo_rps"
     out = show.stdout
     assert "LoadGen" in out and "latency against throughput" in out and "concurrency 2" in out
+    assert "cross-check against the reference tools" in out and "bare asyncio reference ttft_p50_ms" in out
 
 
 @pytest.mark.alone  # its cross-check judges timings (the same fixture's run)

@@ -81,7 +81,6 @@ def serving_rows(name: str, found: dict) -> list[list[str]]:
             if compared
             else "shown, not compared"
         )
-        note += f" (ratio: median of {len(found['rounds'])} rounds' ratios)"
         rows.append(
             [
                 name,
@@ -154,10 +153,30 @@ def print_crosscheck_table(records: list[dict]) -> None:
 
     from perfsuite.cli._common import console
 
-    t = Table(title="cross-check against the reference tools (ratio: perfsuite / reference)")
-    for col in ("workload", "case", "compared with", "perfsuite", "reference", "ratio", "note"):
-        t.add_column(col)
+    names = {rec["workload"]["name"] for rec in records}
+    one = len(names) == 1  # one workload (show, a plan of one): named in the title, not on every row
+    title = "cross-check against the reference tools (ratio: perfsuite / reference)"
+    t = Table(title=f"{next(iter(names))}: {title}" if one else title, caption=_rounds_caption(records))
+    for col in ("workload", "case", "compared with", "perfsuite", "reference", "ratio", "note")[int(one) :]:
+        t.add_column(col, overflow="fold")
     for rec in records:
         for row in crosscheck_rows(rec):
-            t.add_row(*(Text(cell) for cell in row))  # text from a run is data, never markup
+            t.add_row(*(Text(cell) for cell in row[int(one) :]))  # text from a run is data, never markup
     console().print(t)
+
+
+def _rounds_caption(records: list[dict]) -> str | None:
+    """How a serving cross-check's ratios were taken, said once under the table."""
+    rounds = sorted(
+        {
+            len(found["rounds"])
+            for rec in records
+            if (found := (rec.get("details") or {}).get("crosscheck"))
+            and found.get("tool") in ("aiperf", "bare asyncio reference")
+            and found.get("rounds")
+        }
+    )
+    if not rounds:
+        return None
+    n = " or ".join(str(r) for r in rounds)
+    return f"serving: each ratio is the median of the {n} rounds' own ratios (a round: both sides, in turn)"

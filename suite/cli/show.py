@@ -1,4 +1,5 @@
-"""``perfsuite show RUN_ID``: one run with its statistics, verification, GPU state and details."""
+"""``perfsuite show RUN_ID``: one run with its statistics, verification, GPU state, details and
+cross-check."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from perfsuite.cli._common import console, emit_json, fail, load_host, open_db
 @click.option("--json", "as_json", is_flag=True, help="Print the whole record.")
 @click.pass_context
 def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
-    """Show one run: metrics with statistics, verification, GPU state, details."""
+    """Show one run: metrics with statistics, verification, GPU state, details, cross-check."""
     from perfsuite.registry import RegistryError
 
     try:
@@ -26,3 +27,7 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
 
     entry = load_host().workloads.get(record["workload"]["name"])
     show_record(console(), record, entry.cls if entry else None)
+    if (record.get("details") or {}).get("crosscheck"):  # its reference tool's figures and the ratios
+        from perfsuite.cli._reference import print_crosscheck_table
+
+        print_crosscheck_table([record])

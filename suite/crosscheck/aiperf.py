@@ -2,8 +2,8 @@
 with the same prompts (AIPerf's single-turn JSONL: each prompt's text and output length), the
 same load and the same request count. A concurrency is passed as is. A request rate is passed as
 the suite's own arrival times, each prompt's ``timestamp``, replayed with AIPerf's
-``--fixed-schedule`` (and by the bare reference): two draws of a Poisson process of 96 arrivals
-span lengths some 10% apart, and output tokens per second over the run follow the span (on an
+``--fixed-schedule`` (and by the bare reference): the span of a Poisson draw of 96 arrivals
+varies by some 10% (one standard deviation), and output tokens per second follow the span (on an
 H100 against ``transformers serve`` at 8 requests/s, AIPerf's own draw gave a ratio of 0.878
 where the figures per request agreed), so only the same schedule compares the clients. The load is
 the same on both sides, taking turns with the suite's own client as the other cross-checks do
