@@ -11,6 +11,7 @@ from factories import gemm_metrics, make_metric, make_record
 from perfsuite.registry import open_registry
 from perfsuite.registry.leaderboard.data import load, shown_settings
 from perfsuite.schemas.comparability import key_settings
+from tests.conftest import REPO
 
 
 def _cells(boards):
@@ -96,33 +97,62 @@ def test_inference_is_ranked_by_loadgens_metric_not_its_accuracy(tmp_path):
     }
 
 
-def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_rate(tmp_path):
+def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_rate_with_the_slos(tmp_path):
+    """A rate sweep filed from an H100 (its record as the suite wrote it): its own rates drawn,
+    not its peak search's repeats, and the SLOs as level lines over them."""
     import json
 
     from perfsuite.registry.leaderboard import build_site
 
-    steps = [
-        {"load": rate, "ttft_ms": {"p50": 10.0 * rate, "p99": 20.0 * rate}, "tpot_ms": {"p50": 2.0, "p99": 3.0 + rate}}
-        for rate in (1.0, 2.0, 4.0)
-    ]
-    metrics = [make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [3.5], higher_is_better=True)]
+    (path,) = REPO.glob("submissions/perfsuite/results/h100-x1/inference.serving/fd30c10e*.json")
+    record = json.loads(path.read_text())
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        reg.store(
-            make_record(
-                workload_name="inference.serving",
-                category="inference",
-                host="box",
-                metrics=metrics,
-                details={"rate_sweep": {"steps": steps}},
-            )
-        )
+        reg.store(record)
         build_site(reg, tmp_path / "site")
     page = (tmp_path / "site" / "workloads" / "inference.serving.html").read_text()
     data = json.loads(page.split('id="board-data">')[1].split("</script>")[0])
     (chart,) = data["charts"].values()
     assert chart["kind"] == "serving"
+    steps = [s for s in record["details"]["serving"]["rate_sweep"]["steps"] if s["case"].startswith("rate ")]
+    host = record["environment"]["host"]  # stored, not imported from the tree: the system is its host
+    rates = [2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
     assert chart["series"] == {
-        "box TTFT p99": [[1.0, 20.0], [2.0, 40.0], [4.0, 80.0]],
-        "box TPOT p99": [[1.0, 4.0], [2.0, 5.0], [4.0, 7.0]],
+        f"{host} TTFT p99": [[s["load"], s["ttft_ms"]["p99"]] for s in steps],
+        f"{host} TPOT p99": [[s["load"], s["tpot_ms"]["p99"]] for s in steps],
+        "SLO TTFT": [[2.0, 1000.0], [128.0, 1000.0]],
+        "SLO TPOT": [[2.0, 100.0], [128.0, 100.0]],
     }
+    assert [s["load"] for s in steps] == rates
     assert data["configs"][0]["columns"][0]["metric"] == "goodput_at_slo_rps"
+
+
+def test_the_standard_table_among_equals_is_the_one_that_measured_most_cases_then_the_newest(tmp_path):
+    """Two systems ran each of four settings once: a sweep of many steps is shown first, before
+    one step of it (run later); of two tables that measured as many cases, the newer first."""
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def runs(m: int, cases: list[str], start: datetime) -> list[dict]:
+        return [
+            make_record(
+                params={"m": m, "n": 64, "k": 64, "dtype": "bf16"},
+                host=host,
+                started_at=start + timedelta(minutes=i),
+                metrics=[make_metric(case, "tflops", "TFLOP/s", [1.0 + i], higher_is_better=True) for case in cases],
+            )
+            for i, host in enumerate(("box1", "box2"))
+        ]
+
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for record in [
+            *runs(1, ["a", "b"], t0),  # older, two cases
+            *runs(2, ["s1", "s2", "s3", "s4"], t0 + timedelta(days=1)),  # a sweep: four cases
+            *runs(3, ["s2"], t0 + timedelta(days=2)),  # one of its steps, later
+            *runs(4, ["c", "d"], t0 + timedelta(days=3)),  # as many cases as the oldest, newest
+        ]:
+            reg.store(record)
+        with reg.session() as session:
+            (board,) = load(session, "kernels.gemm")[0]
+    assert [(c.settings["params"]["m"], c.measured) for c in board.configs] == [(2, 4), (4, 2), (1, 2), (3, 1)]
+    assert board.default.settings["params"]["m"] == 2

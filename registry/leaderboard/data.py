@@ -81,6 +81,7 @@ class KeyInfo:
     settings: dict  # perfsuite.schemas.comparability.key_settings
     heads: dict[str, Head]  # case -> its headline metric, in the record's order
     runs: int
+    measured: int = 0  # the cases its first run measured (a sweep's every step, not only its headline)
 
 
 @dataclass
@@ -146,6 +147,8 @@ class Config:
     heads: dict[str, Head]
     rows: list[Row]
     runs: int
+    measured: int = 0  # the cases its first run measured (KeyInfo.measured)
+    newest: datetime | None = None  # the start of its newest run
     default: bool = False
 
     @property
@@ -290,7 +293,8 @@ def _keys(session, workload: str | None) -> dict[str, KeyInfo]:
                 continue  # a self-test is recorded, never ranked
             heads = _heads(record)
             if heads:
-                out[key] = KeyInfo(key, name, category, settings, heads, count)
+                measured = len({m["case"] for m in record.get("metrics") or ()})
+                out[key] = KeyInfo(key, name, category, settings, heads, count, measured)
     return out
 
 
@@ -494,6 +498,7 @@ def _assemble(
     systems: dict[str, SystemInfo] = {}
     tables: dict[str, dict[str, Row]] = defaultdict(dict)
     rows_of_latest: dict[int, dict[tuple[str, str], dict]] = {}
+    newest: dict[str, datetime] = {}
     for (key, system_id, sub_id, case), (series, aggregate, latest) in cells.items():
         run, info = runs[latest], keys[key]
         system = _system_info(hosts[system_id], submitted.get(sub_id), environments[run.environment_id])
@@ -503,6 +508,7 @@ def _assemble(
             partial = {**part, "metrics": latest_metrics[latest], "details": {}}
             rows_of_latest[latest] = {(r["case"], r["metric"]): r for r in headline_rows(partial)}
         row = tables[key].setdefault(system.key, Row(system))
+        newest[key] = max(newest.get(key, run.started_at), run.started_at)
         row.cells[case] = _cell(
             case,
             series,
@@ -520,7 +526,19 @@ def _assemble(
         shown = shown_settings(info.settings)
         cases = [case for case in info.heads if any(case in r.cells for r in rows.values())]
         boards[info.workload].append(
-            Config(key[:12], key, info.settings, shown, "", cases, info.heads, list(rows.values()), info.runs)
+            Config(
+                key[:12],
+                key,
+                info.settings,
+                shown,
+                "",
+                cases,
+                info.heads,
+                list(rows.values()),
+                info.runs,
+                info.measured,
+                newest[key],
+            )
         )
     out = []
     for name in sorted(boards):
@@ -531,8 +549,19 @@ def _assemble(
             c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
         latest_version = max(c.version for c in configs)
         # the standard table: the latest version, one with a figure other than zero, then the one
-        # most systems ran, then most runs
-        configs.sort(key=lambda c: (c.version != latest_version, c.all_zero, -len(c.rows), -c.runs, c.label))
+        # most systems ran, then most runs, then the one that measured most cases (a sweep before
+        # one step of it), then the newest (a round's settings before an older one's)
+        configs.sort(
+            key=lambda c: (
+                c.version != latest_version,
+                c.all_zero,
+                -len(c.rows),
+                -c.runs,
+                -c.measured,
+                -(c.newest.timestamp() if c.newest else 0.0),
+                c.label,
+            )
+        )
         configs[0].default = True
         out.append(Board(name, keys[configs[0].key].category, configs))
     return out, systems

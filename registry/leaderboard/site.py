@@ -278,24 +278,39 @@ def _busbw_charts(session, board: Board) -> dict:
 
 def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
     """TTFT and TPOT (p99) against the offered rate, per system, from the latest run's rate
-    sweep (``inference.serving``'s ``details.rate_sweep.steps``)."""
+    sweep (``inference.serving``'s ``details.serving.rate_sweep.steps``), and the SLOs on both
+    as level lines over the rates drawn (``SLO TTFT``, ``SLO TPOT``; one table shares its SLOs,
+    which are parameters of its key). A sweep's own rates are drawn; the steps of its peak
+    search only where the sweep has no rates of its own."""
     curves: dict[str, list] = {}
+    slos: dict[str, float] = {}
     for chunk in _chunks(list(latest.items())):
-        sweeps = dict(
+        serving = dict(
             session.execute(
-                select(Run.run_id, Run.record[("details", "rate_sweep")]).where(Run.run_id.in_([r for _, r in chunk]))
+                select(Run.run_id, Run.record[("details", "serving")]).where(Run.run_id.in_([r for _, r in chunk]))
             ).all()
         )
         for system, rid in chunk:
-            steps = (sweeps.get(rid) or {}).get("steps") or []
+            details = serving.get(rid) or {}
+            steps = ((details.get("rate_sweep") or {}).get("steps")) or []
+            own = [step for step in steps if not str(step.get("case", "")).startswith("find_peak")]
+            by_rate = {step["load"]: step for step in (own or steps) if step.get("load")}
             for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
                 points = sorted(
-                    [step["load"], step[key]["p99"]]
-                    for step in steps
-                    if isinstance(step.get(key), dict) and step[key].get("p99") and step.get("load")
+                    [rate, step[key]["p99"]]
+                    for rate, step in by_rate.items()
+                    if isinstance(step.get(key), dict) and step[key].get("p99")
                 )
                 if points:
                     curves[f"{system} {label}"] = points
+            if by_rate:
+                for label, key in (("SLO TTFT", "ttft_ms"), ("SLO TPOT", "tpot_ms")):
+                    if (details.get("slo") or {}).get(key):
+                        slos[label] = float(details["slo"][key])
+    rates = sorted({point[0] for points in curves.values() for point in points})
+    if rates:
+        for label, bound in slos.items():
+            curves[label] = [[rates[0], bound], [rates[-1], bound]]
     return curves
 
 

@@ -134,10 +134,14 @@
       }, align(list));
     } else if (chart.kind === "serving") {
       drawChart(el, {
-        title: "time to first token and time per output token (p99) against the offered rate",
-        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
+        title: "time to first token and time per output token (p99) against the offered rate, with the SLOs",
+        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
         axes: [{ label: "offered rate (requests/s)" }, { label: "ms" }],
-        series: [{ label: "rate" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+        series: [{ label: "rate" }].concat(names.map(function (n, i) {
+          var s = lineSeries(n, i, true);
+          if (n.indexOf("SLO ") === 0) { s.dash = [6, 4]; s.points = { show: false }; s.stroke = "#555"; s.width = 1; }
+          return s;
+        }))
       }, align(names.map(function (n) { return { points: chart.series[n] }; })));
     } else if (chart.kind === "latency") {
       var lat = names.map(function (n) { return { points: chart.series[n] }; });
