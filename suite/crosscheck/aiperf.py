@@ -1,15 +1,16 @@
 """The serving cross-check: NVIDIA's AIPerf against the same endpoint as ``inference.serving``,
 with the same prompts (AIPerf's single-turn JSONL: each prompt's text and output length), the
-same load and the same request count. A concurrency is passed as is. A request rate is passed as
-the suite's own arrival times, each prompt's ``timestamp``, replayed with AIPerf's
-``--fixed-schedule`` (and by the bare reference): the span of a Poisson draw of 96 arrivals
-varies by some 10% (one standard deviation), and output tokens per second follow the span (on an
-H100 against ``transformers serve`` at 8 requests/s, AIPerf's own draw gave a ratio of 0.878
-where the figures per request agreed), so only the same schedule compares the clients. The load is
-the same on both sides, taking turns with the suite's own client as the other cross-checks do
-(``perfsuite.crosscheck.take_turns``). Each side's figures are medians over rounds: TTFT p50 and
-p99, inter-token latency p50 (AIPerf's definition: (end - first token) / (tokens - 1) per
-request, the suite's TPOT) and output tokens per second. The ratios (suite / reference) are the
+same load and the same request count, taking turns with the suite's own client as the other
+cross-checks do (``perfsuite.crosscheck.take_turns``). A concurrency is passed as is. A request
+rate is passed as the suite's own arrival times (each prompt's ``timestamp``), replayed with
+AIPerf's ``--fixed-schedule`` and by the bare reference. Two clients drawing their own Poisson
+arrivals do not send the same load: the span of 96 arrivals varies by some 10% (one standard
+deviation), and output tokens per second follow the span. On an H100 against ``transformers
+serve`` at 8 requests/s, AIPerf's own draw gave a tokens/s ratio of 0.878 where TTFT agreed.
+
+Each side's figures are medians over rounds: TTFT p50 and p99, inter-token latency p50
+(AIPerf's definition: (end - first token) / (tokens - 1) per request, the suite's TPOT) and
+output tokens per second. The ratios (suite / reference) are the
 medians of each round's ratio: a round's two runs are adjacent in time, and a server's own speed
 drifts between rounds more than two clients differ (``transformers serve`` on two busy cores:
 41 to 224 output tokens/s between rounds of one run), so pairing within rounds cancels the drift
