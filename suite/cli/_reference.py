@@ -9,6 +9,7 @@ import os
 import click
 
 from perfsuite import crosscheck
+from perfsuite.crosscheck.aiperf import TOOLS as SERVING_TOOLS
 from perfsuite.crosscheck.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
 from perfsuite.crosscheck.nccl_tests import ENV_MPIRUN as NCCL_TESTS_MPIRUN_ENV
 from perfsuite.crosscheck.nccl_tests import mpirun as nccl_tests_launcher
@@ -38,7 +39,7 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
             ]
             for c in found["compare"]
         ]
-    if found.get("tool") in ("aiperf", "bare asyncio reference"):
+    if found.get("tool") in SERVING_TOOLS:
         return serving_rows(name, found)
     rows = []
     for case, c in found.items():
@@ -172,7 +173,7 @@ def _rounds_caption(records: list[dict]) -> str | None:
             len(found["rounds"])
             for rec in records
             if (found := (rec.get("details") or {}).get("crosscheck"))
-            and found.get("tool") in ("aiperf", "bare asyncio reference")
+            and found.get("tool") in SERVING_TOOLS
             and found.get("rounds")
         }
     )

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_AIPERF = "PERFSUITE_AIPERF"
+TOOLS = ("aiperf", "bare asyncio reference")  # the reference of a serving cross-check, as its record names it
 AGREEMENT = 0.10  # the bar: within 10% on TTFT p50 and output tokens/s
 FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_per_s")
 COMPARED = ("ttft_p50_ms", "output_tokens_per_s")  # the figures whose ratio decides "agrees"
@@ -206,7 +207,7 @@ def versus_reference(
         write_prompts_file(path, spec["prompts"], spec.get("offsets_s"))
         spec = {k: v for k, v in spec.items() if k not in ("prompts", "offsets_s")} | {"prompts_file": str(path)}
     why = aiperf_unavailable(spec)
-    tool = "aiperf" if why is None else "bare asyncio reference"
+    tool = TOOLS[0] if why is None else TOOLS[1]
     out: dict[str, Any] = {
         "tool": tool,
         "load": {

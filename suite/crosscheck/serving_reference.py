@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -145,12 +146,15 @@ def _event(event: bytes, now: float, row: dict) -> None:
                     row["first"] = now
 
 
-async def run(a: argparse.Namespace) -> dict:
+def read_prompts(input_file: str) -> list[dict]:
+    with open(input_file) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def run(a: argparse.Namespace, prompts: list[dict]) -> dict:
     url = urlparse(a.url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     path = "/v1/chat/completions" if a.api == "chat" else "/v1/completions"
-    with open(a.input_file) as f:
-        prompts = [json.loads(line) for line in f if line.strip()]
     extra = json.loads(a.extra_body) if a.extra_body else {}
     key = os.environ.get(a.api_key_env, "") if a.api_key_env else ""
     headers = f"Authorization: Bearer {key}\r\n" if key else ""
@@ -179,8 +183,8 @@ async def run(a: argparse.Namespace) -> dict:
         else:
             rng = random.Random(a.seed)
             shape = a.burstiness
-            gaps = [rng.gammavariate(shape, 1.0 / (a.request_rate * shape)) for _ in range(a.request_count)]
-            due = [sum(gaps[:i]) for i in range(a.request_count)]
+            gaps = [rng.gammavariate(shape, 1.0 / (a.request_rate * shape)) for _ in range(a.request_count - 1)]
+            due = list(itertools.accumulate(gaps, initial=0.0))
         t0 = time.perf_counter()
         tasks = []
         for i in range(a.request_count):
@@ -249,15 +253,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if a.fixed_schedule:
-        with open(a.input_file) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
-        if not lines or any(not isinstance(x.get("timestamp"), (int, float)) for x in lines):
-            print(
-                f"error: --fixed-schedule needs a numeric 'timestamp' on every line of {a.input_file}", file=sys.stderr
-            )
-            return 2
-    out = asyncio.run(run(a))
+    prompts = read_prompts(a.input_file)
+    if a.fixed_schedule and (not prompts or any(not isinstance(x.get("timestamp"), (int, float)) for x in prompts)):
+        print(f"error: --fixed-schedule needs a numeric 'timestamp' on every line of {a.input_file}", file=sys.stderr)
+        return 2
+    out = asyncio.run(run(a, prompts))
     with open(a.output, "w") as f:
         json.dump(out, f, indent=1)
     return 0

@@ -127,8 +127,9 @@ def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[]
         raise PreflightError(why)
 
 
-def _handled_signals(handler) -> contextlib.AbstractContextManager[None]:
-    """Ctrl-C and SIGTERM both go to ``handler`` inside the block (main thread only)."""
+def _handled_signals(handler, then_ignored: bool = False) -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM both go to ``handler`` inside the block (main thread only); after it
+    they get their previous handlers back, or with ``then_ignored`` are ignored."""
 
     @contextlib.contextmanager
     def scope() -> Iterator[None]:
@@ -140,7 +141,7 @@ def _handled_signals(handler) -> contextlib.AbstractContextManager[None]:
             yield
         finally:
             for s, h in previous.items():
-                signal.signal(s, h)
+                signal.signal(s, signal.SIG_IGN if then_ignored else h)
 
     return scope()
 
@@ -167,20 +168,7 @@ def signals_noted(noted: list[int]) -> contextlib.AbstractContextManager[None]:
     def note(signum, frame) -> None:
         noted.append(signum)
 
-    @contextlib.contextmanager
-    def scope() -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, note)
-        try:
-            yield
-        finally:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(s, signal.SIG_IGN)
-
-    return scope()
+    return _handled_signals(note, then_ignored=True)
 
 
 @dataclass
