@@ -178,7 +178,9 @@ def test_signals_between_writing_and_storing_leave_every_record_stored_or_named(
 def test_signals_from_the_summary_to_the_exit_end_the_command_interrupted_never_killed(survive):
     """SIGTERM sent again and again from the moment the summary reaches stdout until the
     process is gone: every one lands after the runs, so the summary comes out whole and the
-    command exits 130, never as killed by the signal (-15) in its last milliseconds."""
+    command exits 130 (a signal noted while it writes) or 0 (every signal after it had written
+    all, ignored: under load the first can come that late), never as killed by the signal (-15)
+    in its last milliseconds."""
     import subprocess
     import time
 
@@ -198,7 +200,7 @@ def test_signals_from_the_summary_to_the_exit_end_the_command_interrupted_never_
         time.sleep(0.001)
     rest, err = proc.stdout.read(), proc.stderr.read()  # what readline left buffered is kept
     assert first and sent, (first, sent)
-    assert proc.returncode == 130, (proc.returncode, sent, err)
+    assert proc.returncode in (0, 130), (proc.returncode, sent, err)
     assert rest.splitlines()[-1].startswith("survive.ok  sum") and "Traceback" not in err, (rest, err)
 
 
