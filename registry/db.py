@@ -381,6 +381,11 @@ class Registry:
             return queries.latest_passed(session, workload, device_key)
 
     @translated
+    def latest_ceiling(self, workload: str, device_key: str, *, quick_allowed: bool) -> dict | None:
+        with self._read_sessions() as session:
+            return queries.latest_ceiling(session, workload, device_key, quick_allowed=quick_allowed)
+
+    @translated
     def latest_ceilings(self, device_key: str) -> dict | None:
         with self._read_sessions() as session:
             return queries.latest_ceilings(session, device_key)

@@ -131,7 +131,29 @@ def get(session: Session, run_id_or_prefix: str) -> dict:
 
 def latest_passed(session: Session, workload: str, device_key: str) -> dict | None:
     """The newest successful, verified record of ``workload`` measured on ``device_key``."""
-    query = (
+    return session.execute(_passed_newest_first(workload, device_key).limit(1)).scalar_one_or_none()
+
+
+def latest_ceiling(session: Session, workload: str, device_key: str, *, quick_allowed: bool) -> dict | None:
+    """The newest passed record of a ceiling workload on ``device_key`` that ran its full
+    preset. A quick run times small shapes and sizes, so its figures are no upper bound
+    for anything: it is returned only where ``quick_allowed`` and no full run exists."""
+    newest_quick = None
+    for record in session.execute(_passed_newest_first(workload, device_key).execution_options(yield_per=16)).scalars():
+        if not record["workload"].get("quick"):
+            return record
+        newest_quick = newest_quick or record
+    return newest_quick if quick_allowed else None
+
+
+def latest_ceilings(session: Session, device_key: str) -> dict | None:
+    """The ``kernels.ceilings`` record the device's roofline is drawn under: its newest full
+    run, or its newest quick run where it has no full one."""
+    return latest_ceiling(session, CEILINGS_WORKLOAD, device_key, quick_allowed=True)
+
+
+def _passed_newest_first(workload: str, device_key: str):
+    return (
         select(Run.record)
         .join(Workload, Run.workload_id == Workload.id)
         .where(
@@ -141,11 +163,4 @@ def latest_passed(session: Session, workload: str, device_key: str) -> dict | No
             Run.verification_status == "passed",
         )
         .order_by(Run.started_at.desc(), Run.id.desc())
-        .limit(1)
     )
-    return session.execute(query).scalar_one_or_none()
-
-
-def latest_ceilings(session: Session, device_key: str) -> dict | None:
-    """The newest successful, verified ``kernels.ceilings`` record measured on ``device_key``."""
-    return latest_passed(session, CEILINGS_WORKLOAD, device_key)

@@ -46,3 +46,14 @@ def test_run_ceilings_gemm_memory_then_roofline(cli):
     assert gemm["intensity"] == pytest.approx(2 * 256**3 / (3 * 256 * 256 * 2))
     assert gemm["bound"] in ("memory", "compute") and gemm["fraction"] > 0
     assert points[("kernels.memory", "copy")]["intensity"] == 0
+
+
+def test_a_full_run_is_never_judged_against_a_quick_ceilings_run(cli):
+    cli("run", "kernels.ceilings", "--quick", "--device", "cpu", timeout=600, check=True)
+    proc = cli(
+        "run", "kernels.gemm", "--device", "cpu", "-p", "m=128", "-p", "n=128", "-p", "k=128", "--json", check=True
+    )
+    (gemm,) = json.loads(proc.stdout)
+    tflops = next(m for m in gemm["metrics"] if m["name"] == "tflops")
+    assert tflops["roofline"]["fraction"] is None and tflops["roofline"]["ceiling_run_id"] is None
+    assert "a quick run's ceilings judge only quick runs" in tflops["roofline"]["reason"]

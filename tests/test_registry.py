@@ -278,6 +278,25 @@ def test_latest_ceilings_is_the_newest_verified_success_on_that_device(reg):
     assert reg.latest_ceilings("3" * 16) is None
 
 
+def test_a_quick_ceilings_run_never_stands_in_for_a_full_one(reg):
+    # The quick preset times 256-cubed GEMMs and 16 MiB copies: its "ceilings" sit far below
+    # the device's, and a full-size GEMM judged against them read 17-32 times its roof.
+    key = "1" * 16
+    ceilings = dict(workload_name="kernels.ceilings", params={}, device="cuda", device_key=key)
+    metrics = gemm_metrics(case="matmul.bf16")
+    only_quick = make_record(started_at=_at(0), metrics=metrics, **ceilings)
+    reg.store(only_quick)
+    assert reg.latest_ceiling("kernels.ceilings", key, quick_allowed=True) == only_quick
+    assert reg.latest_ceiling("kernels.ceilings", key, quick_allowed=False) is None
+    full = make_record(started_at=_at(1), metrics=metrics, workload={"quick": False}, **ceilings)
+    newer_quick = make_record(started_at=_at(2), metrics=metrics, **ceilings)
+    reg.store(full)
+    reg.store(newer_quick)
+    for quick_allowed in (True, False):
+        assert reg.latest_ceiling("kernels.ceilings", key, quick_allowed=quick_allowed) == full
+    assert reg.latest_ceilings(key) == full
+
+
 def test_history_is_oldest_first_and_matches_params_exactly(reg):
     small = {"m": 256, "n": 256, "k": 256, "dtype": "bf16"}
     large = {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}

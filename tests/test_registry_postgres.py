@@ -125,6 +125,9 @@ def test_latest_ceilings_on_postgres(reg):
     reg.store(newer)
     reg.store(older)
     assert reg.latest_ceilings(key)["run_id"] == older["run_id"]  # 17:00 UTC is after 16:00 UTC
+    full = make_record(workload_name="kernels.ceilings", params={}, device_key=key, workload={"quick": False})
+    reg.store(full)  # older than both quick runs, and read past them through a server-side cursor
+    assert reg.latest_ceiling("kernels.ceilings", key, quick_allowed=False)["run_id"] == full["run_id"]
 
 
 def test_results_flag_a_power_capped_run_on_postgres(reg):

@@ -261,13 +261,16 @@ class Runner:
             raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
         return unstored_notice(found, self.records_dir)
 
-    def ceilings(self, device: str) -> dict[str, list[dict]]:
-        """device key -> the latest passed record of each ceiling workload measured on it."""
+    def ceilings(self, device: str, quick: bool) -> dict[str, list[dict]]:
+        """device key -> the latest passed full record of each ceiling workload measured on it.
+        A quick run's ceilings (small shapes, understated) judge only another quick run, and
+        only until the device has a full one."""
 
         def read(reg: Any) -> dict[str, list[dict]]:
             out = {}
             for key in device_keys(device):
-                out[key] = [r for r in (reg.latest_passed(w, key) for w in CEILING_SOURCES) if r]
+                found = (reg.latest_ceiling(w, key, quick_allowed=quick) for w in CEILING_SOURCES)
+                out[key] = [r for r in found if r]
             return out
 
         try:
@@ -311,7 +314,7 @@ class Runner:
                 from perfsuite.engine.profiling import ncu_command
 
                 launch.argv = ncu_command(ncu_log) + launch.argv
-            ceilings = self.ceilings(req.controls.device) if launch.records else {}
+            ceilings = self.ceilings(req.controls.device, req.quick) if launch.records else {}
             spec_path.write_text(spec.to_json())
             launch.env.update(process_env(req.controls))
             launch.env.update(req.extra_env)

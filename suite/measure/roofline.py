@@ -1,5 +1,6 @@
 """Roofline fractions: each metric that names a ceiling resource is divided by that
-resource's figure in the latest run of the same device by a ceiling workload:
+resource's figure in the latest full run of the same device by a ceiling workload (a quick
+run's ceilings judge only quick runs, until a full one exists):
 ``kernels.ceilings`` (matrix rates, memory, host-device links) and
 ``collectives.copy_bandwidth`` (the peer link, ``p2p``)."""
 
@@ -42,7 +43,10 @@ def resolve(metrics: list[dict], ceiling_records: list[dict], own_workload: str)
         found = table.get(roof["resource"])
         if found is None:
             sources = " or ".join(CEILING_SOURCES)
-            roof["reason"] = f"no {roof['resource']!r} ceiling measured on this device yet (run {sources})"
+            roof["reason"] = (
+                f"no {roof['resource']!r} ceiling measured on this device yet "
+                f"(run {sources}; a quick run's ceilings judge only quick runs)"
+            )
             continue
         ceiling, run_id = found
         roof.update(
