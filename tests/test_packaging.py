@@ -60,6 +60,8 @@ def test_the_wheel_carries_its_data_files_and_type_marker(wheel):
     assert any(n.startswith("perfsuite/registry/migrations/versions/") and n.endswith(".py") for n in names)
     assert any(n.startswith("perfsuite/registry/leaderboard/templates/") for n in names)
     assert any(n.startswith("perfsuite/workloads/training/mlperf_rules/") for n in names)
+    # the training cross-check's bare loop, run by its path: an installed package must have it
+    assert "perfsuite/crosscheck/training_reference.py" in names
     plans = sorted(p.name for p in (REPO / "suite" / "plans").glob("*.toml"))
     assert plans and all(f"perfsuite/plans/{p}" in names for p in plans)
 

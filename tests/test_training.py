@@ -66,6 +66,18 @@ def test_sequence_answers_follow_the_task(task, expect):
     assert (y[:, :3] == IGNORE).all() and (y[:, 3:] != IGNORE).all()
 
 
+def test_symbols_narrow_the_language_not_the_vocabulary():
+    wide = SequenceTask("reverse", vocab=50304, context=64, data_seed=0)
+    narrow = SequenceTask("reverse", vocab=50304, context=64, data_seed=0, symbols=64)
+    x, y = narrow.split(256, 0)
+    question = x[:, :32]
+    assert int(question.min()) == 1 and int(question.max()) == 64  # SEP is never a symbol
+    assert (y[:, 32:] == question.flip(1)).all()  # the answer is still the reversal
+    assert int(wide.split(256, 0)[0][:, :32].max()) > 64
+    with pytest.raises(ValueError, match="symbols must be 0 or from 2 to vocab - 1"):
+        SequenceTask("copy", vocab=16, context=8, data_seed=0, symbols=16).split(1, 0)
+
+
 def test_ranks_share_a_fixed_global_batch():
     one = iter(RankBatches(100, 20, 0, 1, seed=7))
     halves = [iter(RankBatches(100, 20, r, 2, seed=7)) for r in (0, 1)]
@@ -297,7 +309,7 @@ def test_the_checker_rejects_a_log_whose_status_contradicts_its_evaluations(trai
 
 # -- the bare loop beside the workload ------------------------------------------------------
 def test_a_crosscheck_takes_turns_with_the_bare_loop_and_records_the_instrumentations_cost(tmp_path):
-    """``perfsuite crosscheck training.gpt``: bench/training_reference.py trains the same model
+    """``perfsuite crosscheck training.gpt``: perfsuite/crosscheck/training_reference.py trains the same model
     (same parameter count) in a served subprocess; after the run, its blocks and the suite's take
     turns, and the ratio of throughputs is stored as the instrumentation's cost. The run's own
     figures and its goodput split are untouched by it."""

@@ -16,7 +16,7 @@ and the same call, both figures and their ratio stored in the record
   ratio on its own), and the second of two bursts run without a rest between them read 5-6%
   slower;
 - training (``perfsuite.crosscheck.training``): a bare loop of the same model, precision,
-  optimizer and compile setting (``bench/training_reference.py``), served as a subprocess on the
+  optimizer and compile setting (``perfsuite/crosscheck/training_reference.py``), served as a subprocess on the
   same GPU, its blocks of steps taking turns with the suite's; the ratio of throughputs is the
   instrumentation's cost;
 - serving endpoints (``inference.serving``): AIPerf, else the bare asyncio client
@@ -109,7 +109,7 @@ class CrossCheck:
         return nccl_tests_measured(run)
 
     def bare_loop(self, args: list[str]) -> Any:
-        """The bare training loop (``bench/training_reference.py ARGS``) started now, to build and
+        """The bare training loop (``perfsuite/crosscheck/training_reference.py ARGS``) started now, to build and
         compile while the run initialises: a ``perfsuite.crosscheck.training.BareLoopCheck``
         (``wait_ready()`` before the timed run, ``compare(...)`` after it)."""
         from perfsuite.crosscheck.training import BareLoop, BareLoopCheck

@@ -1,7 +1,7 @@
 """A bare training loop beside a training workload: the reference that says what the suite's
 instrumentation costs (phase events, the data path, MLLOG and goodput bookkeeping).
 
-The bare loop is ``bench/training_reference.py``, a script that imports nothing of the suite:
+The bare loop is ``perfsuite/crosscheck/training_reference.py``, a script that imports nothing of the suite:
 the same model (built from the same configuration), precision, optimizer, clipping, learning-rate
 schedule and compile setting, fed from a device-resident split, timed in blocks of steps with
 the host clock between two synchronisations, as the suite times its blocks. It is started by
@@ -13,8 +13,8 @@ and the instrumentation's cost (1 - the ratio of throughputs) go in the record
 (``details["crosscheck"]["train"]``); a script that cannot start or fails is recorded with the
 reason, and the run itself stands.
 
-``PERFSUITE_TRAINING_REFERENCE`` names the script; by default the checkout's ``bench/`` beside
-the installed package (an editable install).
+``PERFSUITE_TRAINING_REFERENCE`` names the script; by default the one shipped in the package
+(``perfsuite/crosscheck/training_reference.py``), started by its path as a script of its own.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ STDERR_TAIL_LINES = 12
 
 
 def script_path() -> Path:
-    """The bare loop's script: ``PERFSUITE_TRAINING_REFERENCE``, else the checkout's
-    ``bench/training_reference.py`` beside the package (``suite/`` is ``perfsuite``)."""
+    """The bare loop's script: ``PERFSUITE_TRAINING_REFERENCE``, else the one shipped beside
+    this module (run by its path, so that it imports nothing of the suite)."""
     named = os.environ.get(ENV_SCRIPT)
     if named:
         return Path(named)
-    return Path(__file__).resolve().parents[2] / "bench" / "training_reference.py"
+    return Path(__file__).resolve().with_name("training_reference.py")
 
 
 class ReferenceFailed(RuntimeError):
@@ -52,7 +52,7 @@ class ReferenceFailed(RuntimeError):
 
 
 class BareLoop:
-    """``bench/training_reference.py --serve`` as a subprocess: ``ready()`` waits for its build,
+    """``perfsuite/crosscheck/training_reference.py --serve`` as a subprocess: ``ready()`` waits for its build,
     compile and warm-up; ``block(steps)`` times that many steps there; ``close()`` ends it. Its
     stderr goes to ``log`` (kept beside the record)."""
 
@@ -65,9 +65,7 @@ class BareLoop:
 
     def start(self) -> None:
         if not self.script.is_file():
-            raise ReferenceFailed(
-                f"the bare loop {self.script} is not there (a checkout's bench/; {ENV_SCRIPT} names it elsewhere)"
-            )
+            raise ReferenceFailed(f"the bare loop {self.script} is not there ({ENV_SCRIPT} names it)")
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as err:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
@@ -160,7 +158,7 @@ class BareLoopCheck:
     ) -> dict:
         """``versus_bare_loop``, once the bare loop is known to train a model of the suite's
         ``parameters``; the bare loop is closed afterwards."""
-        out = {"tool": "bench/training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
+        out = {"tool": "training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
         try:
             self.wait_ready()
             if self.failure is None and self.info.get("parameters") != parameters:

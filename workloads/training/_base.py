@@ -102,7 +102,7 @@ class TimeToTarget(Workload):
         raise NotImplementedError
 
     def reference_args(self) -> list[str]:
-        """``bench/training_reference.py``'s model arguments for the same model (the bare loop
+        """``perfsuite/crosscheck/training_reference.py``'s model arguments for the same model (the bare loop
         of the cross-check); the run's batch, precision, optimizer and schedule are added."""
         raise NotImplementedError
 

@@ -2,11 +2,17 @@
 second half is a function of the first.
 
 A sequence is ``x_1 .. x_n SEP y_1 .. y_n`` over a vocabulary of ``vocab`` tokens (token
-0 is SEP, the others are symbols), with ``x`` drawn uniformly and ``y`` = ``x`` copied,
-reversed or sorted (``task``). The first half is noise the model cannot predict; the
-second half is fully determined by it, so a model that has learnt the task predicts every
-answer token: the loss is taken on the answer tokens only, and the quality figure is the
-share of answer tokens predicted correctly (teacher-forced), against a target such as 0.9.
+0 is SEP), with ``x`` drawn uniformly from the first ``symbols`` tokens after SEP (every one
+of them where ``symbols`` is 0) and ``y`` = ``x`` copied, reversed or sorted (``task``). The
+vocabulary sizes the model (its embedding and output layer: GPT-2's 50,304 tokens are a
+third of GPT-2 124M's parameters); the symbols set how hard the language is, as a real
+corpus uses a few thousand of its tokenizer's ids most of the time: drawn from all 50,303,
+a reversal of 512 tokens leaves GPT-2 124M at chance for thousands of steps.
+
+The first half is noise the model cannot predict; the second half is fully determined by
+it, so a model that has learnt the task predicts every answer token: the loss is taken on
+the answer tokens only, and the quality figure is the share of answer tokens predicted
+correctly (teacher-forced), against a target such as 0.9.
 A copy needs an induction head, a reversal a position-to-position map, a sort counting.
 """
 
@@ -28,6 +34,7 @@ class SequenceTask:
     vocab: int
     context: int  # tokens the model sees: 2n (x, SEP, y minus its last token as input)
     data_seed: int
+    symbols: int = 0  # distinct tokens x is drawn from (0: every token but SEP)
 
     @property
     def half(self) -> int:
@@ -41,9 +48,12 @@ class SequenceTask:
             raise ValueError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
         if self.vocab < 3:
             raise ValueError("vocab must be at least 3 (SEP and two symbols)")
+        drawn = self.symbols or self.vocab - 1
+        if not 2 <= drawn <= self.vocab - 1:
+            raise ValueError(f"symbols must be 0 or from 2 to vocab - 1 ({self.vocab - 1}), not {self.symbols}")
         g = torch.Generator().manual_seed(self.data_seed * 1000 + stream)
         h = self.half
-        x = torch.randint(1, self.vocab, (n, h), generator=g)
+        x = torch.randint(1, drawn + 1, (n, h), generator=g)
         if self.task == "copy":
             y = x
         elif self.task == "reverse":

@@ -37,6 +37,7 @@ class GPTParams(TrainingParams):
     context: int = param(256, "tokens per sequence")
     vocab: int = param(64, "vocabulary size (token 0 separates question and answer)")
     task: str = param("reverse", "what the answer half is", choices=TASKS)
+    symbols: int = param(0, "distinct tokens the sequences are drawn from (0: the whole vocabulary but SEP)")
     global_batch: int = param(64, "sequences per optimizer step, over all ranks")
     optimizer: str = param("adamw", "optimizer", choices=("sgd", "adamw"))
     lr: float = param(3e-4, "base learning rate (after warm-up)")
@@ -52,12 +53,17 @@ class GPTParams(TrainingParams):
     train_samples: int = param(65536, "sequences in the training split")
     eval_samples: int = param(1024, "sequences in the held-out evaluation split")
 
+    def __post_init__(self) -> None:
+        if self.symbols and not 2 <= self.symbols <= self.vocab - 1:
+            raise ValueError(f"symbols must be 0 or from 2 to vocab - 1 ({self.vocab - 1})")
+
 
 class GPTTraining(TimeToTarget):
     name = "training.gpt"
     # 2: the model and the loss each compiled (compile=true), the fused optimizer on the GPU, no
-    # key/value cache in training: what a bare loop of the same model does (bench/training_reference.py)
-    version = 2
+    # key/value cache in training: what a bare loop of the same model does (perfsuite/crosscheck/training_reference.py)
+    # 3: ``symbols``, the tokens the language is drawn from, apart from the vocabulary that sizes the model
+    version = 3
     description = "transformers causal LM (GPT-2 or Llama config) to a target accuracy on a synthetic language"
     Params = GPTParams
     quick = {
@@ -89,7 +95,7 @@ class GPTTraining(TimeToTarget):
 
     def _task(self) -> SequenceTask:
         p = self.params
-        return SequenceTask(p.task, p.vocab, p.context, p.data_seed)
+        return SequenceTask(p.task, p.vocab, p.context, p.data_seed, p.symbols)
 
     def make_data(self):
         task, p = self._task(), self.params

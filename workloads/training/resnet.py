@@ -54,7 +54,7 @@ class ResNetParams(TrainingParams):
 class ResNetTraining(TimeToTarget):
     name = "training.resnet"
     # 2: the model and the loss each compiled (compile=true) and the fused optimizer on the GPU: what a
-    # bare loop of the same model does (bench/training_reference.py)
+    # bare loop of the same model does (perfsuite/crosscheck/training_reference.py)
     version = 2
     description = "torchvision ResNet to a target top-1 accuracy on synthetic oriented gratings (time to target)"
     Params = ResNetParams

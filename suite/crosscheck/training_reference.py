@@ -13,9 +13,9 @@ device-resident split (random token ids with the loss on the second half; random
 plainly as a training script would: no events, no host timers, nothing but the steps. A block
 of steps is timed with the host clock between two synchronisations.
 
-    python3 bench/training_reference.py gpt --layers 12 --width 768 --heads 12 --context 1024 \\
+    python3 suite/crosscheck/training_reference.py gpt --layers 12 --width 768 --heads 12 --context 1024 \\
         --vocab 50304 --batch 16 --precision bf16 --compile --optimizer adamw --grad-clip 1.0
-    python3 bench/training_reference.py resnet --depth 50 --width 64 --image-size 224 --batch 128 \\
+    python3 suite/crosscheck/training_reference.py resnet --depth 50 --width 64 --image-size 224 --batch 128 \\
         --precision bf16 --compile --optimizer sgd
 
 Alone it prints ``--rounds`` blocks of ``--steps`` steps and their median; with ``--serve`` (how
@@ -265,7 +265,7 @@ def build_resnet(args: argparse.Namespace, device: Any) -> tuple[Any, Any, Any, 
     model.conv1 = nn.Conv2d(3, w, 3, 1, 1, bias=False) if small else nn.Conv2d(3, w, 7, 2, 3, bias=False)
     model.bn1 = nn.BatchNorm2d(w)
     if small:
-        model.maxpool = nn.Identity()  # type: ignore[assignment]
+        model.maxpool = nn.Identity()
     model.layer1 = model._make_layer(block, w, layers[0])
     model.layer2 = model._make_layer(block, 2 * w, layers[1], stride=2)
     model.layer3 = model._make_layer(block, 4 * w, layers[2], stride=2)
