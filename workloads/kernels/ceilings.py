@@ -237,43 +237,39 @@ class Ceilings(KernelWorkload):
         """Burst at every shape, sustained at the best burst shape; the best of all is the ceiling."""
         p = self.params
         name = metric_name(resource)
-        runs: list[tuple[str, Candidate, Any, dict | None]] = []
-        for cand in group:
+
+        def burst(cand: Candidate, label: str, l2_flush: bool) -> tuple[Any, dict | None]:
+            """``burst_iterations`` calls of ``cand`` from a cool GPU: (their timing, what the
+            wait for a cool GPU saw)."""
             cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(
-                cand.case.fn,
-                label=f"{resource} {cand.shape} burst",
-                l2_flush=cand.case.l2_flush,
-                graph=None if cand.case.graph_safe else False,
-                iterations=p.burst_iterations,
+            graph = None if cand.case.graph_safe else False
+            timing = ctx.time_fn(
+                cand.case.fn, label=label, l2_flush=l2_flush, graph=graph, iterations=p.burst_iterations
             )
-            runs.append(("burst", cand, m, cool))
-        other_l2 = []  # matmuls: every shape again with the other L2 setting
+            return timing, cool
+
+        runs: list[tuple[str, Candidate, Any, dict | None]] = [
+            ("burst", cand, *burst(cand, f"{resource} {cand.shape} burst", cand.case.l2_flush)) for cand in group
+        ]
+        # matmuls: every shape again with the other L2 setting
         flush = not ctx.l2_flush(group[0].case.l2_flush)
         other_regime = "burst" + (" (L2 flushed)" if flush else " (L2 kept)")
-        for cand in group if resource.startswith("matmul.") else []:
-            cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(
-                cand.case.fn,
-                label=f"{resource} {cand.shape} burst, L2 {'flushed' if flush else 'kept'} between calls",
-                l2_flush=flush,
-                graph=None if cand.case.graph_safe else False,
-                iterations=p.burst_iterations,
-            )
-            other_l2.append((other_regime, cand, m, cool))
+        between = f"L2 {'flushed' if flush else 'kept'} between calls"
+        other_l2: list[tuple[str, Candidate, Any, dict | None]] = [
+            (other_regime, cand, *burst(cand, f"{resource} {cand.shape} burst, {between}", flush))
+            for cand in (group if resource.startswith("matmul.") else [])
+        ]
         burst_best = max(runs, key=lambda r: _median_rate(r[1], r[2], name))
         best_cand, best_burst = burst_best[1], burst_best[2]
-        again = []  # the best shape's burst again: a burst's fastest call varies with the GPU's state
-        for _ in range(p.best_shape_bursts):
-            cool = ctx.wait_until_cool(p.cool_wait_s)
-            m = ctx.time_fn(
-                best_cand.case.fn,
-                label=f"{resource} {best_cand.shape} burst again",
-                l2_flush=best_cand.case.l2_flush,
-                graph=None if best_cand.case.graph_safe else False,
-                iterations=p.burst_iterations,
+        # the best shape's burst again: a burst's fastest call varies with the GPU's state
+        again: list[tuple[str, Candidate, Any, dict | None]] = [
+            (
+                "burst",
+                best_cand,
+                *burst(best_cand, f"{resource} {best_cand.shape} burst again", best_cand.case.l2_flush),
             )
-            again.append(("burst", best_cand, m, cool))
+            for _ in range(p.best_shape_bursts)
+        ]
         calls = max(MIN_SUSTAINED_CALLS, math.ceil(p.sustained_s / max(statistics.median(best_burst.samples_s), 1e-9)))
         calls = min(calls, ctx.controls.max_iterations)
         m = ctx.time_fn(
