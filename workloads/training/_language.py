@@ -6,8 +6,7 @@ A sequence is ``x_1 .. x_n SEP y_1 .. y_n`` over a vocabulary of ``vocab`` token
 of them where ``symbols`` is 0) and ``y`` = ``x`` copied, reversed or sorted (``task``). The
 vocabulary sizes the model (its embedding and output layer: GPT-2's 50,304 tokens are a
 third of GPT-2 124M's parameters); the symbols set how hard the language is, as a real
-corpus uses a few thousand of its tokenizer's ids most of the time: drawn from all 50,303,
-a reversal of 512 tokens leaves GPT-2 124M at chance for thousands of steps.
+corpus uses a few thousand of its tokenizer's ids most of the time.
 
 The first half is noise the model cannot predict; the second half is fully determined by
 it, so a model that has learnt the task predicts every answer token: the loss is taken on
@@ -26,6 +25,14 @@ TASKS = ("copy", "reverse", "sort")
 IGNORE = -100  # the label torch's cross entropy skips
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
+
+
+def drawn_symbols(vocab: int, symbols: int) -> int:
+    """How many tokens after SEP the questions are drawn from: ``symbols``, or every one where
+    it is 0. ValueError for a count outside 2 .. vocab - 1."""
+    if symbols and not 2 <= symbols <= vocab - 1:
+        raise ValueError(f"symbols must be 0 or from 2 to vocab - 1 ({vocab - 1}), not {symbols}")
+    return symbols or vocab - 1
 
 
 @dataclass(frozen=True)
@@ -48,9 +55,7 @@ class SequenceTask:
             raise ValueError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
         if self.vocab < 3:
             raise ValueError("vocab must be at least 3 (SEP and two symbols)")
-        drawn = self.symbols or self.vocab - 1
-        if not 2 <= drawn <= self.vocab - 1:
-            raise ValueError(f"symbols must be 0 or from 2 to vocab - 1 ({self.vocab - 1}), not {self.symbols}")
+        drawn = drawn_symbols(self.vocab, self.symbols)
         g = torch.Generator().manual_seed(self.data_seed * 1000 + stream)
         h = self.half
         x = torch.randint(1, drawn + 1, (n, h), generator=g)

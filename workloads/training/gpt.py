@@ -23,6 +23,7 @@ from perfsuite.workloads.training._language import (
     TASKS,
     TRAIN_STREAM,
     SequenceTask,
+    drawn_symbols,
 )
 
 ARCHS = ("gpt2", "llama")
@@ -54,8 +55,7 @@ class GPTParams(TrainingParams):
     eval_samples: int = param(1024, "sequences in the held-out evaluation split")
 
     def __post_init__(self) -> None:
-        if self.symbols and not 2 <= self.symbols <= self.vocab - 1:
-            raise ValueError(f"symbols must be 0 or from 2 to vocab - 1 ({self.vocab - 1})")
+        drawn_symbols(self.vocab, self.symbols)  # a bad count is refused before the run starts
 
 
 class GPTTraining(TimeToTarget):
