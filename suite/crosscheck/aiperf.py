@@ -5,8 +5,8 @@ cross-checks do (``perfsuite.crosscheck.take_turns``). A concurrency is passed a
 rate is passed as the suite's own arrival times (each prompt's ``timestamp``), replayed with
 AIPerf's ``--fixed-schedule`` and by the bare reference. Two clients drawing their own Poisson
 arrivals do not send the same load: the span of 96 arrivals varies by some 10% (one standard
-deviation), and output tokens per second follow the span. On an H100 against ``transformers
-serve`` at 8 requests/s, AIPerf's own draw gave a tokens/s ratio of 0.878 where TTFT agreed.
+deviation), and output tokens per second follow the span: only the same schedule compares
+the clients.
 
 Each side's figures are medians over rounds: TTFT p50 and p99, inter-token latency p50
 (AIPerf's definition: (end - first token) / (tokens - 1) per request, the suite's TPOT) and
