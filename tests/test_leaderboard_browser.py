@@ -178,6 +178,27 @@ def test_the_board_opens_from_files_and_sorts_by_a_column(site, page):
     assert page.dialogs == [] and page.errors == []
 
 
+def test_a_dotted_case_shows_its_figure(tmp_path, page):
+    """Ceilings and host-device cases are named with dots (``matmul.bf16``): the table shows their
+    figures, not an empty cell (Tabulator reads a dotted field as a nested one unless told)."""
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(
+            make_record(
+                workload_name="kernels.ceilings",
+                host="fast-box",
+                device="cuda",
+                params={},
+                metrics=gemm_metrics(case="matmul.bf16", time_ms=_times(1.0)),
+            )
+        )
+        build_site(reg, tmp_path / "site")
+    page.goto((tmp_path / "site" / "workloads" / "kernels.ceilings.html").as_uri())
+    page.wait_for_selector(".tabulator-row")
+    (cell,) = page.locator(".tabulator-row .tabulator-cell[tabulator-field='c:matmul.bf16']").all_inner_texts()
+    assert cell.split()[0] == "2.139" and "1 run" in cell  # the median of its calls
+    assert page.errors == []
+
+
 def _wait_rows(page, count: int) -> None:
     """Wait for the table to show ``count`` rows (the page's CSP forbids wait_for_function's eval)."""
     for _ in range(50):

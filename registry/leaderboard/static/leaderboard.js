@@ -248,7 +248,9 @@
       var sort = mine && state.sort ? state.sort.split(":") : null;
       var filters = [];
       if (mine) Object.keys(state).forEach(function (k) { if (k.indexOf("f.") === 0) filters.push({ field: k.slice(2), value: state[k] }); });
-      var table = new Tabulator(holder, { data: cfg.rows, columns: columns, layout: "fitDataStretch",
+      // nestedFieldSeparator: a case is often dotted ("matmul.bf16", "pinned.1stream.1GiB"), and
+      // Tabulator would read field "c:matmul.bf16" as row["c:matmul"]["bf16"] and show nothing
+      var table = new Tabulator(holder, { data: cfg.rows, columns: columns, layout: "fitDataStretch", nestedFieldSeparator: false,
                                           initialSort: [sort ? { column: sort.slice(0, -1).join(":"), dir: sort[sort.length - 1] } : { column: "rank", dir: "asc" }],
                                           initialHeaderFilter: filters, placeholder: "no rows match" });
       tables[cfg.id] = table;
