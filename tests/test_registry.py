@@ -279,8 +279,8 @@ def test_latest_ceilings_is_the_newest_verified_success_on_that_device(reg):
 
 
 def test_a_quick_ceilings_run_never_stands_in_for_a_full_one(reg):
-    # The quick preset times 256-cubed GEMMs and 16 MiB copies: its "ceilings" sit far below
-    # the device's, and a full-size GEMM judged against them read 17-32 times its roof.
+    # The quick preset times GEMMs of 512-cubed and less and 16 MiB copies: its "ceilings" sit
+    # far below the device's and bound no full-size run.
     key = "1" * 16
     ceilings = dict(workload_name="kernels.ceilings", params={}, device="cuda", device_key=key)
     metrics = gemm_metrics(case="matmul.bf16")
