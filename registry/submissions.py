@@ -712,6 +712,7 @@ def submit_runs(
     writer = TreeWriter(Path(root))
     system_file = writer.path(org, SYSTEMS_DIR, f"{system}.json")
     writes: list[tuple[Path, bytes]] = []
+    written: list[Path] = []  # what this call wrote: an existing system file is checked, not rewritten
     if os.path.lexists(system_file):
         _check_existing_system(system_file, description_options.get("price_per_hour"))
     else:
@@ -722,7 +723,7 @@ def submit_runs(
                 f"the system description made from run {records[0]['run_id']} is invalid: " + "; ".join(errors)
             )
         writes.append((system_file, (json.dumps(description, indent=2) + "\n").encode("utf-8")))
-    written = [system_file]
+        written.append(system_file)
     for record in records:
         folder = (org, RESULTS_DIR, system, record["workload"]["name"])
         dest = writer.path(*folder, f"{record['run_id']}{RECORD_SUFFIX}")

@@ -196,7 +196,7 @@ def test_the_repository_tree_checks_imports_and_becomes_a_leaderboard(cli, tmp_p
 
 
 def test_submit_files_runs_from_the_registry_then_checks(cli, perfsuite_env, tmp_path):
-    records = [make_record(device="cuda", gpu_count=1, host="lab", controls={"seed": s}) for s in (11, 12)]
+    records = [make_record(device="cuda", gpu_count=1, host="lab", controls={"seed": s}) for s in (11, 12, 13)]
     files = []
     for r in records:
         path = tmp_path / f"{r['run_id']}.json"
@@ -212,11 +212,16 @@ def test_submit_files_runs_from_the_registry_then_checks(cli, perfsuite_env, tmp
         "one-gpu",
         "--root",
         str(root),
-        *(r["run_id"][:10] for r in records),
+        *(r["run_id"][:10] for r in records[:2]),
         check=True,
     )
-    assert "ok: " in out.stdout
-    desc = json.loads((root / "lab" / "systems" / "one-gpu.json").read_text())
+    assert "ok: " in out.stdout and "wrote lab/systems/one-gpu.json" in out.stdout.replace(f"{root}/", "")
+    system_file = root / "lab" / "systems" / "one-gpu.json"
+    kept = system_file.read_bytes()
+    more = cli("submit", "--org", "lab", "--system", "one-gpu", "--root", str(root), records[2]["run_id"], check=True)
+    assert "one-gpu.json" not in more.stdout and records[2]["run_id"] in more.stdout  # only what it wrote
+    assert system_file.read_bytes() == kept
+    desc = json.loads(system_file.read_text())
     assert desc["accelerator_model_name"] == "NVIDIA H200" and desc["accelerators_per_node"] == 1
     filed = root / "lab" / "results" / "one-gpu" / "kernels.gemm" / f"{records[0]['run_id']}.json"
     assert json.loads(filed.read_text()) == records[0] and filed.with_suffix(".mllog").exists()
