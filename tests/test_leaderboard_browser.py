@@ -1,9 +1,9 @@
 """The leaderboard in a real headless Chromium (Debian's ``chromium``, driven by playwright; no
 browser is ever downloaded), one browser for the module: it opens from files, a header click
-sorts, a column filter hides rows, the busbw chart draws one series per system, a table
-downloads as CSV, the system-against-system page compares, nothing overflows a 390 px phone,
-and no script runs from a ``<script>``, ``onerror=`` or ``javascript:`` payload in any
-submitted field."""
+sorts, a column filter hides rows, the busbw chart draws one series per system, time-to-target
+bars start at zero, a table downloads as CSV, the system-against-system page compares, nothing
+overflows a 390 px phone, and no script runs from a ``<script>``, ``onerror=`` or
+``javascript:`` payload in any submitted field."""
 
 from __future__ import annotations
 
@@ -196,6 +196,35 @@ def test_a_dotted_case_shows_its_figure(tmp_path, page):
     page.wait_for_selector(".tabulator-row")
     (cell,) = page.locator(".tabulator-row .tabulator-cell[tabulator-field='c:matmul.bf16']").all_inner_texts()
     assert cell.split()[0] == "2.139" and "1 run" in cell  # the median of its calls
+    assert page.errors == []
+
+
+def test_time_to_target_bars_start_at_zero(tmp_path, page):
+    """A bar's length is its figure: two systems at 50 and 58 s are drawn from zero (a y axis from
+    the smaller figure made one bar look a quarter of the other), and the chart says so."""
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for host, seconds in (("fast-box", 50.0), ("slow-box", 58.0)):
+            reg.store(
+                make_record(
+                    workload_name="training.resnet",
+                    host=host,
+                    device="cuda",
+                    params={"depth": 50},
+                    metrics=[make_metric("target", "time_to_target_s", "s", [seconds], higher_is_better=False)],
+                )
+            )
+        build_site(reg, tmp_path / "site")
+    page.goto((tmp_path / "site" / "workloads" / "training.resnet.html").as_uri())
+    chart = page.locator("#family-chart")
+    chart.locator("canvas").wait_for()
+    pattern = re.compile(r"time to target per system; seconds axis from (\S+) to (\S+)")
+    for _ in range(50):  # named once drawn
+        label = chart.get_attribute("aria-label") or ""
+        if match := pattern.fullmatch(label):
+            break
+        page.wait_for_timeout(100)
+    assert match, label
+    assert float(match[1]) == 0.0 and float(match[2]) >= 58.0
     assert page.errors == []
 
 

@@ -79,6 +79,15 @@
     el.textContent = "";
     opts.width = chartWidth(el);
     opts.height = Math.round(Math.min(420, Math.max(240, opts.width * 0.55)));
+    // A canvas says nothing to a screen reader: once drawn, the container names the picture and
+    // the span of its value axis.
+    var yLabel = (opts.axes && opts.axes[1] && opts.axes[1].label) || "value";
+    opts.hooks = { draw: [function (u) {
+      var y = u.scales.y;
+      if (y.min !== null && y.max !== null) {
+        el.setAttribute("aria-label", opts.title + "; " + yLabel + " axis from " + +y.min.toPrecision(3) + " to " + +y.max.toPrecision(3));
+      }
+    }] };
     var plot = new uPlot(opts, data, el);
     el.setAttribute("data-series", String(opts.series.length - 1));
     window.addEventListener("resize", function () { plot.setSize({ width: chartWidth(el), height: opts.height }); });
@@ -157,10 +166,14 @@
       var caseList = Object.keys(cases);
       var data = [names.map(function (_, i) { return i; })];
       caseList.forEach(function (c) { data.push(names.map(function (n) { var v = chart.series[n][c]; return v === undefined ? null : v; })); });
+      // Bars from zero (a bar's length is its figure), each whole and under its own system's name.
       drawChart(el, {
         title: "time to target per system",
-        scales: { x: { time: false } },
-        axes: [{ label: "system", values: function (u, vals) { return vals.map(function (v) { return names[v] || ""; }); } }, { label: "seconds" }],
+        scales: { x: { time: false, range: [-0.5, names.length - 0.5] },
+                  y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+        axes: [{ label: "system", splits: function () { return names.map(function (_, i) { return i; }); },
+                 values: function (u, vals) { return vals.map(function (v) { return names[v] || ""; }); } },
+               { label: "seconds" }],
         series: [{ label: "system", value: function (u, v) { return names[v] || ""; } }].concat(caseList.map(function (c, i) {
           return { label: c, stroke: PALETTE[i % PALETTE.length], fill: PALETTE[i % PALETTE.length], paths: uPlot.paths.bars({ size: [0.6] }), points: { show: false } };
         }))
