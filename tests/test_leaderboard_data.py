@@ -9,6 +9,7 @@ from __future__ import annotations
 from factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.registry import open_registry
+from perfsuite.registry.leaderboard import build_site
 from perfsuite.registry.leaderboard.data import load, shown_settings
 from perfsuite.schemas.comparability import key_settings
 from tests.conftest import REPO
@@ -77,6 +78,52 @@ def test_the_standard_table_is_never_one_whose_figures_are_all_zero(tmp_path):
     by_world = {c.shown["world.world_size"]: c for c in board.configs}
     assert len(by_world["1"].rows) == 2 and by_world["1"].all_zero
     assert board.default is by_world["2"] and by_world["2"].default and not by_world["1"].default
+
+
+def test_the_standard_table_of_a_collective_is_never_one_of_one_rank(tmp_path):
+    """Two one-GPU systems' broadcast in place (a no-op at one rank, 8,402 GB/s on an H100) and
+    one two-GPU system's: the board opens on the two ranks, and the one-rank table says why its
+    figure is no interconnect's. A reduce measured at one rank only opens on it, and its front
+    page card says so; a peer copy among the GPUs of one process does not."""
+
+    def broadcast(host: str, busbw: float, world: int, name: str = "collectives.broadcast") -> dict:
+        metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw] * 3, higher_is_better=True)]
+        return make_record(
+            workload_name=name,
+            category="collectives",
+            params={},
+            host=host,
+            device="cuda",
+            gpu_count=world,
+            launch={"world_size": world},
+            metrics=metrics,
+        )
+
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for record in (broadcast("one-a", 8402.1, 1), broadcast("one-b", 8192.0, 1), broadcast("two", 150.0, 2)):
+            reg.store(record)
+        reg.store(_gemm(1, params={"m": 1024}))  # one rank, not a collective: nothing to say
+        reg.store(broadcast("one-a", 8402.1, 1, "collectives.reduce"))  # measured at one rank only
+        peer = [make_metric("p2p", "gbps", "GB/s", [388.2] * 3, higher_is_better=True)]  # four GPUs, one process
+        reg.store(make_record(workload_name="collectives.copy_bandwidth", params={}, device="cuda", metrics=peer))
+        with reg.session() as s:
+            boards, _ = load(s)
+        build_site(reg, tmp_path / "site")
+    board = next(b for b in boards if b.workload == "collectives.broadcast")
+    by_world = {c.shown["world.world_size"]: c for c in board.configs}
+    assert by_world["1"].one_rank_collective and not by_world["1"].all_zero and len(by_world["1"].rows) == 2
+    assert board.default is by_world["2"] and not by_world["2"].one_rank_collective
+    assert not any(c.one_rank_collective for b in boards if b.workload == "kernels.gemm" for c in b.configs)
+    page = (tmp_path / "site" / "workloads" / "collectives.broadcast.html").read_text()
+    one_rank = page.split(f'id="cfg-{by_world["1"].id}"')[1].split("</section>")[0]
+    two_ranks = page.split(f'id="cfg-{by_world["2"].id}"')[1].split("</section>")[0]
+    assert "One rank: no byte crosses between GPUs" in one_rank and "One rank" not in two_ranks
+    assert "One rank" not in (tmp_path / "site" / "workloads" / "kernels.gemm.html").read_text()
+    cards = (tmp_path / "site" / "index.html").read_text().split('<section class="card">')[1:]
+    card = {c.split("workloads/")[1].split(".html")[0]: c for c in cards}
+    assert "1 rank: no interconnect measured" in card["collectives.reduce"]
+    shown = ("collectives.broadcast", "collectives.copy_bandwidth", "kernels.gemm")
+    assert not any("no interconnect" in card[name] for name in shown)
 
 
 def test_inference_is_ranked_by_loadgens_metric_not_its_accuracy(tmp_path):

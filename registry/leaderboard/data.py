@@ -150,6 +150,7 @@ class Config:
     measured: int = 0  # the cases its first run measured (KeyInfo.measured)
     newest: datetime | None = None  # the start of its newest run
     default: bool = False
+    category: str = ""
 
     @property
     def regime(self) -> str:
@@ -159,6 +160,18 @@ class Config:
     def all_zero(self) -> bool:
         """Every figure of the table is zero: bus bandwidth at one rank, zero by nccl-tests' formula."""
         return all(cell.value == 0 for row in self.rows for cell in row.cells.values())
+
+    @property
+    def one_rank_collective(self) -> bool:
+        """A collective ranked by bus bandwidth, among one rank (nccl-tests with one GPU): no byte
+        crosses between devices, so its figure is a check that the call runs, not one of an
+        interconnect. A broadcast or reduce in place is then a no-op, and reads above the memory's
+        bandwidth (8,402 GB/s on an H100). A peer copy among the GPUs of one process is not one."""
+        return (
+            self.category == "collectives"
+            and self.shown.get("world.world_size", "1") == "1"
+            and any(head.metric == "busbw_gbps" for head in self.heads.values())
+        )
 
     @property
     def version(self) -> int:
@@ -538,6 +551,7 @@ def _assemble(
                 info.runs,
                 info.measured,
                 newest[key],
+                category=info.category,
             )
         )
     out = []
@@ -548,13 +562,15 @@ def _assemble(
             c.label = settings_label(c.shown, shared)
             c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
         latest_version = max(c.version for c in configs)
-        # the standard table: the latest version, one with a figure other than zero, then the one
-        # most systems ran, then most runs, then the one that measured most cases (a sweep before
-        # one step of it), then the newest (a round's settings before an older one's)
+        # the standard table: the latest version, one with a figure other than zero, a collective
+        # among more than one rank, then the one most systems ran, then most runs, then the one
+        # that measured most cases (a sweep before one step of it), then the newest (a round's
+        # settings before an older one's)
         configs.sort(
             key=lambda c: (
                 c.version != latest_version,
                 c.all_zero,
+                c.one_rank_collective,
                 -len(c.rows),
                 -c.runs,
                 -c.measured,

@@ -405,13 +405,15 @@ def front_card(board: Board) -> dict:
 
 
 def _short_label(config: Config) -> str:
-    """A table in a few words (the front page's cards): its version and, past one process, its world."""
+    """A table in a few words (the front page's cards): its version and, past one process, its
+    world; a collective of one rank says that it measures no interconnect."""
     world = config.shown.get("world.world_size", "1")
     nodes = config.shown.get("world.nnodes", "1")
     return (
         f"v{config.version}"
         + (f" · {world} ranks" if world != "1" else "")
         + (f" on {nodes} nodes" if nodes != "1" else "")
+        + (" · 1 rank: no interconnect measured" if config.one_rank_collective else "")
     )
 
 
