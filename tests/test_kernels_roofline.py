@@ -4,6 +4,7 @@ answers, the plot files, and the command against a real SQLite registry."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import timedelta
 
@@ -245,3 +246,24 @@ def test_roofline_command_without_ceilings_says_what_to_run(perfsuite_env, store
 def test_roofline_command_refuses_an_unknown_plot_format(perfsuite_env, stored, tmp_path):
     proc = run_cli(perfsuite_env, "roofline", "--out", str(tmp_path / "roof.pdf"))
     assert proc.returncode == 2 and "must end in .png or .svg" in proc.stderr
+
+
+def test_a_system_page_names_each_roofline_point_by_its_table_and_record(tmp_path):
+    """Two GEMM shapes of one case on one system: the system page's roofline table says which
+    shape each point is (its table's settings) and links its record, as the results table does."""
+    from perfsuite.registry import open_registry
+    from perfsuite.registry.leaderboard import build_site
+
+    big = gemm_record(params={"m": 8192}, minutes=1)
+    small = gemm_record(params={"m": 1024}, minutes=2)
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for record in (ceilings_record(), big, small):
+            reg.store(record)
+        build_site(reg, tmp_path / "site")
+    (page,) = [p.read_text() for p in (tmp_path / "site" / "systems").glob("*.html")]
+    table = page.split('id="roofline-chart"')[1].split("</table>")[0]
+    rows = table.split("<tr>")[2:]  # after the header
+    assert len(rows) == 2
+    for record, shape in ((big, "8192"), (small, "1024")):
+        (row,) = [r for r in rows if f"record.html#{record['run_id']}" in r]
+        assert re.search(rf"<td>kernels.gemm</td><td>[^<]*\bm {shape}</td><td>bf16</td>", row), row

@@ -326,6 +326,7 @@ def _rooflines(session, boards: list[Board], systems: dict[str, SystemInfo]) -> 
     from perfsuite.measure.roofline import CEILINGS_WORKLOAD
 
     latest: dict[str, dict[str, str]] = defaultdict(dict)  # system -> config -> run id
+    labels: dict[str, str] = {}  # run id -> its table's settings, so that each point says which GEMM it is
     ceilings: dict[str, tuple] = {}
     for board in boards:
         if board.category != "kernels":
@@ -339,11 +340,14 @@ def _rooflines(session, boards: list[Board], systems: dict[str, SystemInfo]) -> 
                         ceilings[row.system.key] = (newest.started_at, newest.run_id)
                 else:
                     latest[row.system.key][f"{board.workload}|{config.id}"] = newest.run_id
+                    labels[newest.run_id] = config.label
     out = {}
     for key, (_, ceiling_id) in ceilings.items():
         ids = [ceiling_id, *latest.get(key, {}).values()]
         records = dict(session.execute(select(Run.run_id, Run.record).where(Run.run_id.in_(ids))).all())
         data = report([records[i] for i in ids[1:] if i in records], records[ceiling_id])
+        for point in data["points"]:
+            point["configuration"] = labels.get(point["run_id"], "")
         out[key] = data
     return out
 
