@@ -201,7 +201,7 @@ def test_a_dotted_case_shows_its_figure(tmp_path, page):
 
 def test_time_to_target_bars_start_at_zero(tmp_path, page):
     """A bar's length is its figure: two systems at 50 and 58 s are drawn from zero (a y axis from
-    the smaller figure made one bar look a quarter of the other), and the chart says so."""
+    the smaller figure drew 50 s about a tenth the height of 58 s), and the chart says so."""
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
         for host, seconds in (("fast-box", 50.0), ("slow-box", 58.0)):
             reg.store(
