@@ -31,6 +31,21 @@ def _gemm(i: int, controls: dict | None = None, **kw) -> dict:
     return make_record(host="box", device="cuda", controls=controls, metrics=gemm_metrics(time_ms=times), **kw)
 
 
+def _collective(name: str, host: str, busbw: float, world: int) -> dict:
+    """A collective's record at ``world`` ranks, ranked by its in-place bus bandwidth."""
+    metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw] * 3, higher_is_better=True)]
+    return make_record(
+        workload_name=name,
+        category="collectives",
+        params={},
+        host=host,
+        device="cuda",
+        gpu_count=world,
+        launch={"world_size": world},
+        metrics=metrics,
+    )
+
+
 def test_a_table_is_one_comparability_key_and_both_reads_agree(tmp_path):
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
         for i, inject in enumerate(("none", "none", "hang", "none", "none")):
@@ -57,22 +72,9 @@ def test_the_standard_table_is_never_one_whose_figures_are_all_zero(tmp_path):
     """Two one-GPU systems' all_reduce (busbw zero at one rank by nccl-tests' formula) and one
     two-GPU system's: the board opens on the table with a figure, though fewer systems ran it."""
 
-    def all_reduce(host: str, busbw: float, world: int) -> dict:
-        metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw] * 3, higher_is_better=True)]
-        return make_record(
-            workload_name="collectives.all_reduce",
-            category="collectives",
-            params={},
-            host=host,
-            device="cuda",
-            gpu_count=world,
-            launch={"world_size": world},
-            metrics=metrics,
-        )
-
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        for record in (all_reduce("one-a", 0.0, 1), all_reduce("one-b", 0.0, 1), all_reduce("two", 150.0, 2)):
-            reg.store(record)
+        for host, busbw, world in (("one-a", 0.0, 1), ("one-b", 0.0, 1), ("two", 150.0, 2)):
+            reg.store(_collective("collectives.all_reduce", host, busbw, world))
         with reg.session() as s:
             (board,), _ = load(s)
     by_world = {c.shown["world.world_size"]: c for c in board.configs}
@@ -86,24 +88,11 @@ def test_the_standard_table_of_a_collective_is_never_one_of_one_rank(tmp_path):
     figure is no interconnect's. A reduce measured at one rank only opens on it, and its front
     page card says so; a peer copy among the GPUs of one process does not."""
 
-    def broadcast(host: str, busbw: float, world: int, name: str = "collectives.broadcast") -> dict:
-        metrics = [make_metric("in-place", "busbw_gbps", "GB/s", [busbw] * 3, higher_is_better=True)]
-        return make_record(
-            workload_name=name,
-            category="collectives",
-            params={},
-            host=host,
-            device="cuda",
-            gpu_count=world,
-            launch={"world_size": world},
-            metrics=metrics,
-        )
-
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        for record in (broadcast("one-a", 8402.1, 1), broadcast("one-b", 8192.0, 1), broadcast("two", 150.0, 2)):
-            reg.store(record)
+        for host, busbw, world in (("one-a", 8402.1, 1), ("one-b", 8192.0, 1), ("two", 150.0, 2)):
+            reg.store(_collective("collectives.broadcast", host, busbw, world))
         reg.store(_gemm(1, params={"m": 1024}))  # one rank, not a collective: nothing to say
-        reg.store(broadcast("one-a", 8402.1, 1, "collectives.reduce"))  # measured at one rank only
+        reg.store(_collective("collectives.reduce", "one-a", 8402.1, 1))  # measured at one rank only
         peer = [make_metric("p2p", "gbps", "GB/s", [388.2] * 3, higher_is_better=True)]  # four GPUs, one process
         reg.store(make_record(workload_name="collectives.copy_bandwidth", params={}, device="cuda", metrics=peer))
         with reg.session() as s:
