@@ -651,3 +651,192 @@ def test_nccl_collectives_and_copy_bandwidth_on_two_gpus(cli, perfsuite_env):
     (r,) = json.loads(proc.stdout)
     assert r["status"] == "success" and r["verification"]["status"] == "passed", r["error"]
     assert r["details"]["cuda_graph"] is True
+
+
+# -- the nccl-tests cross-check judged size by size: which side was launch-bound ----------------------
+def _nccl_tests_text(rows: list[dict], collective: str = "all_gather_perf", ranks: int = 4) -> str:
+    """An nccl-tests table (the text its ``*_perf`` binaries print) of ``rows``: per size
+    ``(size_bytes, count, dtype, time_us_oop or None, time_us_ip)``, bandwidths derived as
+    nccl-tests derives them."""
+    factor = (ranks - 1) / ranks
+    lines = [
+        "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809",
+        f"# Collective test starting: {collective}",
+        "# Using devices",
+        *(f"#  Rank  {i} Group  0 Pid  100 on node device  {i} [0000:{i:02d}:00] NVIDIA H200" for i in range(ranks)),
+    ]
+    for size, count, dtype, oop, ip in rows:
+        cells = [str(size), str(count), dtype, "none", "-1"]
+        for t in (oop, ip):
+            if t is None:
+                cells += ["0.00", "0.00", "0.00", "N/A"]
+                continue
+            algbw = size / (t * 1e-6) / 1e9
+            cells += [f"{t:.2f}", f"{algbw:.2f}", f"{algbw * factor:.2f}", "0"]
+        lines.append("  ".join(cells))
+    lines.append("# Out of bounds values : 0 OK")
+    return "\n".join(lines) + "\n"
+
+
+def _suite_rows(times: list[tuple[int, float]], ranks: int = 4) -> list[dict]:
+    """The suite's all_gather table: in place only, ``(size_bytes, time_us)`` per size."""
+    return [
+        {
+            "size_bytes": s,
+            "oop": None,
+            "ip": {
+                "time_us": t,
+                "algbw_gbps": s / t / 1e3,
+                "busbw_gbps": s / t / 1e3 * (ranks - 1) / ranks,
+                "wrong": 0,
+            },
+        }
+        for s, t in times
+    ]
+
+
+MiB = 1 << 20
+# An all_gather at 4 ranks shaped like the 4xH200 cross-check that nccl-tests ran as one process
+# with a thread per GPU: its times flat at 40 us through 3 and 6 MiB, where the suite read 1.35
+# and 1.02 of its busbw, and within 1.1% from 12 MiB up. Below, each side at its own floor
+# (nccl-tests' threads 40 us, the suite's processes 12 us).
+FOUR_RANKS = [  # size, suite us, nccl-tests us
+    (1024, 12.0, 40.0),
+    (65536, 12.6, 40.4),
+    (3 * MiB, 29.63, 40.0),
+    (6 * MiB, 39.22, 40.0),
+    (12 * MiB, 70.0, 70.7),
+    (24 * MiB, 130.0, 131.3),
+    (48 * MiB, 250.0, 252.7),
+]
+
+
+def _judged(table: list[tuple[int, float, float]]) -> dict:
+    from perfsuite.crosscheck.collectives import compare_nccl_tests
+
+    text = _nccl_tests_text([(s, s // 2 // 4, "bfloat16", None, ref) for s, _, ref in table])
+    measured = {"tool": "nccl-tests", "status": "measured", "layout": "thread per GPU", "raw": text}
+    return compare_nccl_tests([measured], _suite_rows([(s, t) for s, t, _ in table]))
+
+
+def test_where_nccl_tests_sits_at_its_launch_floor_and_the_suite_does_not_the_record_names_nccl_tests():
+    from perfsuite.crosscheck import launch_floor
+
+    out = _judged(FOUR_RANKS)
+    by = {c["size_bytes"]: c for c in out["compare"]}
+    assert [round(by[s]["busbw_ratio"], 2) for s in (3 * MiB, 6 * MiB)] == [1.35, 1.02]
+    assert by[3 * MiB]["time_ratio"] == pytest.approx(40.0 / 29.63)
+    # each side's floor is its own shortest time per call up to 64 KiB
+    assert out["verdict"]["floors_us"] == {"ip": {"suite": 12.0, "nccl_tests": 40.0}}
+    assert {s: by[s]["launch_bound"] for s in by} == {
+        1024: "both",
+        65536: "both",
+        3 * MiB: "reference",
+        6 * MiB: "reference",  # still at its floor, though the two agree within 3% there
+        12 * MiB: None,
+        24 * MiB: None,
+        48 * MiB: None,
+    }
+    assert by[3 * MiB]["verdict"] == "differs, nccl-tests launch-bound"
+    assert by[3 * MiB]["nccl_tests_over_floor"] == pytest.approx(1.0)
+    assert by[3 * MiB]["suite_over_floor"] == pytest.approx(29.63 / 12.0)
+    assert by[1024]["verdict"] == "differs, both sides launch-bound"
+    assert all(by[s]["verdict"] == launch_floor.AGREES for s in (6 * MiB, 12 * MiB, 24 * MiB, 48 * MiB))
+    v = out["verdict"]
+    assert (v["agrees"], v["explained"], v["agrees_from_bytes"]) == (False, True, {"ip": 6 * MiB})
+    assert v["differs"] == {"both": [1024, 65536], "reference": [3 * MiB]}
+    assert v["summary"] == (
+        "agrees within 3% from 6 MiB up; differs where both sides are launch-bound at 1 KiB-64 KiB; "
+        "nccl-tests is launch-bound at 3 MiB"
+    )
+    assert "1.25 x its own floor" in v["rule"] and v["tolerance"] == 0.03
+
+
+def test_the_suite_at_its_floor_where_nccl_tests_is_not_is_named_the_suite():
+    """The rule is the same for both sides: swap them and the suite is named."""
+    swapped = [(s, ref, mine) for s, mine, ref in FOUR_RANKS]
+    by = {c["size_bytes"]: c for c in _judged(swapped)["compare"]}
+    assert by[3 * MiB]["launch_bound"] == "suite" and by[3 * MiB]["verdict"] == "differs, the suite launch-bound"
+
+
+def test_a_difference_with_neither_side_at_its_floor_is_reported_as_unexplained():
+    table = [*FOUR_RANKS[:2], (12 * MiB, 70.0, 80.0), (48 * MiB, 250.0, 252.7)]
+    out = _judged(table)
+    row = next(c for c in out["compare"] if c["size_bytes"] == 12 * MiB)
+    assert (row["launch_bound"], row["verdict"]) == (None, "differs")
+    v = out["verdict"]
+    assert v["explained"] is False and v["differs"]["none"] == [12 * MiB]
+    assert "neither side is launch-bound at 12 MiB" in v["summary"]
+
+
+def test_a_sweep_without_a_small_size_says_the_floors_were_not_measured_rather_than_guess():
+    """From 3 MiB up neither side's launch floor is in the table: no side is named, and the
+    verdict says why instead of a bare 'differs'."""
+    out = _judged(FOUR_RANKS[2:])
+    by = {c["size_bytes"]: c for c in out["compare"]}
+    assert all(c["launch_bound"] is None for c in by.values())
+    assert by[3 * MiB]["verdict"] == "differs, launch floors not measured"
+    assert out["verdict"]["floors_us"] == {"ip": {"suite": None, "nccl_tests": None}}
+    assert out["verdict"]["explained"] is False
+    assert "launch floors were not measured (no size up to 65536 B) at 3 MiB" in out["verdict"]["summary"]
+
+
+def test_every_size_within_3_percent_is_the_verdict_agrees():
+    table = [(s, t, t * 1.02) for s, t, _ in FOUR_RANKS]
+    v = _judged(table)["verdict"]
+    assert (v["summary"], v["agrees"], v["differs"]) == ("agrees within 3%", True, {})
+
+
+def test_a_real_gloo_sweep_is_judged_against_a_reference_flat_at_its_floor(cli, perfsuite_env):
+    """A real 2-rank gloo all_reduce, judged against nccl-tests tables built from its own rows:
+    the same times agree at every size; a reference held at three times the suite's floor
+    (a layout that cannot issue calls faster) is named launch-bound exactly where it sits
+    at that floor and the suite does not."""
+    from perfsuite.crosscheck import launch_floor
+    from perfsuite.crosscheck.collectives import compare_nccl_tests
+
+    records, proc = _run_json(
+        cli,
+        "collectives.all_reduce",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "--param",
+        "min_bytes=8",
+        "--param",
+        "max_bytes=4M",
+        "--param",
+        "step_factor=8",
+        "--param",
+        "iters=3",
+        "--warmup",
+        "1",
+    )
+    assert proc.returncode == 0, proc.stderr
+    (record,) = records
+    rows = record["details"]["rows"]
+    times = [(r["size_bytes"], r["ip"]["time_us"]) for r in rows]
+
+    def measured(ref_times):
+        text = _nccl_tests_text(
+            [(s, s // 4, "float", None, t) for s, t in ref_times], collective="all_reduce_perf", ranks=2
+        )
+        return compare_nccl_tests([{"tool": "nccl-tests", "status": "measured", "raw": text}], rows)
+
+    same = measured(times)
+    assert same["verdict"]["summary"] == launch_floor.AGREES
+    assert [c["size_bytes"] for c in same["compare"]] == [s for s, _ in times]
+    floor = min(t for s, t in times if s <= launch_floor.FLOOR_MAX_BYTES)
+    assert same["verdict"]["floors_us"]["ip"]["suite"] == pytest.approx(floor)
+
+    held = 3 * floor
+    slow = measured([(s, max(t, held)) for s, t in times])
+    for c in slow["compare"]:
+        ref_at_floor = max(c["suite_time_us"], held) <= launch_floor.LAUNCH_FACTOR * held
+        suite_at_floor = c["suite_time_us"] <= launch_floor.LAUNCH_FACTOR * floor
+        expected = launch_floor.launch_bound(suite_at_floor, ref_at_floor)
+        assert c["launch_bound"] == expected, c
+        if c["verdict"] != launch_floor.AGREES:
+            assert expected is not None and c["verdict"] == f"differs, {launch_floor.SIDE_NAMES[expected]} launch-bound"
+    assert slow["verdict"]["explained"] is True
+    assert slow["compare"][-1]["launch_bound"] is None  # 4 MiB over loopback is far above three 8 B calls

@@ -35,7 +35,7 @@ def crosscheck_rows(record: dict) -> list[list[str]]:
                 f"{c['suite_busbw_gbps']:.2f}",
                 f"{c['nccl_tests_busbw_gbps']:.2f}",
                 f"{c['busbw_ratio']:.3f}" if c["busbw_ratio"] is not None else "",
-                "",
+                c.get("verdict", ""),  # with the launch-bound side named (records before it have none)
             ]
             for c in found["compare"]
         ]

@@ -25,7 +25,9 @@ and the same call, both figures and their ratio stored in the record
 - collectives: the nccl-tests binary of the collective, from the directory in
   ``PERFSUITE_NCCL_TESTS``, started by rank 0 after the sweep with the same sizes, type,
   reduction, warm-up and iterations (``perfsuite.workloads.collectives._sweep``), as one process per
-  GPU under an MPI launcher where one is given (``PERFSUITE_NCCL_TESTS_MPIRUN``).
+  GPU under an MPI launcher where one is given (``PERFSUITE_NCCL_TESTS_MPIRUN``); each size
+  names the side that was launch-bound there, from each side's own shortest time per call
+  (``perfsuite.crosscheck.launch_floor``), so a ratio off 1 at a few MiB is never left unexplained.
 
 Asked for with ``perfsuite crosscheck`` (or ``PERFSUITE_CROSSCHECK=1`` in the environment of
 ``perfsuite run``). A reference that cannot run here is recorded as skipped with the reason.

@@ -1,6 +1,8 @@
 """nccl-tests beside a collective sweep: run its binary in the same call, with the same sizes,
 type, reduction, warm-up and iterations, and fold its table beside the suite's rows
-(``details["crosscheck"]``). The binary's own runner and parser are :mod:`perfsuite.crosscheck.nccl_tests`."""
+(``details["crosscheck"]``), each size judged with the side that was launch-bound named
+(:mod:`perfsuite.crosscheck.launch_floor`). The binary's own runner and parser are
+:mod:`perfsuite.crosscheck.nccl_tests`."""
 
 from __future__ import annotations
 
@@ -151,8 +153,10 @@ def compare_nccl_tests(runs: list[dict], rows: list[dict]) -> dict:
     """nccl-tests' table from one or more runs (rounds taken in turns with the suite's
     sweeps), each size's cycles of every round folded into their median
     (``perfsuite.crosscheck.nccl_tests.fold_cycles``), beside the suite's ``rows`` (whose loops of every
-    round are folded the same way). A run that did not measure is the answer."""
-    from perfsuite.crosscheck import nccl_tests
+    round are folded the same way). Every compared size carries its ratio, the side that was
+    launch-bound there and its verdict, and ``verdict`` is the cross-check's
+    (``perfsuite.crosscheck.launch_floor.attribute``). A run that did not measure is the answer."""
+    from perfsuite.crosscheck import launch_floor, nccl_tests
 
     for run in runs:
         if run.get("status") != "measured":
@@ -160,11 +164,13 @@ def compare_nccl_tests(runs: list[dict], rows: list[dict]) -> dict:
     parsed = nccl_tests.parse("\n".join(r["raw"] for r in runs))
     ref = parsed.to_dict()
     first = runs[0]
+    compare, judged = launch_floor.attribute(collective_vs_nccl_tests(rows, ref))
     return {
         **{k: v for k, v in first.items() if k != "raw"},
         "rounds": len(runs),
         "table": ref,
-        "compare": collective_vs_nccl_tests(rows, ref),
+        "compare": compare,
+        "verdict": judged,
         "raw": "\n".join(
             f"# ---- round {i} of {len(runs)}\n{r['raw']}" if len(runs) > 1 else r["raw"] for i, r in enumerate(runs, 1)
         ),
