@@ -3,8 +3,11 @@ tables and charts need as JSON inside ``<script type="application/json">`` (neve
 content security policy of every page allows scripts from the site's own files only), the
 vendored table and chart libraries, and the downloads (the board as JSONL and Parquet).
 
-The site is built into a temporary sibling folder and swapped in at the end: a failed build
-leaves the previous site as it was, and no file of an older build survives a new one.
+The site is built into a temporary sibling folder and moved in only when complete
+(:func:`perfsuite.registry.owned_output.publish_folder`): a failed build leaves the previous
+site as it was. The folder's manifest lists the files perfsuite wrote: a rebuild replaces and
+removes only those, so no file of an older build survives a new one and a file the user put
+in the folder is never touched; a folder without a manifest that is not empty is refused.
 """
 
 from __future__ import annotations
@@ -12,17 +15,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 from sqlalchemy import select
 
 from ..models import Metric, Run, Submission
+from ..owned_output import publish_folder
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
+from .scaling import scaling_charts
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
@@ -462,31 +465,24 @@ def board_data(session, board: Board) -> dict:
             for c in board.configs
         ],
         "charts": _family_charts(session, board),
+        "scaling": scaling_charts(session, board),
         "trends": {c.id: trend_series(c) for c in board.configs},
     }
 
 
-def build_site(registry, out: Path, submissions: Path | None = None) -> dict[str, int]:
-    """Write the site into ``out``, atomically (see the module docstring). Returns counts.
+def build_site(registry, out: Path, submissions: Path | None = None, parents: bool = False) -> dict[str, int]:
+    """Write the site into ``out`` (see the module docstring). Returns counts.
 
-    ``submissions``: the tree the records were imported from, for each record's MLLOG file."""
-    out = Path(out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
-        counts = _build(registry, staging, submissions)
-        os.chmod(staging, 0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.rename(out, old / "site")
-        os.rename(staging, out)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return counts
+    ``submissions``: the tree the records were imported from, for each record's MLLOG file.
+    ``parents``: create missing folders above ``out``. A folder perfsuite does not own (see
+    :mod:`perfsuite.registry.owned_output`) is refused with an ``OutputRefused``."""
+    return publish_folder(
+        Path(out),
+        lambda staging: _build(registry, staging, submissions),
+        command="leaderboard",
+        what="the site",
+        parents=parents,
+    )
 
 
 def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:

@@ -80,8 +80,10 @@ class Fraction(click.ParamType):
     "junit_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write JUnit XML: one test case per case and headline metric, failed where --fail-on says.",
+    help="Also write JUnit XML: one test case per case and headline metric, failed where --fail-on says. "
+    "A regular file or a new name: a device, FIFO or symlink there is refused.",
 )
+@click.option("--parents", is_flag=True, help="Create the folders above --junit where they are missing.")
 @click.pass_context
 def compare_cmd(
     ctx: click.Context,
@@ -95,6 +97,7 @@ def compare_cmd(
     fmt: str,
     as_json: bool,
     junit_path: Path | None,
+    parents: bool,
 ) -> None:
     """Compare runs B against runs A (the baseline). A and B are run ids or prefixes, each side
     one run or several joined by commas (a repeat); or --workload W with two --system or two
@@ -118,7 +121,12 @@ def compare_cmd(
         m.headline and m.verdict in FAIL_ON[fail_on] for m in result.metrics
     )
     if junit_path is not None:
-        write_junit(result, junit_path, FAIL_ON[fail_on])
+        from perfsuite.registry.owned_output import OutputRefused
+
+        try:
+            write_junit(result, junit_path, FAIL_ON[fail_on], parents=parents)
+        except OutputRefused as exc:
+            fail(f"--junit: {exc}")
     if as_json or fmt == "json":
         emit_json({**result.to_dict(), "note": result.note, "fail_on": fail_on, "failed": failing})
     elif fmt == "markdown":
@@ -286,10 +294,13 @@ def markdown(result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_junit(result, path: Path, failing: tuple[str, ...]) -> None:
+def write_junit(result, path: Path, failing: tuple[str, ...], parents: bool = False) -> None:
     """JUnit XML: one test suite, one test case per case and headline metric; a verdict that
-    ``failing`` names is a failure with the figures as its message."""
+    ``failing`` names is a failure with the figures as its message. Written as a regular file
+    only (:func:`perfsuite.registry.owned_output.write_file`, which raises ``OutputRefused``)."""
     import xml.etree.ElementTree as ET
+
+    from perfsuite.registry.owned_output import write_file
 
     heads = [m for m in result.metrics if m.headline] or result.metrics
     suite = ET.Element(
@@ -308,7 +319,6 @@ def write_junit(result, path: Path, failing: tuple[str, ...]) -> None:
             ET.SubElement(case, "failure", message=summary, type=m.verdict).text = result.note
         else:
             ET.SubElement(case, "system-out").text = summary
-    path.parent.mkdir(parents=True, exist_ok=True)
     root = ET.Element("testsuites")
     root.append(suite)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    write_file(path, ET.tostring(root, encoding="utf-8", xml_declaration=True), parents=parents)

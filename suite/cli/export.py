@@ -5,8 +5,6 @@ lists the columns); a collective's sweep in nccl-tests' own columns with ``--for
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import click
@@ -17,26 +15,19 @@ from perfsuite.cli.results import parse_since
 FORMATS = ("csv", "parquet", "jsonl", "nccl-tests")
 
 
-def write_out(out: Path | None, data: str | bytes) -> None:
-    """To stdout, or to ``out`` through a temporary sibling renamed into place: a reader never
-    sees half a file, and a failed export leaves the previous file as it was."""
+def write_out(out: Path | None, data: str | bytes, parents: bool = False) -> None:
+    """To stdout, or to the regular file ``out`` through a temporary sibling renamed into place
+    (:func:`perfsuite.registry.owned_output.write_file`): a reader never sees half a file, a
+    device, FIFO or symlink at ``out`` is refused, and a failed export leaves what was there."""
+    from perfsuite.registry.owned_output import OutputRefused, write_file
+
     if out is None:
         click.echo(data if isinstance(data, str) else data.decode(), nl=False)
         return
-    out = out.expanduser()
-    if out.is_dir():
-        fail(f"--out {out} is a folder; name a file")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent if out.parent.exists() else None)
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.fchmod(fd, 0o666 & ~umask)  # as a file the user made: mkstemp's are private
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        fail(f"cannot write {out}: {exc.strerror or exc}", 1)
+        write_file(out, data, parents=parents)
+    except OutputRefused as exc:
+        fail(f"--out: {exc}")
 
 
 @click.command("export")
@@ -45,8 +36,10 @@ def write_out(out: Path | None, data: str | bytes) -> None:
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to this file (default: standard output; parquet needs a file).",
+    help="Write to this file (default: standard output; parquet needs a file). A regular file or a new "
+    "name: a device, FIFO or symlink there is refused.",
 )
+@click.option("--parents", is_flag=True, help="Create the folders above --out where they are missing.")
 @click.option("--workload", default=None, help="Only this workload.")
 @click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
 @click.option("--status", default=None, help="Only runs of this status (success, failed, invalid ...).")
@@ -57,6 +50,7 @@ def export_cmd(
     ctx: click.Context,
     fmt: str,
     out: Path | None,
+    parents: bool,
     workload: str | None,
     since: str | None,
     status: str | None,
@@ -78,13 +72,13 @@ def export_cmd(
         sweeps = [r for r in records if export.is_sweep(r)]
         if run_id is None or not sweeps:
             fail("--format nccl-tests needs --run RUN_ID of a collectives run (one sweep per file)")
-        write_out(out, export.csv_text(export.sweep_rows(sweeps[0]), export.SWEEP_COLUMNS))
+        write_out(out, parents=parents, data=export.csv_text(export.sweep_rows(sweeps[0]), export.SWEEP_COLUMNS))
         return
     rows = list(export.rows_of(records))
     if fmt == "csv":
-        write_out(out, export.csv_text(rows, export.COLUMN_NAMES))
+        write_out(out, parents=parents, data=export.csv_text(rows, export.COLUMN_NAMES))
     elif fmt == "jsonl":
-        write_out(out, "".join(json.dumps(row, sort_keys=False) + "\n" for row in rows))
+        write_out(out, parents=parents, data="".join(json.dumps(row, sort_keys=False) + "\n" for row in rows))
     else:
         if out is None:
             fail("--format parquet writes a binary file: give --out FILE")
@@ -96,4 +90,4 @@ def export_cmd(
 
         buffer = io.BytesIO()
         export.frame(rows).to_parquet(buffer, index=False)
-        write_out(out, buffer.getvalue())
+        write_out(out, parents=parents, data=buffer.getvalue())

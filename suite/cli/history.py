@@ -11,16 +11,17 @@ from typing import Any
 import click
 
 from perfsuite.cli._common import fmt_p, pct
+from perfsuite.cli._types import FiniteFloat, Name
 
 
 @click.command("history")
-@click.option("--workload", required=True, help="The workload.")
-@click.option("--case", default=None, help="Only this case (default: every case).")
-@click.option("--metric", default=None, help="This metric (default: each case's headline metric).")
-@click.option("--system", default=None, help="One system: submitted name, host name or device-key prefix.")
+@click.option("--workload", required=True, type=Name(), help="The workload.")
+@click.option("--case", default=None, type=Name(), help="Only this case (default: every case).")
+@click.option("--metric", default=None, type=Name(), help="This metric (default: each case's headline metric).")
+@click.option("--system", default=None, type=Name(), help="One system: submitted name, host name or device-key prefix.")
 @click.option(
     "--min-step",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(low=0),
     default=None,
     help="Smallest step called a change point (default 0.05 = 5%), beside 3 times the runs' own noise.",
 )
@@ -32,8 +33,10 @@ from perfsuite.cli._common import fmt_p, pct
     "plot_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write a plot (.svg or .png; needs matplotlib, the 'plot' extra).",
+    help="Write a plot (.svg or .png; needs matplotlib, the 'plot' extra). A regular file or a new name: "
+    "a device, FIFO or symlink there is refused.",
 )
+@click.option("--parents", is_flag=True, help="Create the folders above --plot where they are missing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def history_cmd(
@@ -45,6 +48,7 @@ def history_cmd(
     min_step: float | None,
     all_versions: bool,
     plot_path: Path | None,
+    parents: bool,
     as_json: bool,
 ) -> None:
     """A metric of WORKLOAD over time, one series per comparability key, with change points."""
@@ -68,7 +72,7 @@ def history_cmd(
         )
     out = series_with_change_points(points, min_step)
     if plot_path is not None:
-        _plot(out, workload, plot_path)
+        _plot(out, workload, plot_path, parents)
     if as_json:
         emit_json(out)
         return
@@ -139,8 +143,13 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
         con.print(t)
 
 
-def _plot(series: list[dict], workload: str, path: Path) -> None:
+def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
+    """The plot, drawn in memory and written as a regular file only (a device, FIFO or symlink
+    at ``path`` is refused: :func:`perfsuite.registry.owned_output.write_file`)."""
+    import io
+
     from perfsuite.cli._common import fail
+    from perfsuite.registry.owned_output import OutputRefused, write_file
 
     try:
         import matplotlib
@@ -166,6 +175,10 @@ def _plot(series: list[dict], workload: str, path: Path) -> None:
     ax.legend(fontsize=8)
     fig.autofmt_xdate()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lower().lstrip("."))
+    try:
+        write_file(path, buffer.getvalue(), parents=parents)
+    except OutputRefused as exc:
+        fail(f"--plot: {exc}")
     plt.close(fig)
