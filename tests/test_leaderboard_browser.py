@@ -36,8 +36,9 @@ def _times(scale: float) -> tuple[float, ...]:
     return tuple(round(scale * (1.0 + 0.001 * i), 6) for i in range(9))
 
 
-def _collective(host: str, busbw: float, seed: int, inject: str = "none") -> dict:
-    """An all_reduce record with its sweep table (details.rows), as the collectives write it."""
+def _collective(host: str, busbw: float, seed: int, inject: str = "none", world: int = 1) -> dict:
+    """An all_reduce record at ``world`` ranks with its sweep table (details.rows), as the
+    collectives write it."""
     rows = [
         {
             "size_bytes": size,
@@ -62,6 +63,8 @@ def _collective(host: str, busbw: float, seed: int, inject: str = "none") -> dic
         metrics=metrics,
         details={"rows": rows},
         controls={"seed": seed},
+        gpu_count=world,
+        launch={"world_size": world},
     )
 
 
@@ -379,3 +382,106 @@ def test_no_submitted_payload_runs_anywhere(site, browser):
     assert page.locator("h1.system-name").inner_text() == EVIL_IMG
     assert page.dialogs == [] and page.errors == []
     page.context.close()
+
+
+def _training(host: str, world: int, tokens_per_s: float) -> dict:
+    """A training.gpt run at ``world`` GPUs with the global batch held (strong scaling)."""
+    metrics = [
+        make_metric("target", "time_to_target_s", "s", [40.0 / world], higher_is_better=False),
+        make_metric("train", "tokens_per_s", "tokens/s", [tokens_per_s], higher_is_better=True),
+    ]
+    return make_record(
+        workload_name="training.gpt",
+        category="training",
+        host=host,
+        device="cuda",
+        gpu_count=world,
+        params={"global_batch": 64, "precision": "bf16"},
+        launch={"world_size": world},
+        metrics=metrics,
+    )
+
+
+def _legend(chart) -> list[str]:
+    return chart.locator(".u-legend .u-series th").all_inner_texts()
+
+
+def _named(page, chart, title: str) -> tuple[float, float]:
+    """The value axis's span the chart names for screen readers once drawn."""
+    pattern = re.compile(re.escape(title) + r"; .* axis from (\S+) to (\S+)")
+    label = ""
+    for _ in range(50):
+        label = chart.get_attribute("aria-label") or ""
+        if match := pattern.fullmatch(label):
+            return float(match[1]), float(match[2])
+        page.wait_for_timeout(100)
+    raise AssertionError(label)
+
+
+def _hover_values(page, chart, worlds: list[int], x: int) -> list[str]:
+    """The legend's values with the cursor on ``x`` GPUs (the x axis is log2 over the worlds,
+    a quarter of a doubling of margin each side, as drawn)."""
+    import math
+
+    over = chart.locator(".u-over")
+    over.scroll_into_view_if_needed()
+    box = over.bounding_box()
+    lo, hi = math.log2(min(worlds) / 1.25), math.log2(max(worlds) * 1.25)
+    page.mouse.move(box["x"] + box["width"] * (math.log2(x) - lo) / (hi - lo), box["y"] + box["height"] / 2)
+    page.wait_for_timeout(50)
+    return chart.locator(".u-legend .u-series td.u-value").all_inner_texts()
+
+
+def test_the_scaling_view_draws_throughput_and_efficiency_against_gpus_and_busbw_per_world_size(tmp_path, page):
+    """Two systems' GPT-2 at 1, 2 and 4 GPUs, global batch held: the training page draws each
+    system's throughput and efficiency against GPUs (the cursor on 1, 2 and 4 GPUs reads each
+    point), beside an ideal line at 1, names both value axes' spans, and lists the figures in a
+    table; an all_reduce measured at 1, 2 and 4 ranks is drawn with one series per world size
+    (none at one rank, where busbw is zero)."""
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for world, fast, slow in ((1, 400_000.0, 300_000.0), (2, 760_000.0, 540_000.0), (4, 1_480_000.0, 960_000.0)):
+            reg.store(_training("fast-node", world, fast))
+            reg.store(_training("slow-node", world, slow))
+        for world, busbw in ((1, 0.0), (2, 300.0), (4, 250.0)):  # busbw is zero at one rank (nccl-tests)
+            reg.store(_collective("node-a", busbw, world, world=world))
+        build_site(reg, tmp_path / "site")
+    page.goto((tmp_path / "site" / "workloads" / "training.gpt.html").as_uri() + "#cfg=")
+    throughput, efficiency = page.locator("#scaling-throughput"), page.locator("#scaling-efficiency")
+    throughput.locator("canvas").wait_for()
+    efficiency.locator("canvas").wait_for()
+    fast, slow = "fast-node · strong scaling (global batch 64)", "slow-node · strong scaling (global batch 64)"
+    assert _legend(throughput) == ["GPUs", fast, slow] and throughput.get_attribute("data-series") == "2"
+    assert _legend(efficiency) == ["GPUs", fast, slow, "ideal (1.0)"]
+    low, high = _named(page, throughput, "throughput against GPUs")
+    assert low == 0.0 and high >= 1_480_000.0
+    low, high = _named(page, efficiency, "scaling efficiency against GPUs")
+    assert low == 0.0 and high >= 1.0
+    worlds = [1, 2, 4]
+    assert [_hover_values(page, throughput, worlds, w) for w in worlds] == [
+        ["1", "400,000", "300,000"],
+        ["2", "760,000", "540,000"],
+        ["4", "1,480,000", "960,000"],
+    ]
+    assert [_hover_values(page, efficiency, worlds, w)[1:3] for w in worlds] == [
+        ["1", "1"],
+        ["0.95", "0.9"],
+        ["0.925", "0.8"],
+    ]
+    rows = [r.split("\t") for r in page.locator("#scaling-table tbody tr").all_inner_texts()]
+    assert [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == fast] == [
+        ("1", "400,000", "1.000", "1 GPU"),
+        ("2", "760,000", "0.950", "1 GPU"),
+        ("4", "1,480,000", "0.925", "1 GPU"),
+    ]
+    page.mouse.move(0, 0)  # the cursor off the charts: the picture as a reader first sees it
+    page.screenshot(path=str(tmp_path / "scaling.png"), full_page=True)
+    assert page.errors == []
+
+    page.goto((tmp_path / "site" / "workloads" / "collectives.all_reduce.html").as_uri())
+    chart = page.locator("#family-chart")
+    chart.locator("canvas").wait_for()
+    assert sorted(_legend(chart)) == ["node-a (2 ranks)", "node-a (4 ranks)", "size"]
+    _named(page, chart, "bus bandwidth against message size (nccl-tests' busbw), one series per world size")
+    assert page.locator("#scaling-throughput").count() == 0  # a training benchmark's view only
+    page.screenshot(path=str(tmp_path / "busbw.png"), full_page=True)
+    assert page.errors == []

@@ -192,3 +192,100 @@ def test_the_standard_table_among_equals_is_the_one_that_measured_most_cases_the
             (board,) = load(session, "kernels.gemm")[0]
     assert [(c.settings["params"]["m"], c.measured) for c in board.configs] == [(2, 4), (4, 2), (1, 2), (3, 1)]
     assert board.default.settings["params"]["m"] == 2
+
+
+def _training(
+    host: str, world: int, global_batch: int, tokens_per_s: float, seed: int = 1, status: str = "success", **params
+) -> dict:
+    """A training.gpt record at ``world`` GPUs: its time to target and its throughput (``train``)."""
+    metrics = [
+        make_metric("target", "time_to_target_s", "s", [40.0 / world], higher_is_better=False),
+        make_metric("train", "samples_per_s", "sequences/s", [tokens_per_s / 1024], higher_is_better=True),
+        make_metric("train", "tokens_per_s", "tokens/s", [tokens_per_s], higher_is_better=True),
+    ]
+    return make_record(
+        workload_name="training.gpt",
+        category="training",
+        host=host,
+        device="cuda",
+        gpu_count=world,
+        params={"global_batch": global_batch, "precision": "bf16", **params},
+        launch={"world_size": world},
+        controls={"seed": seed},
+        metrics=metrics,
+        status=status,
+    )
+
+
+def _scaling(tmp_path, records: list[dict]) -> tuple[dict, dict]:
+    """(the scaling charts by table id, the tables by (world, global batch)) of training.gpt's board."""
+    from perfsuite.registry.leaderboard.scaling import scaling_charts
+
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        for record in records:
+            reg.store(record)
+        with reg.session() as s:
+            (board,), _ = load(s, "training.gpt")
+            charts = scaling_charts(s, board)
+    tables = {(int(c.shown["world.world_size"]), int(c.shown["param.global_batch"])): c.id for c in board.configs}
+    return charts, tables
+
+
+def test_training_scales_strong_and_weak_across_the_tables_that_differ_only_in_their_world(tmp_path):
+    """One system at 1, 2 and 4 GPUs with the global batch held (strong) and with the batch per
+    GPU held (weak), a second system at 1 and 4 GPUs: each series is its system's median
+    throughput per table, and its efficiency is over N times its one-GPU throughput."""
+    records = [
+        _training("box", 1, 16, 100_000.0),
+        _training("box", 2, 16, 180_000.0),  # strong: 0.9
+        _training("box", 4, 16, 300_000.0),  # strong: 0.75
+        _training("box", 2, 32, 195_000.0),  # weak: 0.975
+        _training("box", 4, 64, 370_000.0, seed=1),
+        _training("box", 4, 64, 390_000.0, seed=2),  # two runs: their median, 380,000 (weak: 0.95)
+        _training("other", 1, 16, 120_000.0),
+        _training("other", 4, 16, 400_000.0),  # strong: 0.833
+        _training("box", 4, 16, 900_000.0, status="failed"),  # never ranked, never drawn
+    ]
+    charts, tables = _scaling(tmp_path, records)
+    one_gpu = charts[tables[(1, 16)]]
+    assert (one_gpu["metric"], one_gpu["unit"]) == ("tokens_per_s", "tokens/s")
+    series = {s["label"]: s for s in one_gpu["series"]}
+    assert sorted(series) == [
+        "box · strong scaling (global batch 16)",
+        "box · weak scaling (16 per GPU)",
+        "other · strong scaling (global batch 16)",
+    ]
+    strong = series["box · strong scaling (global batch 16)"]["points"]
+    assert [(w, t, round(e, 6), n) for w, t, e, n in strong] == [
+        (1, 100_000.0, 1.0, 1),
+        (2, 180_000.0, 0.9, 1),
+        (4, 300_000.0, 0.75, 1),
+    ]
+    weak = series["box · weak scaling (16 per GPU)"]["points"]
+    assert [(w, t, round(e, 6), n) for w, t, e, n in weak] == [
+        (1, 100_000.0, 1.0, 1),
+        (2, 195_000.0, 0.975, 1),
+        (4, 380_000.0, 0.95, 2),
+    ]
+    other = series["other · strong scaling (global batch 16)"]
+    assert other["base_world"] == 1 and round(other["points"][1][2], 4) == round(400_000 / (4 * 120_000), 4)
+    # a 4-GPU table of the weak series shows that series only; one of the strong, the strong ones
+    assert {s["kind"] for s in charts[tables[(4, 64)]]["series"]} == {"weak"}
+    assert {s["kind"] for s in charts[tables[(4, 16)]]["series"]} == {"strong"}
+    assert tables[(2, 32)] in charts
+
+
+def test_a_table_with_another_setting_joins_no_scaling_series_and_a_series_without_one_gpu_says_its_base(tmp_path):
+    """A 4-GPU run at another learning rate is no point of the 1-GPU run's series; a weak series
+    measured at 2 and 4 GPUs only is judged against 2 GPUs."""
+    records = [
+        _training("box", 1, 16, 100_000.0),
+        _training("box", 4, 16, 300_000.0, lr=0.001),
+        _training("box", 2, 128, 190_000.0),
+        _training("box", 4, 256, 360_000.0),
+    ]
+    charts, tables = _scaling(tmp_path, records)
+    assert tables[(1, 16)] not in charts and tables[(4, 16)] not in charts
+    (series,) = charts[tables[(2, 128)]]["series"]
+    assert series["label"] == "box · weak scaling (64 per GPU)" and series["base_world"] == 2
+    assert [round(p[2], 6) for p in series["points"]] == [1.0, round(360_000 * 2 / (4 * 190_000), 6)]

@@ -25,6 +25,7 @@ from ..models import Metric, Run, Submission
 from ..owned_output import publish_folder
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
+from .scaling import scaling_charts
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
@@ -464,6 +465,7 @@ def board_data(session, board: Board) -> dict:
             for c in board.configs
         ],
         "charts": _family_charts(session, board),
+        "scaling": scaling_charts(session, board),
         "trends": {c.id: trend_series(c) for c in board.configs},
     }
 

@@ -131,7 +131,9 @@
     if (chart.kind === "busbw") {
       var list = names.map(function (n) { return { points: chart.series[n] }; });
       drawChart(el, {
-        title: "bus bandwidth against message size (nccl-tests' busbw)",
+        // other world sizes' tables drawn beside: one series per system and world size
+        title: "bus bandwidth against message size (nccl-tests' busbw)" +
+               ((chart.beside || []).length ? ", one series per world size" : ""),
         scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
         axes: [{ label: "message size", values: function (u, vals) { return vals.map(bytes); } }, { label: "busbw GB/s" }],
         series: [{ label: "size", value: function (u, v) { return v === null ? "" : bytes(v); } }]
@@ -179,6 +181,64 @@
         }))
       }, data);
     }
+  }
+
+  // A training benchmark's scaling: throughput and efficiency against GPUs, one series per system
+  // and kind of scaling (strong: the global batch held; weak: the batch per GPU held), and the
+  // same figures as a table beside the pictures.
+  function scalingCharts(chart) {
+    var thr = doc.getElementById("scaling-throughput"), eff = doc.getElementById("scaling-efficiency");
+    var tableEl = doc.getElementById("scaling-table");
+    tableEl.textContent = "";
+    if (!chart || !chart.series.length) {
+      note(thr, "No scaling series for this table: no other table of this benchmark differs from it only in the " +
+                "number of GPUs (and, for weak scaling, in a global batch that keeps the batch per GPU).");
+      note(eff, "");
+      return;
+    }
+    var worlds = {};
+    chart.series.forEach(function (s) { s.points.forEach(function (p) { worlds[p[0]] = true; }); });
+    var xs = Object.keys(worlds).map(Number).sort(function (a, b) { return a - b; });
+    var lo = xs[0], hi = xs[xs.length - 1];
+    var xScale = { time: false, distr: 3, log: 2, range: [lo / 1.25, hi * 1.25] };
+    var xAxis = { label: "GPUs (world size)", splits: function () { return xs; },
+                  values: function (u, vals) { return vals.map(function (v) { return String(v); }); } };
+    var top = 0;
+    chart.series.forEach(function (s) { s.points.forEach(function (p) { top = Math.max(top, p[1]); }); });
+    drawChart(thr, {
+      title: "throughput against GPUs",
+      scales: { x: xScale, y: { range: function () { return [0, top > 0 ? top * 1.1 : 1]; } } },
+      axes: [xAxis, { label: chart.metric + " (" + chart.unit + ")", size: 70 }],
+      series: [{ label: "GPUs" }].concat(chart.series.map(function (s, i) { return lineSeries(s.label, i, true); }))
+    }, align(chart.series.map(function (s) { return { points: s.points.map(function (p) { return [p[0], p[1]]; }) }; })));
+    var effTop = 1;
+    chart.series.forEach(function (s) { s.points.forEach(function (p) { if (p[2] !== null) effTop = Math.max(effTop, p[2]); }); });
+    var effList = chart.series.map(function (s) { return { points: s.points.map(function (p) { return [p[0], p[2]]; }) }; });
+    effList.push({ points: [[lo, 1], [hi, 1]] });
+    var ideal = { label: "ideal (1.0)", stroke: "#555", width: 1, dash: [6, 4], points: { show: false }, spanGaps: true };
+    drawChart(eff, {
+      title: "scaling efficiency against GPUs",
+      scales: { x: xScale, y: { range: function () { return [0, effTop * 1.1]; } } },
+      axes: [xAxis, { label: "scaling efficiency" }],
+      series: [{ label: "GPUs" }].concat(chart.series.map(function (s, i) { return lineSeries(s.label, i, true); }), [ideal])
+    }, align(effList));
+    var wrap = doc.createElement("table"), head = doc.createElement("tr");
+    ["series", "GPUs", chart.metric + " (" + chart.unit + ")", "efficiency", "against", "runs"].forEach(function (h) {
+      head.appendChild(text(doc.createElement("th"), h));
+    });
+    var thead = doc.createElement("thead"); thead.appendChild(head); wrap.appendChild(thead);
+    var body = doc.createElement("tbody");
+    chart.series.forEach(function (s) {
+      s.points.forEach(function (p) {
+        var tr = doc.createElement("tr");
+        [s.label, String(p[0]), fmt(p[1]), p[2] === null ? "" : p[2].toFixed(3), s.base_world + " GPU" + (s.base_world === 1 ? "" : "s"),
+         String(p[3])].forEach(function (v) { tr.appendChild(text(doc.createElement("td"), v)); });
+        body.appendChild(tr);
+      });
+    });
+    wrap.appendChild(body);
+    wrap.className = "scaling";
+    tableEl.appendChild(wrap);
   }
 
   function trendChart(el, trends, caseName, axisLabel) {
@@ -308,6 +368,7 @@
       syncFacets(id);
       if (!tables[id]) build(configs[id]);
       familyChart(doc.getElementById("family-chart"), board.charts[id]);
+      if (doc.getElementById("scaling-throughput")) scalingCharts((board.scaling || {})[id]);
       var select = doc.getElementById("trend-case");
       select.textContent = "";
       Object.keys(board.trends[id] || {}).forEach(function (c) { var o = doc.createElement("option"); o.value = c; o.textContent = c; select.appendChild(o); });
