@@ -208,7 +208,7 @@
     drawChart(thr, {
       title: "throughput against GPUs",
       scales: { x: xScale, y: { range: function () { return [0, top > 0 ? top * 1.1 : 1]; } } },
-      axes: [xAxis, { label: chart.metric + " (" + chart.unit + ")", size: 70 }],
+      axes: [xAxis, { label: chart.metric + " (" + chart.unit + ")", size: 90 }],  // room for 1,600,000
       series: [{ label: "GPUs" }].concat(chart.series.map(function (s, i) { return lineSeries(s.label, i, true); }))
     }, align(chart.series.map(function (s) { return { points: s.points.map(function (p) { return [p[0], p[1]]; }) }; })));
     var effTop = 1;
