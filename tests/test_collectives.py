@@ -750,6 +750,13 @@ def test_where_nccl_tests_sits_at_its_launch_floor_and_the_suite_does_not_the_re
         "nccl-tests is launch-bound at 3 MiB"
     )
     assert "1.25 x its own floor" in v["rule"] and v["tolerance"] == 0.03
+    # perfsuite show prints each size's verdict beside its ratio
+    from perfsuite.cli._reference import crosscheck_rows
+
+    record = {"workload": {"name": "collectives.all_gather"}, "status": "success", "details": {"crosscheck": out}}
+    shown = {row[1]: (row[5], row[6]) for row in crosscheck_rows(record)}
+    assert shown[f"{3 * MiB} B in-place"] == ("1.350", "differs, nccl-tests launch-bound")
+    assert shown[f"{12 * MiB} B in-place"][1] == launch_floor.AGREES
 
 
 def test_the_suite_at_its_floor_where_nccl_tests_is_not_is_named_the_suite():
