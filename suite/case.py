@@ -23,7 +23,16 @@ class Work:
 
 @dataclass
 class Check:
-    """The outcome of one verification: never ranked when ``passed`` is false."""
+    """The outcome of one verification, stored in the record's ``verification.checks``: a run
+    with a check whose ``passed`` is false is ``invalid``, never ranked and never a ceiling.
+
+    ``label`` names the case checked and ``method`` how (a sentence a reader of the record
+    understands); ``error`` and ``tolerance`` are the measured figure and its bound, when the
+    check has one (a relative error, a count of wrong elements); ``detail`` says what failed.
+    Checks that compare arrays (:func:`perfsuite.checks.close`, :func:`perfsuite.checks.equal`)
+    also fill ``elements_checked``, ``elements_failed`` and ``worst_element`` (``index``,
+    ``got``, ``expected``), so the record says how much was compared and where it went wrong.
+    """
 
     label: str
     passed: bool
@@ -31,6 +40,9 @@ class Check:
     error: float | None = None
     tolerance: float | None = None
     detail: str = ""
+    elements_checked: int | None = None
+    elements_failed: int | None = None
+    worst_element: dict | None = None
 
 
 @dataclass

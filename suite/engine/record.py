@@ -47,7 +47,9 @@ def verdict(result: WorkerResult) -> tuple[str, str, str | None]:
 
 def _check_text(check: dict) -> str:
     text = f"{check['label']} ({check['method']})"
-    if check["error"] is not None and check["tolerance"] is not None:
+    if check.get("elements_failed"):  # per-element checks: the count and the worst element say more than a norm
+        text += f": {check['detail']}"
+    elif check["error"] is not None and check["tolerance"] is not None:
         text += f": error {check['error']:.3g} > tolerance {check['tolerance']:.3g}"
     elif check["detail"]:
         text += f": {check['detail']}"

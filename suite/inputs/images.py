@@ -185,6 +185,13 @@ def to_pixels(images: Any) -> Any:
 def centre_crop_error(dataset: "JpegDataset", spec: LoaderSpec, count: int) -> tuple[float, int]:
     """(mean absolute error in 0-255 units, images compared) of ``spec.path`` with the fixed
     centre crop against PIL's, over the first ``count`` images (at least one batch)."""
+    got, ref = centre_crop_outputs(dataset, spec, count)
+    return float((got - ref).abs().mean()), int(got.shape[0])
+
+
+def centre_crop_outputs(dataset: "JpegDataset", spec: LoaderSpec, count: int) -> tuple[Any, Any]:
+    """(``spec.path``'s output, PIL's) with the fixed centre crop over the first ``count``
+    images (at least one batch): float64 NCHW tensors in 0-255 units, image for image."""
     import torch
 
     n = min(count, len(dataset))
@@ -200,7 +207,7 @@ def centre_crop_error(dataset: "JpegDataset", spec: LoaderSpec, count: int) -> t
     ref = torch.stack([pil_transform(f, spec.out_size, None) for f in subset.files[: got.shape[0]]])
     if labels != list(subset.labels[: got.shape[0]]):
         raise RuntimeError(f"{spec.path}: labels out of order in the verification pass")
-    return float((got - ref.to(torch.float64)).abs().mean()), int(got.shape[0])
+    return got, ref.to(torch.float64)
 
 
 class ImageLoader:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Check, Requirements, Work, param
+from perfsuite.checks import equal
 from perfsuite.workloads.data._base import DataWorkload
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -135,14 +136,7 @@ def _verify(label: str, dst: Any, src: Any, fn: Callable[[], None]) -> Callable[
         dst.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()
-        got = dst.cpu()
-        wrong = int((got != src).sum())  # NaN != anything: an element never written counts
-        return Check(
-            label=label,
-            passed=wrong == 0,
-            method="bit equality with the host source after NaN poisoning",
-            error=float(wrong),
-            tolerance=0.0,
-        )
+        # NaN != anything: an element never written counts
+        return equal(label, dst.cpu(), src, method="bit equality with the host source after NaN poisoning")
 
     return check

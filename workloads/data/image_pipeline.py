@@ -10,15 +10,16 @@ host clock and the device synchronised at its end, after ``warmup_epochs`` untim
 input (images/s x the data set's mean file size).
 
 Verified per path on a separate pass: the fixed centre square (no flip) resized to
-``out_size``, against PIL's decode and bilinear resize of the same box, mean absolute error
-in 0-255 units within ``perfsuite.inputs.pipelines.PIXEL_TOLERANCE``. A path that cannot run
+``out_size``, against PIL's decode and bilinear resize of the same box: each image's mean
+absolute error in 0-255 units within ``perfsuite.inputs.images.PIXEL_TOLERANCE`` (image by
+image, so one wrong image fails however many right ones surround it; see :func:`pixel_check`). A path that cannot run
 here (no GPU, DALI not installed) is a skipped case with its reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check, Requirements, param
 from perfsuite.inputs import datasets
@@ -137,15 +138,47 @@ class ImagePipeline(DataWorkload):
                 f"{path}: {loader.images_per_epoch / min(seconds):,.0f} images/s at best, "
                 f"{loader.encoded_bytes_per_epoch / min(seconds) / MB:,.1f} MB/s"
             )
-            error, compared = pipelines.centre_crop_error(self.dataset, spec, p.verify_images)
-            ctx.add_check(
-                Check(
-                    label=path,
-                    passed=error <= pipelines.PIXEL_TOLERANCE,
-                    error=error,
-                    tolerance=pipelines.PIXEL_TOLERANCE,
-                    method="mean absolute error, 0-255 units, of the centre square (no flip) resized to out_size, "
-                    "against PIL decode + bilinear resize of the same box",
-                    detail=f"{compared} images",
-                )
-            )
+            got, ref = pipelines.centre_crop_outputs(self.dataset, spec, p.verify_images)
+            ctx.add_check(pixel_check(path, got, ref))
+
+
+def pixel_check(label: str, got: Any, ref: Any) -> Check:
+    """The verification of one path's centre-crop output ``got`` against PIL's ``ref`` (float64
+    NCHW, 0-255 units, image for image): every image's mean absolute error within
+    ``PIXEL_TOLERANCE``. The element judged is the image: decoders and resamplers differ by a
+    level or so on every pixel (far more at a few edges), so a per-pixel bound would either
+    fail correct decoders or pass anything; but a wrong, flipped or misplaced image is tens of
+    levels off on average, and judged alone it cannot hide in the mean of the others.
+    ``error`` is the worst image's mean absolute error."""
+    if got.shape != ref.shape:
+        return Check(
+            label=label,
+            passed=False,
+            method=PIXEL_METHOD,
+            error=float("inf"),
+            tolerance=pipelines.PIXEL_TOLERANCE,
+            detail=f"shape {tuple(got.shape)} != reference {tuple(ref.shape)}",
+        )
+    per_image = (got - ref).abs().flatten(1).mean(dim=1)
+    bad = [i for i, e in enumerate(per_image.tolist()) if not e <= pipelines.PIXEL_TOLERANCE]  # NaN fails
+    worst = int(per_image.nan_to_num(nan=float("inf")).argmax()) if len(per_image) else 0
+    worst_error = float(per_image[worst]) if len(per_image) else 0.0
+    n = int(per_image.numel())
+    return Check(
+        label=label,
+        passed=n > 0 and not bad,
+        method=PIXEL_METHOD,
+        error=worst_error if worst_error == worst_error else float("inf"),
+        tolerance=pipelines.PIXEL_TOLERANCE,
+        detail=(f"{len(bad)} of {n} images over the tolerance: {bad[:10]}" if bad else f"{n} images")
+        + f"; worst image {worst}: {worst_error:.3g} levels; mean over all {float((got - ref).abs().mean()):.3g}",
+        elements_checked=n,
+        elements_failed=len(bad),
+        worst_element={"index": [worst], "got": worst_error, "expected": 0.0} if n else None,
+    )
+
+
+PIXEL_METHOD = (
+    "mean absolute error, 0-255 units, of each image's centre square (no flip) resized to out_size, "
+    "against PIL decode + bilinear resize of the same box"
+)

@@ -142,7 +142,9 @@ class StorageRead(DataWorkload):
 
         return to_device if self.on_gpu else (lambda i, data: None)
 
-    def checking_delivery(self, wrong: list[int]) -> Deliver:
+    def checking_delivery(self, wrong: dict[int, int]) -> Deliver:
+        """The timed delivery, then each shard compared element by element with its values
+        regenerated from the seed: ``wrong`` gets shard index -> elements that differ."""
         timed = self.timed_delivery()
 
         def check(i: int, data: Any) -> None:
@@ -151,8 +153,10 @@ class StorageRead(DataWorkload):
             timed(i, data)
             got = self.dst[i] if self.on_gpu else data
             want = torch.from_numpy(self.shards.expected(i)).to(got.device)
-            if not torch.equal(got, want):
-                wrong.append(i)
+            if got.shape != want.shape:
+                wrong[i] = int(want.numel())
+            elif not torch.equal(got, want):
+                wrong[i] = int((got != want).sum())  # NaN != anything: an element never written counts
 
         return check
 
@@ -230,9 +234,10 @@ class StorageRead(DataWorkload):
             before()
             if self.on_gpu:
                 self.dst.fill_(float("nan"))
-            wrong: list[int] = []
+            wrong: dict[int, int] = {}
             reader.read(self.checking_delivery(wrong))
             ctx.synchronize()
+            failed = sum(wrong.values())
             ctx.add_check(
                 Check(
                     label=path,
@@ -241,7 +246,9 @@ class StorageRead(DataWorkload):
                     tolerance=0.0,
                     method="bit equality of every shard with its values regenerated from the seed, "
                     "destination poisoned with NaN first",
-                    detail=f"wrong shards: {wrong}" if wrong else "",
+                    detail=f"{failed} wrong elements in shards {sorted(wrong)}" if wrong else "",
+                    elements_checked=self.shards.elements * len(self.shards.files),
+                    elements_failed=failed,
                 )
             )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from perfsuite import Check, distributed
 from perfsuite.workloads.inference._harness import (
@@ -47,6 +47,20 @@ RATE_UNITS = {
 }
 
 
+class Score(NamedTuple):
+    """What a model's score function says of the outputs against the reference: the score
+    (judged against the threshold), a line of detail, and per element (a sample's class, a
+    generated token) how many were compared and how many differ from the reference's.
+    ``malformed`` lists the samples whose output cannot be compared at all (a sequence of
+    the wrong length): one of them fails the check whatever the score."""
+
+    value: float
+    detail: str
+    compared: int
+    differing: int
+    malformed: tuple[int, ...] = ()
+
+
 @dataclass
 class Model:
     """What a workload hands the driver."""
@@ -54,11 +68,41 @@ class Model:
     backend: Backend  # the measured model
     reference: Backend  # the same weights in float32
     decode: Callable[[bytes], Any]  # a response's bytes -> the value compared
-    score: Callable[[dict[int, Any], dict[int, Any]], tuple[float, str]]  # (outputs, reference) -> (score, detail)
+    # (outputs, reference) -> a Score, or (score, detail) without per-element counts
+    score: Callable[[dict[int, Any], dict[int, Any]], "Score | tuple[float, str]"]
     score_method: str  # e.g. "classification agreement with a float32 reference"
     threshold: float
     tokens: dict[str, float] | None = None  # generation: Server TTFT/TPOT bounds; switches token latencies on
     warm_up: Callable[[], None] | None = None  # compiles every shape the run will use, before calibration
+
+
+def accuracy_check(
+    label: str, model: Model, outputs: dict[int, Any], reference: dict[int, Any], missing: list[int]
+) -> Check:
+    """The accuracy verification of a run's logged ``outputs`` against the float32
+    ``reference``: no sample missing, no output malformed, and the score at least the
+    model's threshold (MLPerf's rule: a reduced-precision model may differ from the reference
+    on a few samples, so a differing element is counted, not failed, until the score falls
+    under the threshold). ``elements_checked``/``elements_failed`` count the compared and the
+    differing elements."""
+    result = model.score(outputs, reference)
+    counts = result if isinstance(result, Score) else None
+    score, detail = float(result[0]), str(result[1])
+    malformed = list(counts.malformed) if counts else []
+    passed = not missing and not malformed and score >= model.threshold
+    why = f"{len(missing)} sample(s) missing from LoadGen's accuracy log; " if missing else ""
+    if malformed:
+        why += f"{len(malformed)} sample(s) with a malformed output (first {malformed[:5]}); "
+    return Check(
+        label=label,
+        passed=passed,
+        method=model.score_method,
+        error=score,
+        tolerance=model.threshold,
+        detail=f"{why}{detail} (threshold {model.threshold:g}: score must be >= it)",
+        elements_checked=counts.compared if counts else None,
+        elements_failed=counts.differing if counts else None,
+    )
 
 
 def calibrate(backend: Backend, p: LoadGenParams) -> tuple[Hints, dict]:
@@ -333,19 +377,9 @@ class Driver(LoadGenRunner):
         logged = read_accuracy_log(result.log_dir)
         missing = sorted(set(range(self.p.num_samples)) - set(logged))
         outputs = {i: self.model.decode(b) for i, b in logged.items()}
-        score, detail = self.model.score(outputs, self.reference())
-        passed = not missing and score >= self.model.threshold
-        why = f"{len(missing)} sample(s) missing from LoadGen's accuracy log; " if missing else ""
-        self.ctx.add_check(
-            Check(
-                label=f"{scenario} accuracy",
-                passed=passed,
-                method=self.model.score_method,
-                error=score,
-                tolerance=self.model.threshold,
-                detail=f"{why}{detail} (threshold {self.model.threshold:g}: score must be >= it)",
-            )
-        )
+        check = accuracy_check(f"{scenario} accuracy", self.model, outputs, self.reference(), missing)
+        score, detail = check.error or 0.0, check.detail
+        self.ctx.add_check(check)
         self.ctx.add_metric(scenario, "accuracy_score", "fraction", [score], higher_is_better=True)
         return {
             "settings": result.settings,

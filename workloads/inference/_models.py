@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from perfsuite.workloads.inference._driver import Score
 from perfsuite.workloads.inference._sut import Output
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -90,10 +91,12 @@ def decode_class(data: bytes) -> int:
     return int.from_bytes(data, "little", signed=True)
 
 
-def score_agreement(outputs: dict[int, int], reference: dict[int, int]) -> tuple[float, str]:
+def score_agreement(outputs: dict[int, int], reference: dict[int, int]) -> Score:
+    """Classification agreement: the share of samples given the reference's class; each
+    sample is one element compared."""
     same = sum(1 for i, c in outputs.items() if reference.get(i) == c)
     n = len(reference)
-    return same / n, f"{same} of {n} samples classified as the float32 reference does"
+    return Score(same / n, f"{same} of {n} samples classified as the float32 reference does", n, n - same)
 
 
 class _FirstToken:
@@ -181,9 +184,13 @@ def decode_tokens(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.int32).copy()
 
 
-def score_token_match(outputs: dict[int, np.ndarray], reference: dict[int, np.ndarray]) -> tuple[float, str]:
-    """Exact token match rate: generated positions equal to the float32 reference's, over all samples."""
+def score_token_match(outputs: dict[int, np.ndarray], reference: dict[int, np.ndarray]) -> Score:
+    """Exact token match rate: generated positions equal to the float32 reference's, over all
+    samples; each token is one element compared. A logged sequence of another length than the
+    reference's (every sample generates exactly ``new_tokens``) is malformed: all its tokens
+    count as differing, and it fails the check whatever the rate."""
     same = total = whole = 0
+    malformed = []
     for i, ref in reference.items():
         got = outputs.get(i)
         total += ref.size
@@ -191,7 +198,10 @@ def score_token_match(outputs: dict[int, np.ndarray], reference: dict[int, np.nd
             eq = int((got == ref).sum())
             same += eq
             whole += int(eq == ref.size)
-    return same / total, (
+        elif got is not None:
+            malformed.append(i)
+    detail = (
         f"{same} of {total} generated tokens equal the float32 reference's; "
         f"{whole} of {len(reference)} sequences equal in full"
     )
+    return Score(same / total, detail, total, total - same, tuple(malformed))

@@ -39,7 +39,7 @@ Resources:
   ``transfer_bytes`` from/to pinned or ordinary host memory, timed as the run's controls say.
 
 A resource the device lacks is skipped with its reason in ``details["skipped_cases"]``.
-Every case is verified like its workload (sampled float64 blocks; copies bit-exact).
+Every case is verified like its workload (a sampled float64 grid, per element; copies bit-exact).
 """
 
 from __future__ import annotations

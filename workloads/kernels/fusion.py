@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Case, Work, fused_chain, param
-from perfsuite.checks import close
 from perfsuite.workloads.kernels._base import KernelWorkload, first_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -100,7 +99,6 @@ class Fusion(KernelWorkload):
     def cases(self, ctx: "RunContext") -> list[Case]:
         p = self.params
         work = Work(bytes=fusion_bytes(p))
-        tol = fused_chain.TOLERANCE[p.dtype]
         built = []
         for impl, fn in self._impls.items():
             call = lambda fn=fn: fn(*self.inputs)
@@ -111,9 +109,7 @@ class Fusion(KernelWorkload):
                     work=work,
                     roofline="memory",
                     baseline=impl == "eager",
-                    verify=lambda impl=impl, call=call: close(
-                        impl, call(), self._reference, tol, method=fused_chain.METHOD
-                    ),
+                    verify=lambda impl=impl, call=call: fused_chain.check(impl, call(), self._reference, p.dtype),
                 )
             )
         for label, reason in self._skipped.items():

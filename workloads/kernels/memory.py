@@ -9,14 +9,15 @@ on an H100 triad's two reads and a write ran faster than a copy). Buffers should
 times the last-level cache so that the figure is memory's, not the cache's; the GPU
 default (1 GiB per buffer) is ~20x an H100/H200 L2.
 
-Verified exactly: copy by bit equality; triad against a float64 computation of b + s*c
-within the rounding of the buffer dtype. The destination is poisoned with NaN first, so
+Verified exactly: copy by bit equality; triad against a float64 computation of b + s*c,
+every element within the rounding of the buffer dtype. The destination is poisoned with NaN first, so
 an element the kernel never wrote fails.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,11 @@ TRIAD_SCALAR = 3.0  # STREAM's q; any non-trivial scalar makes the multiply real
 # buffer's dtype (unit roundoff u: fp32 2^-24, fp16 2^-11, bf16 2^-8; rms about u/sqrt(3)),
 # tolerance ~20x that.
 TRIAD_TOLERANCE = {"fp32": 1e-6, "fp16": 5e-3, "bf16": 5e-2}
+# Per element, (rtol, atol as a fraction of the reference's RMS), u the unit roundoff: the
+# result is rounded once (u |ref|, rtol 2u) and s*c may be rounded before the add (u |s*c|, up
+# to about 6 RMS for normal inputs, which a cancelling b does not shrink: atol 8u). A wrong
+# element is off by about the RMS.
+TRIAD_ELEMENT_TOLERANCE = {dtype: (2 * u, 8 * u) for dtype, u in (("fp32", 2**-24), ("fp16", 2**-11), ("bf16", 2**-8))}
 GIB = 1024**3
 MIB = 1024**2
 
@@ -60,12 +66,16 @@ def triad_case(
         a.fill_(float("nan"))
         call()
         ref = b.to(torch.float64) + TRIAD_SCALAR * c.to(torch.float64)
+        rtol, atol_rms = TRIAD_ELEMENT_TOLERANCE[dtype]
+        rms = math.sqrt(float((ref * ref).mean())) if ref.numel() else 0.0
         return close(
             label,
             a,
             ref,
             TRIAD_TOLERANCE[dtype],
-            method=f"relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning",
+            method=f"per element and by relative Frobenius error vs float64 b + {TRIAD_SCALAR:g}*c after NaN poisoning",
+            rtol=rtol,
+            atol=atol_rms * rms,
         )
 
     size = float(b.numel() * b.element_size())

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfsuite import Case, Work, dtypes, param
-from perfsuite.checks import close
 from perfsuite_triton.workloads import _shared
 
 
@@ -47,7 +46,7 @@ def interpreter_dot_unmet(dtype: str) -> str | None:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(32, 32, generator=gen).to(dtypes.torch_dtype(dtype))
     b = torch.randn(32, 32, generator=gen).to(dtypes.torch_dtype(dtype))
-    check = close("probe", kernel.matmul(a, b), a.double() @ b.double(), _shared.TOLERANCE[dtype], "probe")
+    check = _shared.close_to("probe", kernel.matmul(a, b), a.double() @ b.double(), _shared.TOLERANCE[dtype], "probe")
     if check.passed:
         return None
     return (
