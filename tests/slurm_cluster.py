@@ -36,6 +36,7 @@ PARTITION_MAX_TIME = "30:00"
 NODE_CPUS = 2
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+SLURMD_TIMEOUT_S = 10
 PR_SET_PDEATHSIG = 1
 
 
@@ -114,6 +115,20 @@ class Cluster:
         path = self.root / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to one daemon and reap it (a daemon that dies, as a node's slurmd may);
+        :meth:`restart` starts it again."""
+        daemon = self.daemons[name]
+        daemon.send_signal(sig)
+        daemon.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self, name: str) -> None:
+        """Start a daemon that :meth:`kill` ended, as before (its state kept in the folder:
+        slurmctld recovers its jobs, slurmd its node)."""
+        if self.daemons[name].poll() is None:
+            return
+        _spawn(self, name, _argv(self, name))
+
     def stop(self) -> None:
         """Cancel every job, wait until none runs, stop the daemons (SIGTERM, then SIGKILL
         after a bound) and delete the folder."""
@@ -162,6 +177,9 @@ def _conf(root: Path, node: str, ctld_port: int, slurmd_port: int) -> str:
             "ReturnToService=2",
             "EnforcePartLimits=ALL",
             "KillWait=10",
+            # A slurmd that stops answering is declared down (its jobs NODE_FAIL) within seconds,
+            # not the default five minutes: the tests kill one on purpose.
+            f"SlurmdTimeout={SLURMD_TIMEOUT_S}",
             "MinJobAge=600",
             "InactiveLimit=0",
             f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN",
@@ -204,8 +222,8 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
         ]
         _spawn(cluster, "munged", munged)
         _wait_for(lambda: cluster.munge_socket.exists(), cluster, "munged's socket")
-        _spawn(cluster, "slurmctld", [_binary("slurmctld"), "-D", "-i", "-f", str(cluster.conf)])
-        _spawn(cluster, "slurmd", [_binary("slurmd"), "-D", "-f", str(cluster.conf)])
+        _spawn(cluster, "slurmctld", _argv(cluster, "slurmctld"))
+        _spawn(cluster, "slurmd", _argv(cluster, "slurmd"))
         cluster.wait_until_idle()
     except BaseException:
         cluster.stop()
@@ -213,8 +231,15 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
     return cluster
 
 
+def _argv(cluster: Cluster, name: str) -> list[str]:
+    """How slurmctld and slurmd are started: in the foreground, from the folder's slurm.conf."""
+    if name == "slurmctld":
+        return [_binary("slurmctld"), "-D", "-i", "-f", str(cluster.conf)]
+    return [_binary("slurmd"), "-D", "-f", str(cluster.conf)]
+
+
 def _spawn(cluster: Cluster, name: str, argv: list[str]) -> None:
-    with open(cluster.root / "log" / f"{name}.out", "wb") as out:
+    with open(cluster.root / "log" / f"{name}.out", "ab") as out:
         cluster.daemons[name] = subprocess.Popen(
             argv,
             stdout=out,

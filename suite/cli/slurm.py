@@ -6,8 +6,14 @@ runs as SLURM batch jobs that it writes, submits, watches and collects.
 written into an sbatch script (``perfsuite.engine.slurm.script``) whose step runs it once per
 task, each task one rank. ``run --plan PLAN --slurm`` is a job array, one ``[[run]]`` per
 index. The script is kept in the job's folder beside the records (``--dry-run`` prints it
-instead); ``--wait`` (or ``slurm wait JOB``) follows the job and stores what it recorded.
+instead); ``--wait`` (or ``slurm wait JOB``) follows the job and stores what it recorded;
+``slurm resubmit JOB`` submits what an ended job did not finish as a new job.
 A refusal by the scheduler is its own answer in one line, exit 2, and nothing is kept.
+
+Exit codes of ``slurm status|wait|cancel|resubmit`` and ``run --slurm --wait``: 0 every run
+finished and passed; 1 a run failed or did not finish; 2 a refusal (options, an unknown job,
+the scheduler refused); 3 the scheduler did not answer within ``--retry-for`` (the job goes
+on; the line says how to watch again); 4 ``--timeout`` passed before the job ended.
 """
 
 from __future__ import annotations
@@ -16,19 +22,21 @@ import dataclasses
 import datetime as dt
 import functools
 import os
+import shlex
 import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from perfsuite.cli._common import EXIT_USAGE, console, emit_json, fail, load_host
+from perfsuite.cli._types import AsciiIntRange, FiniteFloat, Name
 from perfsuite.engine.launcher import default_nproc_per_node
 from perfsuite.engine.slurm import jobs as jobs_mod
-from perfsuite.engine.slurm import scheduler, watch
+from perfsuite.engine.slurm import scheduler, stepwatch, watch
 from perfsuite.engine.slurm.jobs import STORE_BESIDE, STORE_NAMED, ArrayTask, Job
 from perfsuite.engine.slurm.script import JobOptions, render
 from perfsuite.text import clean, plain
@@ -70,22 +78,22 @@ def job_params() -> list[click.Parameter]:
         click.Option(
             ["--slurm"], is_flag=True, help="Submit as a SLURM batch job (one task per rank) instead of running here."
         ),
-        click.Option(["--nodes"], type=click.IntRange(min=1), default=None, help="[--slurm] Nodes (default 1)."),
+        click.Option(["--nodes"], type=AsciiIntRange(min=1), default=None, help="[--slurm] Nodes (default 1)."),
         click.Option(
             ["--ntasks"],
-            type=click.IntRange(min=1),
+            type=AsciiIntRange(min=1),
             default=None,
             help="[--slurm] Tasks (ranks) of the job in all, instead of per node.",
         ),
         click.Option(
             ["--ntasks-per-node"],
-            type=click.IntRange(min=1),
+            type=AsciiIntRange(min=1),
             default=None,
             help="[--slurm] Tasks (ranks) per node (default: one per GPU; on CPUs the workloads' world size).",
         ),
         click.Option(
             ["--gpus-per-node"],
-            type=click.IntRange(min=1),
+            type=AsciiIntRange(min=1),
             default=None,
             help="[--slurm] GPUs per node (default: a plan's largest nproc_per_node); implies --device cuda.",
         ),
@@ -119,11 +127,11 @@ def job_params() -> list[click.Parameter]:
         ),
         click.Option(
             ["--array-parallel"],
-            type=click.IntRange(min=1),
+            type=AsciiIntRange(min=1),
             default=None,
             help="[--slurm] With --plan: at most this many array tasks at once.",
         ),
-        click.Option(["--job-name"], default=None, help="[--slurm] The job's name (default perfsuite)."),
+        click.Option(["--job-name"], type=Name(), default=None, help="[--slurm] The job's name (default perfsuite)."),
         click.Option(
             ["--job-dir"],
             type=click.Path(file_okay=False, path_type=Path),
@@ -262,19 +270,23 @@ def submit(
     given: dict[str, Any],
     plan: str | None = None,
     as_json: bool = False,
-) -> None:
-    """Write the job's script and submit it (or print it: ``--dry-run``); ``--wait`` follows it."""
+    resubmits: str | None = None,
+) -> Job | None:
+    """Write the job's script and submit it (or print it: ``--dry-run``: None); ``--wait``
+    follows it. ``resubmits``: the job whose unfinished runs these tasks are."""
     from perfsuite.registry import RegistryError, check_url, default_url, records_dir
 
     db_url = ctx.find_root().obj.get("db_url") or default_url()
     store = STORE_BESIDE if is_sqlite(db_url) else STORE_NAMED
     job_root = (given.get("job_dir") or records_dir() / "slurm").absolute()
-    job = Job(jobs_mod.new_folder(job_root), tasks, store, sbatch=dataclasses.asdict(options), plan=plan)
+    job = Job(
+        jobs_mod.new_folder(job_root), tasks, store, sbatch=dataclasses.asdict(options), plan=plan, resubmits=resubmits
+    )
     program = ["perfsuite"] if options.container_image else [sys.executable, "-m", "perfsuite"]
     text = render(job, options, program)
     if given.get("dry_run"):
         click.echo(text, nl=False)
-        return
+        return None
     try:
         scheduler.command("sbatch")
         if options.container_image and not scheduler.has_pyxis():
@@ -313,6 +325,7 @@ def submit(
         )
     if given.get("wait"):
         finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S), as_json=as_json)
+    return job
 
 
 def _progress(line: str) -> None:
@@ -327,7 +340,11 @@ def finish(ctx: click.Context, job: Job, follow: Callable[[Job], watch.Outcome],
     try:
         outcome = follow(job)
         stored = watch.collect(outcome, lambda: open_registry(ctx.find_root().obj.get("db_url")))
-    except (scheduler.SchedulerError, watch.WaitTimeout, RecordInvalid) as exc:
+    except watch.SchedulerSilent as exc:
+        stop_watching(job, str(exc), watch.EXIT_SCHEDULER_SILENT)
+    except watch.WaitTimeout as exc:
+        stop_watching(job, str(exc), watch.EXIT_STILL_RUNNING)
+    except (scheduler.SchedulerError, RecordInvalid) as exc:
         fail(str(exc), 1)
     except RegistryError as exc:
         fail(f"{exc}; the job's records stay in {job.folder / 'records'} ('perfsuite import' loads them)", 1)
@@ -347,9 +364,22 @@ def finish(ctx: click.Context, job: Job, follow: Callable[[Job], watch.Outcome],
         from perfsuite.analysis.tables import results_table
 
         console().print(results_table(outcome.all_records))
+        for record in outcome.all_records:
+            if record["status"] in ("failed", "timeout"):
+                click.echo(
+                    f"Failed: {clean(record['workload']['name'])} {record['run_id'][:8]}: {clean(record['error'])}",
+                    err=True,
+                )
         for line in outcome.unfinished:
             click.echo(f"Not finished: {clean(line)}", err=True)
     sys.exit(outcome.exit_code)
+
+
+def stop_watching(job: Job, why: str, code: int) -> NoReturn:
+    """Stop watching a job that goes on: one line with why and the command that watches again."""
+    again = ["perfsuite", "slurm", "wait", str(job.job_id), "--job-dir", str(job.folder.parent)]
+    click.echo(f"Error: {clean(why)}; the job goes on: watch it again with: {shlex.join(again)}", err=True)
+    sys.exit(code)
 
 
 # -- run --slurm / crosscheck --slurm ----------------------------------------------------------
@@ -436,18 +466,32 @@ JOB_DIR_OPTION = click.option(
 )
 
 
+RETRY_FOR_OPTION = click.option(
+    "--retry-for",
+    "retry_for_s",
+    type=FiniteFloat(low=0, high=7 * 86400),
+    default=watch.RETRY_FOR_S,
+    show_default=True,
+    help="Seconds to keep asking a scheduler that does not answer (pauses of 1, 2, 4 ... 30 s); "
+    "then exit 3, the job going on.",
+)
+
+
 @slurm_group.command("status")
 @click.argument("job_id")
 @JOB_DIR_OPTION
+@RETRY_FOR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status_cmd(job_id: str, job_dir: Path | None, as_json: bool) -> None:
+def status_cmd(job_id: str, job_dir: Path | None, retry_for_s: float, as_json: bool) -> None:
     """Each array index: the scheduler's state, the runs stored so far and the runs not yet."""
     from perfsuite.registry import RecordInvalid
 
     job = _job(job_id, job_dir)
     try:
-        outcome = watch.look(job)
-    except (scheduler.SchedulerError, RecordInvalid) as exc:
+        outcome = watch.look_retrying(job, _progress, retry_for_s)
+    except watch.SchedulerSilent as exc:
+        stop_watching(job, str(exc), watch.EXIT_SCHEDULER_SILENT)
+    except RecordInvalid as exc:
         fail(str(exc), 1)
     rows: list[dict[str, Any]] = []
     for task in job.tasks:
@@ -485,25 +529,29 @@ def status_cmd(job_id: str, job_dir: Path | None, as_json: bool) -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(low=0, low_open=True, high=366 * 86400),
     default=None,
-    help="Give up after this many seconds (the job goes on).",
+    help="Give up after this many seconds (exit 4; the job goes on).",
 )
+@RETRY_FOR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_context
-def wait_cmd(ctx: click.Context, job_id: str, job_dir: Path | None, timeout_s: float | None, as_json: bool) -> None:
+def wait_cmd(
+    ctx: click.Context, job_id: str, job_dir: Path | None, timeout_s: float | None, retry_for_s: float, as_json: bool
+) -> None:
     """Follow a job to its end (a line per change of state and per record stored), store its
     records in the registry and print them; name the runs that did not finish."""
     job = _job(job_id, job_dir)
-    finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S, timeout_s), as_json)
+    finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S, timeout_s, retry_for_s), as_json)
 
 
 @slurm_group.command("cancel")
 @click.argument("job_id")
 @JOB_DIR_OPTION
+@RETRY_FOR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @click.pass_context
-def cancel_cmd(ctx: click.Context, job_id: str, job_dir: Path | None, as_json: bool) -> None:
+def cancel_cmd(ctx: click.Context, job_id: str, job_dir: Path | None, retry_for_s: float, as_json: bool) -> None:
     """Cancel a job (every index), wait until its processes are gone, store what it finished
     and name what it did not."""
     job = _job(job_id, job_dir)
@@ -512,7 +560,86 @@ def cancel_cmd(ctx: click.Context, job_id: str, job_dir: Path | None, as_json: b
         scheduler.cancel(job.job_id)
     except scheduler.SchedulerError as exc:
         fail(str(exc), EXIT_USAGE)
-    finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S), as_json)
+    finish(ctx, job, lambda j: watch.follow(j, _progress, WAIT_POLL_S, retry_for_s=retry_for_s), as_json)
+
+
+@slurm_group.command("resubmit")
+@click.argument("job_id")
+@JOB_DIR_OPTION
+@click.option(
+    "--time", "time_limit", default=None, metavar="LIMIT", help="The new job's time limit (default: the job's)."
+)
+@click.option("--partition", default=None, help="The new job's partition (default: the job's).")
+@click.option("--account", default=None, help="The new job's account (default: the job's).")
+@click.option("--qos", default=None, help="The new job's quality of service (default: the job's).")
+@RETRY_FOR_OPTION
+@click.option("--dry-run", is_flag=True, help="Print the new job's sbatch script; submit nothing.")
+@click.option("--wait", is_flag=True, help="Follow the new job to its end and store what it recorded.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (with --wait).")
+@click.pass_context
+def resubmit_cmd(
+    ctx: click.Context,
+    job_id: str,
+    job_dir: Path | None,
+    time_limit: str | None,
+    partition: str | None,
+    account: str | None,
+    qos: str | None,
+    retry_for_s: float,
+    dry_run: bool,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Submit, as a new job beside it, only the runs an ended job did not finish (a sweep cut
+    by its time limit, a node that failed): each index's missing runs with the same options.
+    The runs it finished are not run again; 'wait' stores the new job's records beside them."""
+    from perfsuite.registry import RecordInvalid
+
+    job = _job(job_id, job_dir)
+    try:
+        outcome = watch.look_retrying(job, _progress, retry_for_s)
+    except watch.SchedulerSilent as exc:
+        fail(f"{exc}; nothing was resubmitted", watch.EXIT_SCHEDULER_SILENT)
+    except RecordInvalid as exc:
+        fail(str(exc), 1)
+    running = [watch.state_text(s) for s in outcome.states.values() if not s.ended]
+    if running:
+        fail(f"job {job.job_id} has not ended ({'; '.join(running)}): resubmit it once it has")
+    tasks: list[ArrayTask] = []
+    for task in job.tasks:
+        missing = jobs_mod.missing_runs(task, outcome.records[task.index])
+        if stepwatch.live_ranks(job.folder, task.index) and missing:
+            fail(
+                f"job {job.job_id} [{task.index}]: its rank 0 may still run; 'perfsuite slurm wait {job.job_id}' first"
+            )
+        by_count: dict[int, list[str]] = {}
+        for name in task.workloads:  # the workloads missing as many runs go together, in the job's order
+            if missing[name]:
+                by_count.setdefault(missing[name], []).append(name)
+        for count, names in by_count.items():
+            argv = _rerun_argv(ctx, task, names, count)
+            where = f"job {job.job_id} [{task.index}]: "
+            tasks.append(checked_task(ctx.find_root(), len(tasks), task.command, argv, where, task.ntasks_per_node)[0])
+    if not tasks:
+        click.echo(f"job {job.job_id}: every run finished; nothing to resubmit", err=True)
+        return
+    overrides = {"time": time_limit, "partition": partition, "account": account, "qos": qos}
+    options = JobOptions(**{**job.sbatch, **{k: v for k, v in overrides.items() if v is not None}})
+    given = {"job_dir": job.folder.parent, "dry_run": dry_run, "wait": wait}
+    submit(ctx, tasks, options, given, plan=job.plan, as_json=as_json, resubmits=job.job_id)
+
+
+def _rerun_argv(ctx: click.Context, task: ArrayTask, names: list[str], count: int) -> list[str]:
+    """The task's command for ``count`` more runs of ``names``: its options as they were, the
+    seeds following those of the runs it finished where a seed was given."""
+    command = _run_commands()[task.command]
+    with command.make_context(task.command, list(task.argv), parent=ctx.find_root()) as sub:
+        values = dict(sub.params)
+    values["names"] = tuple(names)
+    values["repeat"] = count
+    if values.get("seed") is not None:
+        values["seed"] += task.repeat - count
+    return command_argv(command, values, NOT_PASSED_ON | set(JOB_PARAM_FLAGS))
 
 
 def attach(*commands: click.Command) -> None:

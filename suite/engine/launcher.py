@@ -21,16 +21,23 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from perfsuite.engine.files import write_atomic
+from perfsuite.engine.slurm import stepwatch
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
@@ -158,6 +165,7 @@ class Launch:
     rdzv_endpoint: str | None
     records: bool  # whether this process stores the record (rank 0's side only)
     tag: str = field(default_factory=lambda: uuid.uuid4().hex)  # in every process's env, for kill_tree
+    index: int = 0  # the how-manieth launch of this process (rendezvous ports, the ranks' exit notes)
 
 
 # Launches made by this process so far: consecutive runs of one SLURM step (several
@@ -180,6 +188,9 @@ def build(spec_path: str, opts: LaunchOptions, device: str, cuda_graph: bool = F
     else:
         launch = _torchrun(worker, env, opts, index)
     launch.env[TAG_ENV] = launch.tag
+    launch.index = index
+    if stepwatch.in_step():
+        stepwatch.start()  # this task ends its measuring processes once its step is gone
     return launch
 
 
@@ -419,6 +430,87 @@ def _expand_one(item: str) -> list[str]:
         for n in range(int(lo), int(hi or lo) + 1):
             out += [f"{prefix}{n:0{width}d}{tail}" for tail in _expand_one(rest)]
     return out
+
+
+# -- which rank died ---------------------------------------------------------------------------
+# How long rank 0's side waits for the other ranks of a SLURM step to say how their measuring
+# process ended, once its own run failed: each says so as soon as its process is gone.
+RANK_EXIT_WAIT_S = 5.0
+LOG_READ_BYTES = 1 << 16
+# torchrun's report of a failed rank (torch.distributed.elastic's ChildFailedError):
+#   rank      : 1 (local_rank: 1)
+#   exitcode  : -9 (pid: 4242)
+TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def rank_exit_folder(launch: Launch) -> Path | None:
+    """Where the ranks of one SLURM launch leave how their measuring process ended: the job's
+    folder (shared by its nodes), one folder per step and launch; None outside perfsuite's jobs."""
+    job_dir = os.environ.get(stepwatch.JOB_DIR_ENV)
+    if launch.launcher != "slurm" or not job_dir:
+        return None
+    step = f"{os.environ.get('SLURM_JOB_ID', '0')}.{os.environ.get('SLURM_STEP_ID', '0')}.{launch.index}"
+    return Path(job_dir) / "ranks" / step
+
+
+def note_rank_exit(launch: Launch, returncode: int) -> None:
+    """A rank of a SLURM step whose measuring process did not exit 0 says so for rank 0's side,
+    which only sees its own collective fail ("Connection reset by peer")."""
+    folder = rank_exit_folder(launch)
+    if folder is None or returncode == 0:
+        return
+    rank = int(launch.env.get("RANK", "0"))
+    note = {"rank": rank, "returncode": returncode, "host": socket.gethostname()}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / f"rank-{rank}.exit.json", json.dumps(note))
+    except OSError as exc:  # rank 0's record then names only what it saw itself
+        print(f"perfsuite: cannot leave rank {rank}'s exit in {folder}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def dead_ranks(launch: Launch, log_path: Path, wait_s: float = RANK_EXIT_WAIT_S) -> list[str]:
+    """The other ranks of a failed multi-rank launch that died, first in the run's error:
+    "rank 1 died (SIGKILL)", from torchrun's report of its ranks' exit codes, or from the exit
+    notes the tasks of a SLURM step leave (waited for up to ``wait_s``)."""
+    if launch.world_size <= 1:
+        return []
+    if launch.launcher == "torchrun":
+        exits = {(int(r), int(c)) for r, c in TORCHRUN_FAILURE.findall(_log_tail(log_path))}
+        return [_died(rank, code) for rank, code in sorted(exits) if code < 0]
+    folder = rank_exit_folder(launch)
+    if folder is None:
+        return []
+    own = int(launch.env.get("RANK", "0"))
+    deadline = time.monotonic() + wait_s
+    while True:
+        notes = []
+        for path in sorted(folder.glob("rank-*.exit.json")):
+            try:
+                data = json.loads(path.read_text())
+                notes.append((int(data["rank"]), int(data["returncode"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a note caught as it is replaced, or not ours
+        others = sorted(n for n in notes if n[0] != own)
+        if others or time.monotonic() >= deadline:
+            # a rank that exited with an error of its own often only saw a peer go: the deaths by signal are the cause
+            return [_died(rank, code) for rank, code in others if code < 0]
+        time.sleep(0.2)
+
+
+def _died(rank: int, code: int) -> str:
+    try:
+        return f"rank {rank} died ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"rank {rank} died (signal {-code})"
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_READ_BYTES))
+            return log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 # -- cleaning up --------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class Job:
     plan: str | None = None
     job_id: str | None = None
     submitted_at: str | None = None
+    resubmits: str | None = None  # the job whose unfinished runs this one runs (slurm resubmit)
 
     @property
     def is_array(self) -> bool:

@@ -90,6 +90,8 @@ def render(job: Job, options: JobOptions, program: list[str]) -> str:
         "set -euo pipefail",
         "",
         f"job_dir={q(str(job.folder))}",
+        "# the ranks' step-watch marks rank 0 live there, and a rank that dies leaves its exit there",
+        'export PERFSUITE_SLURM_JOB_DIR="$job_dir"',
         'index="${SLURM_ARRAY_TASK_ID:-0}"',
         "# this index's records land beside the script, on storage the submitting host shares",
         'export PERFSUITE_RECORDS="$job_dir/records/$index"',
