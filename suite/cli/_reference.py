@@ -9,6 +9,7 @@ import os
 import click
 
 from perfsuite import crosscheck
+from perfsuite.cli._types import AsciiIntRange
 from perfsuite.crosscheck.aiperf import TOOLS as SERVING_TOOLS
 from perfsuite.crosscheck.nccl_tests import ENV_DIR as NCCL_TESTS_ENV
 from perfsuite.crosscheck.nccl_tests import ENV_MPIRUN as NCCL_TESTS_MPIRUN_ENV
@@ -115,7 +116,7 @@ CROSSCHECK_OPTIONS = [
     ),
     click.Option(
         ["--rounds"],
-        type=click.IntRange(min=1),
+        type=AsciiIntRange(min=1),
         default=None,
         help=f"Rounds the suite and the reference take turns for, each side's figure the median over rounds "
         f"(default: ${crosscheck.ENV_ROUNDS} or {crosscheck.DEFAULT_ROUNDS}).",

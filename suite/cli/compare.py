@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from perfsuite.cli._common import fail, fmt_p, open_db, pct, verdict_text
+from perfsuite.cli._types import AsciiIntRange, Name
 
 # The exit status of a comparison whose verdict is one --fail-on names (errors stay 1, usage 2).
 EXIT_REGRESSION = 3
@@ -43,12 +44,16 @@ class Fraction(click.ParamType):
     "--workload", default=None, help="Compare runs of this workload (with --system or --commit twice: A, then B)."
 )
 @click.option(
-    "--system", "systems", multiple=True, help="A system (submitted name, host or device key): give A then B."
+    "--system",
+    "systems",
+    multiple=True,
+    type=Name(),
+    help="A system (submitted name, host or device key): give A then B.",
 )
 @click.option("--commit", "commits", multiple=True, help="A suite git commit (prefix): give A then B.")
 @click.option(
     "--last",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=DEFAULT_LAST,
     show_default=True,
     help="With --workload: the newest runs of each side with A's settings.",

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from perfsuite.cli._common import fail, open_db
+from perfsuite.cli._types import AsciiIntRange
 from perfsuite.cli.results import parse_since
 
 FORMATS = ("csv", "parquet", "jsonl", "nccl-tests")
@@ -43,7 +44,7 @@ def write_out(out: Path | None, data: str | bytes, parents: bool = False) -> Non
 @click.option("--workload", default=None, help="Only this workload.")
 @click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
 @click.option("--status", default=None, help="Only runs of this status (success, failed, invalid ...).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="The newest N runs (default: all).")
+@click.option("--limit", type=AsciiIntRange(min=1), default=None, help="The newest N runs (default: all).")
 @click.option("--run", "run_id", default=None, metavar="RUN_ID", help="One run (id or unique prefix).")
 @click.pass_context
 def export_cmd(

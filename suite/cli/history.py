@@ -11,16 +11,17 @@ from typing import Any
 import click
 
 from perfsuite.cli._common import fmt_p, pct
+from perfsuite.cli._types import FiniteFloat, Name
 
 
 @click.command("history")
-@click.option("--workload", required=True, help="The workload.")
-@click.option("--case", default=None, help="Only this case (default: every case).")
-@click.option("--metric", default=None, help="This metric (default: each case's headline metric).")
-@click.option("--system", default=None, help="One system: submitted name, host name or device-key prefix.")
+@click.option("--workload", required=True, type=Name(), help="The workload.")
+@click.option("--case", default=None, type=Name(), help="Only this case (default: every case).")
+@click.option("--metric", default=None, type=Name(), help="This metric (default: each case's headline metric).")
+@click.option("--system", default=None, type=Name(), help="One system: submitted name, host name or device-key prefix.")
 @click.option(
     "--min-step",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(low=0),
     default=None,
     help="Smallest step called a change point (default 0.05 = 5%), beside 3 times the runs' own noise.",
 )

@@ -18,6 +18,8 @@ import sys
 
 import click
 
+from perfsuite.cli._types import FiniteFloat
+
 REPRODUCED, NOT_REPRODUCED = "reproduced", "did not reproduce"
 
 
@@ -93,7 +95,7 @@ def verdict_for(original: dict, comparison) -> tuple[str, list[dict]]:
 @click.argument("run_id")
 @click.option(
     "--threshold",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(low=0),
     default=None,
     help="Smallest relative change called a change (default 0.02 = 2%).",
 )

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from perfsuite.analysis.roofline_report import render_table, report
+from perfsuite.cli._types import AsciiIntRange
 from perfsuite.measure.roofline import CEILINGS_WORKLOAD
 
 
@@ -59,7 +60,7 @@ def require_matplotlib() -> None:
 @click.option("--run", "run_ids", multiple=True, metavar="RUN_ID", help="Only these runs (repeatable).")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=200,
     show_default=True,
     help="Newest runs to consider when no --run is given.",

@@ -16,6 +16,7 @@ from perfsuite.cli._types import (
     MAX_SECONDS,
     MAX_SEED,
     AsciiIntRange,
+    Endpoint,
     FiniteFloat,
 )
 from perfsuite.text import clean, plain
@@ -124,7 +125,13 @@ def _order(names: list[str]) -> list[str]:
 @click.option(
     "--node-rank", type=AsciiIntRange(min=0, max=MAX_NODES - 1), default=0, help="This node's rank (torchrun)."
 )
-@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="Rendezvous endpoint (torchrun).")
+@click.option(
+    "--rdzv-endpoint",
+    type=Endpoint(),
+    default=None,
+    metavar="HOST:PORT",
+    help="Rendezvous endpoint (torchrun): node 0's host and a port, 1 to 65535.",
+)
 @click.option("--division", type=click.Choice(["open", "closed"]), default="open")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.option(
@@ -214,6 +221,7 @@ def run_cmd(
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         }
         requests, crosschecked = plan_requests(ctx, host, plan_name, given)
+    check_rendezvous_ports(requests)
     outcome = execute(ctx, requests, as_json, crosscheck_table=bool(crosschecked))
     sys.exit(outcome.exit_code)
 
@@ -310,8 +318,13 @@ def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tupl
     """Every run of a plan, its options under those ``given`` on the command line; and how many
     of its entries are cross-checks. A bad plan is one line naming its file and entry."""
     from perfsuite.cli._reference import crosscheck_env
+    from perfsuite.engine.plan import PlanError, check_run_count
 
     plan = load_plan(ctx, plan_name)
+    try:
+        check_run_count(plan, len(host.workloads), given.get("repeat"))
+    except PlanError as exc:
+        fail(str(exc))
     requests = []
     for run in plan.runs:
         options = {**run.options, **given}
@@ -322,13 +335,52 @@ def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tupl
     return requests, sum(run.crosscheck for run in plan.runs)
 
 
+def check_rendezvous_ports(requests: list) -> None:
+    """Each launch of a multi-node run takes the next port after the endpoint's (so that a node
+    still busy with one workload never serves the next one's rendezvous): all of them must be
+    ports, refused here rather than by torchrun after its rendezvous timeout."""
+    endpoint = next((r.launch.rdzv_endpoint for r in requests if r.launch.rdzv_endpoint), None)
+    if endpoint is None:
+        return
+    port = int(endpoint.rpartition(":")[2])
+    last = port + len(requests) - 1
+    if last > 65535:
+        fail(f"--rdzv-endpoint {endpoint}: {len(requests)} runs take ports {port} to {last}, above 65535")
+
+
+def plan_options() -> set[str]:
+    """The run options a plan's entry may set: run's own (bar the one ``reproduce`` sets) and
+    the cross-check's; every other option of the command is the command line's alone."""
+    return (set(RUN_DEFAULTS) - {"reproduces"}) | {str(p.name) for p in crosscheck_options()}
+
+
+def _toml_kind(param: click.Parameter) -> type:
+    """The TOML type a plan gives an option in: true/false for a flag, an integer for a count."""
+    if getattr(param, "is_flag", False):
+        return bool
+    if isinstance(param.type, click.types.IntParamType):
+        return int
+    if isinstance(param.type, (FiniteFloat, click.types.FloatParamType)):
+        return float
+    return str
+
+
 def load_plan(ctx: click.Context, plan_name: str):
-    """The plan, each option of its entries checked and converted as the command line would
-    (run's options and the cross-check's); a bad plan is one line naming its file and entry."""
+    """The plan, each option of its entries checked against its type and converted as the
+    command line would (run's options and the cross-check's); an option that only the command
+    line can set (``--slurm``, ``--db``, ``--json``) is refused naming it. A bad plan is one line
+    naming its file and entry."""
     from perfsuite.engine.plan import PlanError, load
 
     by_name = {p.name: p for p in run_cmd.params if p.name}
     by_name.update({p.name: p for p in crosscheck_options() if p.name})
+    allowed = plan_options()
+    kinds = {name: _toml_kind(p) for name, p in by_name.items() if name in allowed}
+    command_line: dict[str, str] = {}
+    for name, p in by_name.items():
+        if name not in allowed and isinstance(p, click.Option):
+            flag = max(p.opts, key=len)
+            command_line[name] = command_line[flag.lstrip("-").replace("-", "_")] = flag
 
     def check(name: str, value):
         param = by_name[name]  # KeyError: not an option of run
@@ -338,7 +390,7 @@ def load_plan(ctx: click.Context, plan_name: str):
             raise ValueError(exc.format_message()) from None
 
     try:
-        return load(plan_name, check)
+        return load(plan_name, check, kinds=kinds, command_line=command_line)
     except PlanError as exc:
         fail(str(exc))
 

@@ -6,15 +6,21 @@ and the command line overrides both.
 Every value is checked before anything runs, whether it came as text (``-p lr=1e-3``) or
 typed (a plan's TOML): a number must be finite (``nan``, ``inf`` refused: a record cannot
 hold them, and nothing measured with them means anything), an integer must fit in 64 bits
-(what torch and every C library below take), and numbers are written in ASCII digits:
-full-width or other Unicode digits, which Python's ``int()`` and ``float()`` would accept,
-are refused on purpose, so that what a record states is what was typed.
+(what torch, SQLite, PostgreSQL's bigint and every C library below take), and numbers are
+written in ASCII digits alone: full-width or other Unicode digits and the ``_`` separators,
+which Python's ``int()`` and ``float()`` would accept, are refused on purpose, so that what a
+record states is what was typed. A list parameter names each item once (``ops=copy,copy``
+would be recorded as two cases and measured as one).
+
+The number rules (:func:`parse_int`, :func:`parse_float`) are the command line's too: its
+option types (``perfsuite.cli._types``) call them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -30,10 +36,42 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 SHOWN_CHARS = 40  # of a refused value in its error line
 
+# Numbers as they are written: a sign, ASCII digits, a point, an exponent; nothing else.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
-def ascii_number(text: str) -> bool:
-    """Whether ``text`` is written with ASCII characters only (digits, sign, point, exponent)."""
-    return text.isascii()
+
+def parse_int(text: str) -> int:
+    """An integer written in ASCII digits (an optional sign; surrounding spaces ignored) that fits
+    in 64 bits; ``ValueError`` with the one-line reason otherwise."""
+    t = text.strip()
+    if not t.isascii():
+        raise ValueError(f"{_shown(text)} is not written in ASCII digits")
+    if not _INT_TEXT.fullmatch(t):
+        raise ValueError(f"{_shown(text)} is not an integer (ASCII digits only: no '_', no spaces)")
+    # Read only what can fit: Python refuses to read more than 4,300 digits, and 20 never fit.
+    digits = t.lstrip("+-").lstrip("0") or "0"
+    value = (int(digits) if len(digits) <= 20 else INT_MAX + 1) * (-1 if t.startswith("-") else 1)
+    if not INT_MIN <= value <= INT_MAX:
+        raise ValueError(f"{_shown(text)} is outside the 64-bit integer range")
+    return value
+
+
+def parse_float(text: str) -> float:
+    """A finite number written in ASCII (sign, digits, point, exponent); ``nan`` and ``inf`` are
+    refused as such; ``ValueError`` with the one-line reason otherwise."""
+    t = text.strip()
+    if not t.isascii():
+        raise ValueError(f"{_shown(text)} is not written in ASCII digits")
+    if t.lower() in _NON_FINITE:
+        raise ValueError(f"{_shown(text)} is not a finite number")
+    if not _FLOAT_TEXT.fullmatch(t):
+        raise ValueError(f"{_shown(text)} is not a number (ASCII digits only: no '_', no spaces)")
+    number = float(t)
+    if not math.isfinite(number):  # 1e999: beyond a double
+        raise ValueError(f"{_shown(text)} is not a finite number")
+    return number
 
 
 def _shown(text: str) -> str:
@@ -75,24 +113,16 @@ def _parse_scalar(kind: Any, text: str, label: str) -> Any:
         if low in ("0", "false", "no", "off"):
             return False
         raise ParamError(f"{label}: {_shown(text)} is not a boolean (true/false)")
-    if kind in (int, float) and not ascii_number(text):
-        raise ParamError(f"{label}: {_shown(text)} is not written in ASCII digits")
     if kind is int:
         try:
-            value = _parse_int(text)
-        except ValueError:
-            raise ParamError(f"{label}: {_shown(text)} is not an integer") from None
-        if not INT_MIN <= value <= INT_MAX:
-            raise ParamError(f"{label}: {_shown(text)} is outside the 64-bit integer range")
-        return value
+            return _parse_size(text)
+        except ValueError as exc:
+            raise ParamError(f"{label}: {exc}") from None
     if kind is float:
         try:
-            number = float(text)
-        except ValueError:
-            raise ParamError(f"{label}: {_shown(text)} is not a number") from None
-        if not math.isfinite(number):
-            raise ParamError(f"{label}: {_shown(text)} is not a finite number")
-        return number
+            return parse_float(text)
+        except ValueError as exc:
+            raise ParamError(f"{label}: {exc}") from None
     if kind is str:
         return text
     raise ParamError(f"{label}: parameters of type {kind!r} cannot be set from the command line")
@@ -101,12 +131,18 @@ def _parse_scalar(kind: Any, text: str, label: str) -> Any:
 _SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3}
 
 
-def _parse_int(text: str) -> int:
-    """Integers, with K/M/G binary suffixes for sizes (``64M`` = 64 MiB)."""
+def _parse_size(text: str) -> int:
+    """Integers (:func:`parse_int`), with K/M/G binary suffixes for sizes (``64M`` = 64 MiB)."""
     t = text.strip()
     if t and t[-1].lower() in _SUFFIXES:
-        return int(t[:-1]) * _SUFFIXES[t[-1].lower()]
-    return int(t)
+        try:
+            value = parse_int(t[:-1]) * _SUFFIXES[t[-1].lower()]
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(_shown(t[:-1]), _shown(text), 1)) from None
+        if not INT_MIN <= value <= INT_MAX:
+            raise ValueError(f"{_shown(text)} is outside the 64-bit integer range")
+        return value
+    return parse_int(t)
 
 
 def coerce(params_cls: type, name: str, value: Any, label: str) -> Any:
@@ -121,6 +157,9 @@ def coerce(params_cls: type, name: str, value: Any, label: str) -> Any:
             for v in items
             if v != ""
         )
+        repeated = sorted({str(v) for i, v in enumerate(out) if v in out[:i]})
+        if repeated:
+            raise ParamError(f"{label}: {', '.join(repeated)} given more than once (each item once)")
     elif origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
