@@ -91,6 +91,20 @@ def _real(value: int | float) -> bool:
     return isinstance(value, int) or math.isfinite(value)
 
 
+# The years a record can be stamped with. A date outside them (0001, 9999) was stamped by a clock
+# that was wrong, and sits at the edge of what a datetime or a database column holds.
+EARLIEST_YEAR, LATEST_YEAR = 2000, 2199
+
+
+def _before(a: datetime, b: datetime) -> bool:
+    """``a < b``, False where comparing them in UTC leaves the years a datetime holds (the
+    range check names those)."""
+    try:
+        return a < b
+    except OverflowError:
+        return False
+
+
 def _timestamp(text: Any) -> datetime | None:
     if not isinstance(text, str):
         return None
@@ -178,8 +192,14 @@ def problems(record: dict) -> list[str]:
     """Every figure of a (schema-valid) record that no measurement can produce, one line each."""
     out = []
     started, finished = _timestamp(record.get("started_at")), _timestamp(record.get("finished_at"))
-    if started is not None and finished is not None and finished < started:
+    if started is not None and finished is not None and _before(finished, started):
         out.append(f"$.finished_at {record['finished_at']} is before $.started_at {record['started_at']}")
+    for field, stamp in (("started_at", started), ("finished_at", finished)):
+        if stamp is not None and not EARLIEST_YEAR <= stamp.year <= LATEST_YEAR:
+            out.append(
+                f"$.{field} {record[field]} is outside the years {EARLIEST_YEAR} to {LATEST_YEAR} "
+                "(the clock that stamped it was wrong)"
+            )
     environment = record.get("environment") or {}
     device = environment.get("measured_device") or {}
     spec = lookup(device.get("name")) if device.get("kind") == "cuda" else None
