@@ -145,7 +145,100 @@ BAD_OPTIONS = {
         [*RUN, "-p", f"size_bytes={2**70}"],
         "kernels.memory parameter size_bytes: '1180591620717411303424' is outside the 64-bit integer range",
     ),
+    # ASCII digits alone: Python's int() and float() read "1_0" as 10
+    "--timeout 1_0": ([*RUN, "--timeout", "1_0"], "Invalid value for '--timeout': '1_0' is not a number"),
+    "--seed 1_0": ([*RUN, "--seed", "1_0"], "Invalid value for '--seed': '1_0' is not an integer"),
+    "-p size_bytes=1_000": (
+        [*RUN, "-p", "size_bytes=1_000"],
+        "kernels.memory parameter size_bytes: '1_000' is not an integer (ASCII digits only",
+    ),
+    # a list parameter names each item once: two cases recorded, one measured
+    "-p ops=copy,copy": ([*RUN, "-p", "ops=copy,copy"], "kernels.memory parameter ops: copy given more than once"),
+    # endpoints parsed: torchrun fails only after its rendezvous timeout
+    "--rdzv-endpoint host:99999": (
+        [*RUN, "--rdzv-endpoint", "host:99999"],
+        "Invalid value for '--rdzv-endpoint': 'host:99999': the port '99999' is not a number from 1 to 65535",
+    ),
+    "--rdzv-endpoint host:65535 --repeat 2": (
+        [*RUN, "--rdzv-endpoint", "127.0.0.1:65535", "--repeat", "2"],
+        "--rdzv-endpoint 127.0.0.1:65535: 2 runs take ports 65535 to 65536, above 65535",
+    ),
+    # non-finite numbers and integers beyond 64 bits, on the registry's commands too
+    "reproduce --threshold nan": (
+        ["reproduce", "0" * 32, "--threshold", "nan"],
+        "Invalid value for '--threshold': 'nan' is not a finite number",
+    ),
+    "history --min-step nan": (
+        ["history", "--workload", "kernels.memory", "--min-step", "nan"],
+        "Invalid value for '--min-step': 'nan' is not a finite number",
+    ),
+    "results --limit 10**23": (
+        ["results", "--limit", "99999999999999999999999"],
+        "Invalid value for '--limit': 99999999999999999999999 is not in the range 1<=x<=9223372036854775807",
+    ),
+    # names hold no control characters
+    "history --system with a newline": (
+        ["history", "--workload", "kernels.memory", "--system", "box\nInjected: line"],
+        "Invalid value for '--system': 'box\\nInjected: line' holds a control character (0x0a)",
+    ),
 }
+
+# Plan files refused before anything runs: name -> (the plan's text, what the one line says).
+# None as the text: the name says what stands in the plan's place (bad_plan makes it).
+ENTRY = '[[run]]\nworkloads = ["kernels.memory"]\nquick = true\ndevice = "cpu"\n'
+BAD_PLANS = {
+    "a FIFO": (None, "not a regular file"),
+    "/dev/zero": (None, "plan /dev/zero: not a regular file"),
+    "over 1 MiB": (ENTRY + "#" * (1024 * 1024) + "\n", "over the 1,048,576-byte limit of a plan"),
+    "nested 100,000 deep": (
+        ENTRY + "params = { ops = " + "[" * 100_000 + "]" * 100_000 + " }\n",
+        "nests tables or arrays too deeply to read",
+    ),
+    "200,000 runs": (
+        '[defaults]\nrepeat = 1000\ndevice = "cpu"\n' + '[[run]]\nworkloads = ["kernels.memory"]\n' * 200,
+        "200,000 runs, over the limit of 10,000 runs a plan may make",
+    ),
+    "workloads = 5": ("[[run]]\nworkloads = 5\n", "run 1: workloads is an array of workload names, not an integer"),
+    "seed = true": (ENTRY + "seed = true\n", "run 1: seed is a boolean, not an integer"),
+    "repeat = 2.5": (ENTRY + "repeat = 2.5\n", "run 1: repeat is a number, not an integer"),
+    "a table as label": (ENTRY + "label = { a = 1 }\n", "run 1: label is a table, not a string"),
+    "a newline in a label": (ENTRY + 'label = "a\\nb"\n', "run 1: label 'a\\nb': holds a control character"),
+    "slurm = true": (
+        ENTRY + "slurm = true\n",
+        "run 1: slurm cannot be set in a plan: give --slurm on the command line",
+    ),
+    "db = ...": (
+        ENTRY + 'db = "sqlite:///other.db"\n',
+        "run 1: db cannot be set in a plan: give --db on the command line",
+    ),
+}
+
+
+def bad_plan(folder: Path, name: str) -> str:
+    """The path to give ``--plan`` for the bad plan ``name`` of :data:`BAD_PLANS`, made in ``folder``."""
+    text, _ = BAD_PLANS[name]
+    if name == "/dev/zero":
+        return "/dev/zero"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"plan-{sum(map(ord, name))}.toml"
+    if name == "a FIFO":
+        os.mkfifo(path)
+    else:
+        assert text is not None
+        path.write_text(text)
+    return str(path)
+
+
+# Records whose dates no clock that was right can stamp: name -> the year of both timestamps.
+BAD_DATES = {"dated year 9999": "9999", "dated year 0001": "0001"}
+
+
+def dated_record(year: str) -> dict:
+    """A record, otherwise valid, started and finished in ``year``."""
+    record = make_record(device="cuda", host="box1")
+    record["started_at"] = f"{year}-06-01T12:00:00+00:00"
+    record["finished_at"] = f"{year}-06-01T12:00:05+00:00"
+    return sign(record)
 
 
 def is_root() -> bool:

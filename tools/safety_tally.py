@@ -1,12 +1,12 @@
-"""Tries issue 24's faults and bad inputs against the installed perfsuite, with real processes
-and real filesystems, and prints the tally the issue asks for:
+"""Tries the safety faults and bad inputs against the installed perfsuite, with real processes
+and real filesystems, and prints their tally:
 
     faults tried, survived, records lost
     bad inputs tried, one-line refusals, tracebacks, hangs
 
 Usage (as root for the tmpfs faults; elsewhere they are left out and said so):
 
-    python tools/safety_tally.py [--kills N] [--timeout S]
+    python tools/safety_tally.py [--kills N] [--timeout S] [--inputs-only]
 
 Each fault runs ``perfsuite run`` of a small plugin workload that breaks something while it
 measures (fills or remounts the records folder, replaces the records folder and the registry
@@ -14,8 +14,10 @@ with files, blocks the fallback folders too), or signals it (SIGKILL, SIGTERM) 0
 its record file appears. A fault is survived when its record ends up in the registry, in a
 file a line named, or printed whole on stderr (``perfsuite import`` of that file stores it);
 a record is lost when none of those holds. Each bad input runs as its own process under a
-timeout: a refusal is one line (a tree's problems one line each), exit non-zero, no
-traceback; a process still running at the timeout is a hang.
+timeout (and its address space capped at 4 GiB, so that one reading forever fails rather
+than taking the machine): a refusal is one line (a tree's problems one line each), exit
+non-zero, no traceback; a process still running at the timeout is a hang. ``--inputs-only``
+leaves the faults out (seconds rather than minutes).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -37,10 +40,14 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from factories import make_record  # noqa: E402
 from safety_support import (  # noqa: E402
+    BAD_DATES,
     BAD_OPTIONS,
+    BAD_PLANS,
     PLUGIN,
     RUN_ARGS,
+    bad_plan,
     can_mount,
+    dated_record,
     extreme_records,
     hostile_tree,
     leftovers,
@@ -49,13 +56,14 @@ from safety_support import (  # noqa: E402
     wait_for_no_leftovers,
 )
 
-# Issue 24's "Must show" items, the heading each fault and bad input is tallied under.
+# The heading each fault and bad input is tallied under.
 KEPT = "records folder full, read-only or gone mid-run: the measurement kept"
 WINDOW = "kill -9 / SIGTERM between writing a record and storing it: stored or named, then imported"
 TEMPORARIES = "no perfsuite-* or torchelastic_* folder after a torchrun run or a kill"
 SYMLINKS = "submit into a tree with planted symlinks: refused before writing"
 HOSTILE = "hostile trees and files for check and import"
-OPTIONS = "non-finite and out-of-range options and parameters: refused before the run"
+OPTIONS = "non-finite, out-of-range and non-ASCII options and parameters: refused before the run"
+PLANS = "plan files that block, never end, nest, run too much or break the schema: refused before the run"
 EXTREMES = "extreme but schema-valid records: refused by import"
 REGISTRIES = "--db that is not a database, or cannot be reached"
 
@@ -93,9 +101,21 @@ def environment(base: Path) -> dict:
     return env
 
 
-def cli(env: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+MEMORY_CAP = 4 * 1024**3  # of a bad input's process: one that reads forever fails, not the machine
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def cli(env: dict, *args: str, timeout: float = 600, capped: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "perfsuite", *args], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "perfsuite", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_capped if capped else None,
     )
 
 
@@ -241,7 +261,7 @@ def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str, str]]:
 
     def judge(item: str, name: str, args: list[str], expected_lines: int | None = None) -> None:
         try:
-            proc = cli(env, *args, timeout=timeout)
+            proc = cli(env, *args, timeout=timeout, capped=True)
         except subprocess.TimeoutExpired:
             out.append((item, name, "hang"))
             return
@@ -258,6 +278,8 @@ def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str, str]]:
 
     for name, (args, _) in BAD_OPTIONS.items():
         judge(OPTIONS, name, list(args))
+    for name in BAD_PLANS:
+        judge(PLANS, f"--plan: {name}", ["run", "--plan", bad_plan(base / "plans", name)])
     tree = base / "tree"
     entries = hostile_tree(tree)
     for command in ("check", "import"):
@@ -271,6 +293,10 @@ def bad_inputs(base: Path, timeout: float) -> list[tuple[str, str, str]]:
         path = base / f"extreme{i}.json"
         path.write_text(json.dumps(record))
         judge(EXTREMES, f"import of a record with {what}", ["import", str(path)])
+    for what, year in BAD_DATES.items():
+        path = base / f"dated-{year}.json"
+        path.write_text(json.dumps(dated_record(year)))
+        judge(EXTREMES, f"import of a record {what}", ["import", str(path)])
     fifo = base / "registry-fifo.db"
     os.mkfifo(fifo)
     for url in ("sqlite:////dev/null", f"sqlite:///{fifo}", "postgresql+psycopg2://u@127.0.0.1:1/db"):
@@ -308,10 +334,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=12, help="signals of each kind in the write-to-commit window")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a bad input counts as a hang")
+    parser.add_argument("--inputs-only", action="store_true", help="leave the faults out: the bad inputs alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="safety-tally-") as tmp:
         base = Path(tmp)
-        fault_outcomes, skipped = faults(base, args.kills)
+        fault_outcomes, skipped = (
+            ([], ["every fault (--inputs-only)"]) if args.inputs_only else faults(base, args.kills)
+        )
         inputs = bad_inputs(base, args.timeout)
     for item in (KEPT, WINDOW, TEMPORARIES):
         mine = [o for o in fault_outcomes if o.item == item]
@@ -320,7 +349,7 @@ def main() -> None:
             print(f"  {'survived' if o.ok else 'LOST':8}  {o.name}: {o.detail}")
     for reason in skipped:
         print(f"fault skipped: {reason}")
-    for item in (OPTIONS, HOSTILE, SYMLINKS, EXTREMES, REGISTRIES):
+    for item in (OPTIONS, PLANS, HOSTILE, SYMLINKS, EXTREMES, REGISTRIES):
         mine = [(name, verdict) for it, name, verdict in inputs if it == item]
         print(f"{item}: {len(mine)} tried, {sum(v == 'one line' for _, v in mine)} refused in one line")
         for name, verdict in mine:
