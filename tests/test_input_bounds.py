@@ -260,6 +260,7 @@ def test_the_ports_of_a_rendezvous_after_the_endpoints_must_be_ports(bounds, tmp
         (("history", "--workload", "bounds.sized", "--system", "\x1b[31mred"), "holds a control character (0x1b)"),
         (("history", "--workload", "bounds.sized\r", "--case", "x"), "'--workload': 'bounds.sized\\r' holds a control"),
         (("compare", "--workload", "bounds.sized", "--last", "1_0"), "'--last': '1_0' is not an integer"),
+        (("compare", "--workload", "bounds.sized", "--threshold", "0.0_5"), "'0.0_5' is not a relative change"),
         (("compare", "--workload", "bounds.sized", "--system", "a\x07", "--system", "b"), "control character (0x07)"),
         (("slurm", "wait", "1", "--timeout", "nan"), "Invalid value for '--timeout': 'nan' is not a finite number"),
         (

@@ -13,6 +13,7 @@ import click
 
 from perfsuite.cli._common import fail, fmt_p, open_db, pct, verdict_text
 from perfsuite.cli._types import AsciiIntRange, Name
+from perfsuite.engine.params import parse_float
 
 # The exit status of a comparison whose verdict is one --fail-on names (errors stay 1, usage 2).
 EXIT_REGRESSION = 3
@@ -29,8 +30,8 @@ class Fraction(click.ParamType):
         if isinstance(value, float):
             return value
         raw = str(value).strip()
-        try:
-            number = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+        try:  # ASCII digits, finite (perfsuite.engine.params' rules for every number)
+            number = parse_float(raw[:-1]) / 100.0 if raw.endswith("%") else parse_float(raw)
         except ValueError:
             self.fail(f"{value!r} is not a relative change (give 5% or 0.05)", param, ctx)
         if not 0.0 <= number < 1.0:
