@@ -32,9 +32,9 @@ none: a submitter fixes them all in one go. The rules:
   schema, named as its file, and consistent with its records' fingerprints: accelerator
   model (``environment.gpus[].name``) and count per node (``len(environment.gpus)``).
 
-:func:`import_tree` loads a tree that checks clean, idempotently. :func:`submit_runs` files
-runs into a tree, refusing before it writes anything a path that is a symlink or leaves it
-(:mod:`perfsuite.registry.tree_writer`).
+:func:`import_tree` loads a tree that checks clean, idempotently. Filing runs into a tree
+(``perfsuite submit``) is :mod:`perfsuite.registry.filing`: it runs this check on the tree as
+it would be before it writes anything.
 """
 
 from __future__ import annotations
@@ -60,9 +60,14 @@ from perfsuite.schemas.cost import result_cost, validate_price
 from .errors import RecordInvalid, RegistryError, one_line
 from .models import Run, Submission, SubmittedSystem
 from .reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
-from .records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, canonical_json, load_record_file, record_text
+from .records import (
+    MAX_RECORD_BYTES,
+    MAX_RECORD_DEPTH,
+    canonical_json,
+    load_record_file,
+    record_text,  # noqa: F401 - callers read a tree's record text from here
+)
 from .store import IMPOSSIBLE
-from .tree_writer import TreeWriter
 
 if TYPE_CHECKING:
     from .bulk import Prepared
@@ -103,6 +108,12 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Incomplete(Problem):
+    """A configuration without all the runs it needs yet: the tree is unfinished, not wrong
+    (``submit`` files training runs one by one; ``check`` still fails until all are there)."""
 
 
 @dataclass
@@ -614,7 +625,7 @@ def _check_across_records(report: TreeReport) -> None:
         needed = required_runs(filed_list[0].record["workload"]["category"])
         if len(filed_list) < needed:
             problems.append(
-                Problem(
+                Incomplete(
                     filed_list[0].relpath,
                     f"{len(filed_list)} run(s) of {workload} with these "
                     f"parameters on {system}; "
@@ -684,101 +695,6 @@ def import_tree(
 
 
 # -- filing runs into a tree -------------------------------------------------------------------
-def submit_runs(
-    records: list[dict],
-    root: Path,
-    org: str,
-    system: str,
-    records_dir: Path | None,
-    mllog_text: Callable[[dict], str],
-    **description_options,
-) -> list[Path]:
-    """File ``records`` under ``root/org/results/system/...``; write the system file from the
-    first record's fingerprint when there is none. A record file the runner wrote (found in
-    ``records_dir`` with the same hash) is copied byte for byte, with its MLLOG twin.
-
-    Every path is checked before anything is written (:class:`TreeWriter`): a symlink, a
-    path that leaves the tree or a part that is not a plain name is a :class:`RegistryError`
-    and the tree is left as it was. Each file is written atomically.
-    """
-    if not records:
-        raise RegistryError("no runs to submit")
-    for record in records:
-        if record["status"] != "success" or record["verification"]["status"] != "passed":
-            raise RegistryError(
-                f"run {record['run_id']} is {record['status']} with verification "
-                f"{record['verification']['status']}: only successful, verified runs are submitted"
-            )
-    writer = TreeWriter(Path(root))
-    system_file = writer.path(org, SYSTEMS_DIR, f"{system}.json")
-    writes: list[tuple[Path, bytes]] = []
-    written: list[Path] = []  # what this call wrote: an existing system file is checked, not rewritten
-    if os.path.lexists(system_file):
-        _check_existing_system(system_file, description_options.get("price_per_hour"))
-    else:
-        description = system_description(records[0], org, system, **description_options)
-        errors = validate_system(description)
-        if errors:
-            raise RegistryError(
-                f"the system description made from run {records[0]['run_id']} is invalid: " + "; ".join(errors)
-            )
-        writes.append((system_file, (json.dumps(description, indent=2) + "\n").encode("utf-8")))
-        written.append(system_file)
-    for record in records:
-        folder = (org, RESULTS_DIR, system, record["workload"]["name"])
-        dest = writer.path(*folder, f"{record['run_id']}{RECORD_SUFFIX}")
-        mllog_dest = writer.path(*folder, f"{record['run_id']}{MLLOG_SUFFIX}")
-        source = records_dir / f"{record['run_id']}{RECORD_SUFFIX}" if records_dir else None
-        copied = _runner_file(source, record) if source is not None else None
-        if copied is not None and source is not None:
-            twin = _regular_bytes(source.with_suffix(MLLOG_SUFFIX))
-            writes.append((dest, copied))
-            writes.append((mllog_dest, twin if twin is not None else mllog_text(record).encode("utf-8")))
-        else:
-            writes.append((dest, record_text(record).encode("utf-8")))
-            writes.append((mllog_dest, mllog_text(record).encode("utf-8")))
-        written.append(dest)
-    for path, data in writes:
-        writer.write(path, data)
-    return written
-
-
-def _regular_bytes(path: Path) -> bytes | None:
-    """The bytes of a regular file, or None where there is none (or it cannot be read)."""
-    try:
-        return read_regular(path, MAX_RECORD_BYTES)
-    except RecordInvalid:
-        return None
-
-
-def _runner_file(path: Path, record: dict) -> bytes | None:
-    """The bytes of the runner's file of ``record``, where it is there with the same hash."""
-    data = _regular_bytes(path)
-    if data is None:
-        return None
-    try:
-        return data if json.loads(data).get("sha256") == record["sha256"] else None
-    except (ValueError, AttributeError, RecursionError):
-        return None  # not the runner's record: the registry's copy is filed instead
-
-
-def _check_existing_system(path: Path, price_per_hour: float | None) -> None:
-    """Refuse to file runs under a system file that is invalid, or whose price differs from
-    the one asked for (a price is changed in the file, never behind the submitter's back)."""
-    try:
-        description = load_json_file(path, MAX_RECORD_BYTES, MAX_RECORD_DEPTH)
-    except RecordInvalid as exc:
-        raise RegistryError(one_line(f"{path}: not readable JSON: {exc}")) from exc
-    errors = validate_system(description)
-    if errors:
-        raise RegistryError(f"{path}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-    if price_per_hour is not None and description.get(PRICE_FIELD) != price_per_hour:
-        raise RegistryError(
-            f"{path} exists with {PRICE_FIELD} {description.get(PRICE_FIELD)}, not "
-            f"{price_per_hour:g}: change the price in that file"
-        )
-
-
 def filed_cost(report: TreeReport, filed: FiledRecord) -> dict | None:
     """A filed result's cost: its own, else one at its system description's price."""
     description = report.systems.get((filed.org, filed.system)) or {}

@@ -118,7 +118,7 @@ def test_submit_refuses_a_planted_symlink_before_writing_anything(perfsuite_env,
         link = folder / f"{run['run_id']}.json"
     before = _files(root)
     proc = run_cli(perfsuite_env, "submit", run["run_id"], "--org", "acme", "--system", "box", "--root", str(root))
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == f"Error: {link} is a symlink: submit writes real files only: nothing written"
     assert victim.read_text() == "precious" and sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
     assert _files(root) == before

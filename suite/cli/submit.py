@@ -1,7 +1,8 @@
 """``perfsuite submit``: file registry runs into a submissions tree (MLPerf's
-``<org>/results/<system>/<workload>/<run_id>.json``), then check it. Every path is checked
-before anything is written: a symlink in the tree or a path leaving it is one line, and the
-tree is left as it was."""
+``<org>/results/<system>/<workload>/<run_id>.json``), then check it. Everything is checked
+before anything is written (:mod:`perfsuite.registry.filing`): the names, every path (a
+symlink in the tree or a path leaving it), and the tree as it would be afterwards; a refusal
+is one line and exit 2 with the tree as it was, and a write cut off half way is taken back."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from perfsuite.cli.check import print_report, shown
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("submissions"),
     show_default=True,
-    help="The submissions tree.",
+    help="The submissions tree (made where missing; the folder above it must exist).",
 )
+@click.option("--parents", is_flag=True, help="Create the folders above --root where they are missing.")
 @click.option(
     "--status",
     type=click.Choice(["Available", "Preview", "Research"]),
@@ -54,6 +56,7 @@ def submit_cmd(
     org: str,
     system: str,
     root: Path,
+    parents: bool,
     status: str,
     cooling: str,
     price_per_hour: float | None,
@@ -63,12 +66,16 @@ def submit_cmd(
     and print each run's cost (its own, else at the system file's price)."""
     from perfsuite.engine import mllog
     from perfsuite.registry import RegistryError, records_dir
-    from perfsuite.registry.submissions import check_tree, filed_cost, submit_runs
+    from perfsuite.registry.filing import submit_runs
+    from perfsuite.registry.owned_output import OutputRefused
+    from perfsuite.registry.submissions import check_tree, filed_cost
+    from perfsuite.registry.tree_writer import name_problem
     from perfsuite.schemas.cost import cost_text, validate_price
 
     for name, value in (("--org", org), ("--system", system)):
-        if not value or "/" in value or value in (".", "..") or value.startswith("."):
-            fail(f"{name} {value!r} must be a plain folder name")
+        problem = name_problem(value)
+        if problem is not None:
+            fail(f"{name} {value!r} {problem}: give a plain folder name")
     try:
         validate_price(price_per_hour)
     except ValueError as exc:
@@ -83,14 +90,17 @@ def submit_cmd(
             system,
             records_dir(),
             lambda record: "\n".join(mllog.lines(record)) + "\n",
+            parents=parents,
             status=status,
             cooling=cooling,
             price_per_hour=price_per_hour,
         )
+    except OutputRefused as exc:
+        fail(str(exc))
     except RegistryError as exc:
         fail(str(exc), 1)
     except OSError as exc:  # the tree's filesystem: full, read-only, not permitted
-        fail(f"cannot write into {root}: {exc.strerror or exc} (files written before it are complete)", 1)
+        fail(f"cannot write into {root}: {exc.strerror or exc} (the submission was taken back: nothing written)")
     for path in written:
         click.echo(f"wrote {shown(path)}")
     report = check_tree(root)
