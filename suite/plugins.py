@@ -6,6 +6,13 @@ Every call into plugin code goes through one policy (:meth:`Host.call_each` for 
 (``SystemExit`` included, ``KeyboardInterrupt`` excepted) is kept as that plugin's error,
 shown by ``perfsuite plugins``, ``list`` and on stderr, and the other plugins go on.
 
+Every call into a third-party plugin (its import, each hook) has a bound,
+``PERFSUITE_PLUGIN_TIMEOUT_S`` (default 10 s): it runs in a daemon thread, and a plugin that has
+not returned by then is disabled with one warning naming it (the thread is abandoned; it ends
+with the process), so that every command answers. A plugin hanging in each of N hooks costs at
+most one bound: once disabled it is not called again. Built-in plugins are the host's own code
+and are called directly.
+
 A workload name registered by two plugins is disabled, with a warning naming both; the
 rest of the catalogue keeps working. A built-in's name is not a third party's to take: a
 plugin registering it is the one disabled, with a warning naming both, and the built-in
@@ -16,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -29,6 +38,8 @@ from perfsuite.workload import validate_workload_class
 
 ENTRY_POINT_GROUP = "perfsuite"
 ENV_PLUGINS = "PERFSUITE_PLUGINS"
+ENV_TIMEOUT = "PERFSUITE_PLUGIN_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 10.0
 
 # Built-in modules, registered through the same hooks as third-party plugins.
 DEFAULT_PLUGINS = (
@@ -66,6 +77,37 @@ def guarded(call: Callable[[], Any]) -> tuple[Any, str | None]:
         return None, describe(exc)
 
 
+def bounded(call: Callable[[], Any], timeout_s: float) -> tuple[Any, str | None, bool]:
+    """:func:`guarded` in a daemon thread, waited for ``timeout_s``: ``(result, error, timed_out)``.
+    A call that has not returned is abandoned (a daemon thread does not keep the process alive);
+    what it does later is nobody's result."""
+    box: list[tuple[Any, str | None]] = []
+    thread = threading.Thread(target=lambda: box.append(guarded(call)), name="perfsuite-plugin", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not box:
+        return None, None, True
+    result, error = box[0]
+    return result, error, False
+
+
+def plugin_timeout() -> tuple[float, str | None]:
+    """``PERFSUITE_PLUGIN_TIMEOUT_S`` in seconds, and a warning where its value is not one (the
+    default is kept then, never no bound)."""
+    raw = os.environ.get(ENV_TIMEOUT)
+    if raw is None or not raw.strip():
+        return DEFAULT_TIMEOUT_S, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        return DEFAULT_TIMEOUT_S, (
+            f"{ENV_TIMEOUT}={raw!r} is not a number of seconds above 0: plugins get the default {DEFAULT_TIMEOUT_S:g} s"
+        )
+    return value, None
+
+
 @dataclass
 class PluginInfo:
     name: str
@@ -76,6 +118,7 @@ class PluginInfo:
     workloads: list[str] = field(default_factory=list)
     error: str | None = None
     disabled: list[str] = field(default_factory=list)  # its workload names taken by another plugin too
+    timed_out: bool = False  # a call into it did not return within the bound: it is called no more
 
     def add_error(self, message: str) -> None:
         self.error = message if self.error is None else f"{self.error}; {message}"
@@ -123,6 +166,20 @@ class Host:
         self.conflicts: dict[str, list[str]] = {}  # workload name -> the plugins that all registered it
         # workload name -> (the built-in plugin that keeps it, the third-party plugins refused it)
         self.shadowed: dict[str, tuple[str, list[str]]] = {}
+        self.timeout_s, self.setting_warning = plugin_timeout()
+
+    def _call(self, info: PluginInfo, what: str, call: Callable[[], Any]) -> tuple[Any, str | None]:
+        """One call into ``info``'s code under the one policy: a built-in directly, a third party
+        bounded by the timeout; a call that does not return disables the plugin."""
+        if info.builtin:
+            return guarded(call)
+        result, error, timed_out = bounded(call, self.timeout_s)
+        if timed_out:
+            info.timed_out = True
+            if self.pm.has_plugin(info.name):
+                self.pm.unregister(name=info.name)
+            return None, f"{what} did not return within {self.timeout_s:g} s: disabled ({ENV_TIMEOUT} sets the bound)"
+        return result, error
 
     # -- loading --------------------------------------------------------------------------
     def load_builtins(self) -> None:
@@ -144,13 +201,11 @@ class Host:
 
     def _load(self, info: PluginInfo, load: Callable[[], Any]) -> None:
         self.plugins[info.name] = info
-
-        def load_and_register() -> Any:
-            module = load()
-            self.pm.register(module, name=info.name)
-            return module
-
-        module, error = guarded(load_and_register)
+        # imported under the bound, registered here: an import that returns after its bound has
+        # passed never registers a disabled plugin
+        module, error = self._call(info, "its import", load)
+        if error is None:
+            _, error = guarded(lambda: self.pm.register(module, name=info.name))
         if error is not None:
             info.add_error(error)
             return
@@ -169,10 +224,12 @@ class Host:
         failures = []
         for impl in getattr(self.pm.hook, hook).get_hookimpls():
             info = self.plugins[impl.plugin_name]
+            if info.timed_out:
+                continue
             args = {**kwargs, **(per_plugin(info) if per_plugin else {})}
-            _, error = guarded(lambda: impl.function(**{k: args[k] for k in impl.argnames}))
+            _, error = self._call(info, hook, lambda: impl.function(**{k: args[k] for k in impl.argnames}))
             if error is not None:
-                info.add_error(f"{error} (in {hook})")
+                info.add_error(error if info.timed_out else f"{error} (in {hook})")
                 failures.append(HookFailure(info.name, hook, error))
         return failures
 
@@ -224,19 +281,31 @@ class Host:
         except KeyError:
             raise UnknownWorkload(f"unknown workload {name!r} (see 'perfsuite list')") from None
 
+    def disabled_text(self, name: str) -> str:
+        """Why workload ``name`` is disabled where a plugin registered it: two plugins took it, or
+        it is a built-in's."""
+        if name in self.shadowed:
+            builtin, _ = self.shadowed[name]
+            return f"the name belongs to the built-in plugin {builtin!r}, which keeps it"
+        return conflict_text(self.conflicts[name])
+
     def errors(self) -> list[PluginInfo]:
         return [p for p in self.plugins.values() if p.error]
 
     def warnings(self) -> list[str]:
         """One line per problem a user should hear about: failed plugins, disabled names."""
-        lines = [f"plugin {p.name} failed: {p.error}" for p in self.errors()]
+        lines = [self.setting_warning] if self.setting_warning else []
+        lines += [f"plugin {p.name} failed: {p.error}" for p in self.errors()]
         lines += [f"workload {name!r} disabled: {conflict_text(owners)}" for name, owners in self.conflicts.items()]
-        lines += [
+        return lines + self.shadowed_lines()
+
+    def shadowed_lines(self) -> list[str]:
+        """One line per built-in name a third party tried to take, naming both."""
+        return [
             f"workload {name!r} of plugin {', '.join(repr(o) for o in others)} disabled: the name belongs to the "
             f"built-in plugin {builtin!r}, which keeps it"
             for name, (builtin, others) in self.shadowed.items()
         ]
-        return lines
 
 
 def conflict_text(owners: list[str]) -> str:

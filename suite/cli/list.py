@@ -68,3 +68,5 @@ def list_cmd(names: tuple[str, ...], as_json: bool, device: str | None) -> None:
         out.print(plain(f"plugin {e['plugin']} failed to load: ", style="red") + plain(e["error"]))
     for name, owners in host.conflicts.items():
         out.print(plain(f"workload {name!r} disabled: {conflict_text(owners)}", style="yellow"))
+    for line in host.shadowed_lines():
+        out.print(plain(line, style="yellow"))

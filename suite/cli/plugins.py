@@ -12,8 +12,6 @@ from perfsuite.cli._common import console, emit_json, load_host
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_cmd(as_json: bool) -> None:
     """List plugins: version, hooks implemented, workloads, load errors."""
-    from perfsuite.plugins import conflict_text
-
     host = load_host()
     rows = [p.to_dict() for p in host.plugins.values()]
     if as_json:
@@ -34,7 +32,7 @@ def plugins_cmd(as_json: bool) -> None:
     )
     for r in rows:
         status = [f"error: {r['error']}"] if r["error"] else []
-        status += [f"disabled {name!r}: {conflict_text(host.conflicts[name])}" for name in r["disabled"]]
+        status += [f"disabled {name!r}: {host.disabled_text(name)}" for name in r["disabled"]]
         t.add_row(
             r["name"],
             r["distribution"] or "",
