@@ -12,7 +12,8 @@ PLOT_SUFFIXES = (".png", ".svg")
 
 def plot(data: dict, path: Path) -> None:
     """Write the roofline as PNG or SVG (by ``path``'s suffix): the log-log roofline of cases
-    with FLOPs, and beside it the GB/s of cases without FLOPs against their ceilings."""
+    with FLOPs, and beside it the GB/s of cases without FLOPs against their ceilings. A path
+    that is not a regular file or a new name is refused (``OutputRefused``)."""
     from matplotlib.figure import Figure
 
     points = [p for p in data["points"] if p["fraction"] is not None]
@@ -23,7 +24,13 @@ def plot(data: dict, path: Path) -> None:
     roofline_panel(fig.add_subplot(1, panels, 1), data, compute)
     if bandwidth:
         bandwidth_panel(fig.add_subplot(1, panels, 2), data, bandwidth)
-    fig.savefig(path)
+    import io
+
+    from perfsuite.registry.owned_output import write_file
+
+    buffer = io.BytesIO()  # drawn in memory, then written as a regular file only (never a device or FIFO)
+    fig.savefig(buffer, format=Path(path).suffix.lower().lstrip("."))
+    write_file(path, buffer.getvalue())
 
 
 def roofline_panel(ax, data: dict, compute: list[dict]) -> None:

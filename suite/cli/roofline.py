@@ -106,7 +106,13 @@ def roofline_command(
         )
     data = report(records, ceilings)
     if out_path is not None:
-        roofline_plot.plot(data, out_path)
+        from perfsuite.cli._common import fail
+        from perfsuite.registry.owned_output import OutputRefused
+
+        try:
+            roofline_plot.plot(data, out_path)
+        except OutputRefused as exc:
+            fail(f"--out: {exc}")
         data["plot"] = str(out_path)
     if as_json:
         import json

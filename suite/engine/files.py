@@ -11,8 +11,10 @@ live process is making in the same folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
+import stat
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -24,14 +26,28 @@ def temporary_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}{_SEP}{socket.gethostname()}{_SEP}{os.getpid()}{TMP_SUFFIX}")
 
 
+def refuse_unless_regular(path: Path) -> None:
+    """Raise ``FileExistsError`` where ``path`` is there and is not a regular file (a symlink,
+    a device, a FIFO, a socket, a folder): a rename would replace what this process never
+    wrote. Nothing there, or a regular file: return."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise FileExistsError(errno.EEXIST, "there and not a regular file: not replaced", str(path))
+
+
 def write_atomic(path: Path, text: str | bytes, durable: bool = False) -> None:
     """Write ``text`` beside ``path`` and rename it into place (atomic on one filesystem).
 
-    The sibling is created exclusively and never through a symlink; on any failure (a full
-    disk, a read-only remount, an interrupt) it is removed and the error raised. ``durable``:
-    flush the file to the device before the rename, so that a crash of the machine cannot
-    leave an empty file under the final name (records; not progress notes).
+    The sibling is created exclusively and never through a symlink, and renamed only onto a
+    regular file or nothing (:func:`refuse_unless_regular`); on any failure (a full disk, a
+    read-only remount, an interrupt) it is removed and the error raised. ``durable``: flush
+    the file to the device before the rename, so that a crash of the machine cannot leave an
+    empty file under the final name (records; not progress notes).
     """
+    refuse_unless_regular(path)
     data = text.encode("utf-8") if isinstance(text, str) else text
     tmp = temporary_sibling(path)
     with contextlib.suppress(FileNotFoundError):
@@ -46,6 +62,7 @@ def write_atomic(path: Path, text: str | bytes, durable: bool = False) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        refuse_unless_regular(path)  # planted while the sibling was written
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
