@@ -40,6 +40,9 @@ def throughput_metrics(work: Work) -> list[tuple[str, str, float, float]]:
 
 @dataclass
 class Measurement:
+    """What :meth:`RunContext.measure` timed of one case: the seconds of each timed call, the
+    loop's wall time and energy, and what NVML saw during it."""
+
     label: str
     samples_s: list[float]
     wall_s: float
@@ -50,6 +53,18 @@ class Measurement:
 
 @dataclass
 class RunContext:
+    """What a workload's methods receive as ``ctx``, in the measuring process: the resolved
+    ``params``, the run's ``controls`` (device, seed, iterations, timing options), its place
+    in a multi-rank run (``rank``, ``world_size``, ``local_rank``), and the harness's methods.
+
+    A case-based workload needs only ``ctx.torch_device`` (and ``ctx.skip_case``); the harness
+    measures and verifies its cases. A driver (a workload that overrides ``execute``) times
+    with :meth:`measure` or :meth:`time_fn`, records with :meth:`add_metric`,
+    :meth:`record_work` and :meth:`add_check`, and keeps what the tables do not show in
+    ``details`` (a JSON-ready dict stored in the record). ``metrics`` and ``checks`` are
+    what the run recorded: what ``perfsuite.testing.run_in_process`` hands a test.
+    """
+
     params: Any
     controls: Controls
     quick: bool = False
@@ -66,24 +81,29 @@ class RunContext:
 
     @property
     def device(self) -> str:
+        """``"cpu"`` or ``"cuda"``: the device this run measures (``--device``)."""
         return self.controls.device
 
     @property
     def torch_device(self) -> Any:
+        """The ``torch.device`` to allocate on: this process's GPU, or the CPU (imports torch)."""
         import torch
 
         return torch.device("cuda", torch.cuda.current_device()) if self.device == "cuda" else torch.device("cpu")
 
     def log(self, message: str) -> None:
+        """A line on stderr for the person running (prefixed with the rank when there are several)."""
         print(f"[rank {self.rank}] {message}" if self.world_size > 1 else message, file=sys.stderr, flush=True)
 
     def synchronize(self) -> None:
+        """Wait for the GPU's queued work (a no-op on the CPU): before reading a host clock."""
         if self.device == "cuda":
             import torch
 
             torch.cuda.synchronize()
 
     def barrier(self) -> None:
+        """Wait for every rank (a no-op in a one-process run)."""
         if self.world_size > 1:
             import torch.distributed as dist
 
@@ -274,6 +294,8 @@ class RunContext:
         }
 
     def record_measurement(self, label: str, m: Measurement, work: Work, roofline: str | None) -> None:
+        """Record a measurement as :meth:`measure` does: time per call, throughput from ``work``
+        (judged against ``roofline``), power and throughput per joule when energy was read."""
         self.record_work(label, work)
         if m.throttle is not None:  # what NVML saw during the loop: clocks, power, throttling
             self.details.setdefault("throttle", {})[label] = m.throttle
@@ -335,6 +357,7 @@ class RunContext:
 
     # -- verifying ---------------------------------------------------------------------
     def verify(self, case: Case) -> Check | None:
+        """Call the case's ``verify`` and record its :class:`~perfsuite.Check` (None: the case has none)."""
         if case.verify is None:
             return None
         check = case.verify()
@@ -348,6 +371,7 @@ class RunContext:
         self.log(f"skipping case {label}: {reason}")
 
     def add_check(self, check: Check) -> None:
+        """Record a verification. A failed one makes the run ``invalid``: kept, never ranked."""
         if not isinstance(check, Check):
             raise TypeError(f"verification must return perfsuite.Check, got {type(check).__name__}")
         self.checks.append(check)

@@ -48,7 +48,18 @@ def param(default: Any, help: str, choices: tuple | None = None, harness: bool =
 
 @dataclass(frozen=True)
 class Requirements:
-    """What a workload needs before it can run; an unmet one is a skip with its reason."""
+    """What a workload needs before it can run; an unmet one is a skip with its reason.
+
+    ``devices``: the devices it runs on, of ``("cpu", "cuda")`` (``devices=("cuda",)``: a GPU
+    workload, skipped on the CPU with the reason). ``min_world_size``/``max_world_size``: the
+    ranks it runs with (``max_world_size=1``: one process that drives its devices itself).
+    ``packages``: importable module names it needs (``"triton"``, ``"nvidia.dali"``), checked
+    without importing them. ``rank_per_gpu``: ``True`` gives a run on one node one rank per
+    visible GPU (two gloo ranks on the CPU) unless ``--nproc-per-node`` says otherwise, as
+    nccl-tests' ``-g`` takes the GPUs it is given; ``False``: one process.
+
+    Example: ``Requirements(devices=("cuda",), packages=("triton",))``.
+    """
 
     devices: tuple[str, ...] = DEVICES
     min_world_size: int = 1
@@ -62,7 +73,23 @@ class Requirements:
 
 class Workload:
     """Base class of every workload. Subclasses set the class attributes and implement
-    :meth:`setup` and :meth:`cases` (or :meth:`execute` for a driver)."""
+    :meth:`setup` and :meth:`cases` (or :meth:`execute` for a driver).
+
+    Class attributes: ``name`` (dotted, ``"axpy.scaled_add"``), ``category`` (one of
+    ``data``, ``kernels``, ``collectives``, ``training``, ``inference``), ``version`` (bump it
+    when what is measured changes: records of different versions are never compared, unless
+    ``comparable_since`` says they measure the same thing), ``description`` (one line for
+    ``perfsuite list``), ``Params`` (a frozen dataclass of :func:`param` fields), ``quick``
+    (parameter overrides of ``--quick``), ``requirements`` (:class:`Requirements`),
+    ``primary_metric`` (each case's headline metric, e.g. ``"tflops"``; ``None``: its first
+    throughput), ``headline`` (a richer :class:`~perfsuite.Headline`, per scenario or size),
+    and ``controls_honoured`` (the timing controls a driver that times its own way applies;
+    the rest are recorded as not applied).
+
+    The harness calls, in the measuring process: :meth:`unmet`, :meth:`setup`,
+    :meth:`execute` (which by default measures and verifies every case of :meth:`cases`),
+    then :meth:`teardown`, always. ``self.params`` holds the resolved ``Params``.
+    """
 
     name: ClassVar[str]
     category: ClassVar[str]
@@ -105,6 +132,9 @@ class Workload:
         """Allocate inputs deterministically from ctx's seeded generators."""
 
     def cases(self, ctx: "RunContext") -> "list[Case]":
+        """The timed cases of this run, one :class:`~perfsuite.Case` per implementation or
+        precision, built on what :meth:`setup` allocated. A case that cannot run here is left
+        out and reported with ``ctx.skip_case(label, reason)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement cases() or execute()")
 
     def execute(self, ctx: "RunContext") -> None:
