@@ -138,6 +138,13 @@ def test_a_plan_of_200000_runs_is_refused_before_any_starts(bounds, tmp_path):
     nothing_ran(tmp_path)
 
 
+def test_a_plan_of_200000_runs_is_refused_as_a_slurm_job_array_too(bounds, tmp_path):
+    plan = write_plan(tmp_path, '[defaults]\ndevice = "cpu"\n' + '[[run]]\nworkloads = ["bounds.sized"]\n' * 200)
+    args = ("run", "--plan", str(plan), "--repeat", "1000", "--slurm", "--dry-run")
+    refused(capped_cli(bounds, *args), "200,000 runs", f"limit of {MAX_RUNS:,} runs")
+    nothing_ran(tmp_path)
+
+
 def test_a_plan_of_more_entries_than_the_bound_is_refused(bounds, tmp_path):
     plan = write_plan(tmp_path, ENTRY * 1001)
     refused(capped_cli(bounds, "run", "--plan", str(plan)), "1,001 [[run]] entries, over the limit of 1,000")

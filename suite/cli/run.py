@@ -318,13 +318,8 @@ def plan_requests(ctx: click.Context, host, plan_name: str, given: dict) -> tupl
     """Every run of a plan, its options under those ``given`` on the command line; and how many
     of its entries are cross-checks. A bad plan is one line naming its file and entry."""
     from perfsuite.cli._reference import crosscheck_env
-    from perfsuite.engine.plan import PlanError, check_run_count
 
-    plan = load_plan(ctx, plan_name)
-    try:
-        check_run_count(plan, len(host.workloads), given.get("repeat"))
-    except PlanError as exc:
-        fail(str(exc))
+    plan = load_plan(ctx, plan_name, given.get("repeat"))
     requests = []
     for run in plan.runs:
         options = {**run.options, **given}
@@ -365,12 +360,13 @@ def _toml_kind(param: click.Parameter) -> type:
     return str
 
 
-def load_plan(ctx: click.Context, plan_name: str):
+def load_plan(ctx: click.Context, plan_name: str, repeat_given: int | None = None):
     """The plan, each option of its entries checked against its type and converted as the
     command line would (run's options and the cross-check's); an option that only the command
-    line can set (``--slurm``, ``--db``, ``--json``) is refused naming it. A bad plan is one line
-    naming its file and entry."""
-    from perfsuite.engine.plan import PlanError, load
+    line can set (``--slurm``, ``--db``, ``--json``) is refused naming it; the runs it makes
+    (``repeat_given``: the command line's ``--repeat``) counted against the bound, before any
+    is resolved, here or as a SLURM job array. A bad plan is one line naming its file and entry."""
+    from perfsuite.engine.plan import PlanError, check_run_count, load
 
     by_name = {p.name: p for p in run_cmd.params if p.name}
     by_name.update({p.name: p for p in crosscheck_options() if p.name})
@@ -390,9 +386,11 @@ def load_plan(ctx: click.Context, plan_name: str):
             raise ValueError(exc.format_message()) from None
 
     try:
-        return load(plan_name, check, kinds=kinds, command_line=command_line)
+        plan = load(plan_name, check, kinds=kinds, command_line=command_line)
+        check_run_count(plan, len(load_host().workloads), repeat_given)
     except PlanError as exc:
         fail(str(exc))
+    return plan
 
 
 def crosscheck_options() -> list[click.Option]:

@@ -214,7 +214,7 @@ def plan_entries(ctx: click.Context, plan_name: str, given: dict[str, Any]) -> l
     from perfsuite.cli.run import load_plan
 
     commands = _run_commands()
-    plan = load_plan(ctx, plan_name)
+    plan = load_plan(ctx, plan_name, given.get("repeat"))
     entries = []
     for run in plan.runs:
         options = {**run.options, **given}
