@@ -8,6 +8,7 @@ import datetime as dt
 import click
 
 from perfsuite.cli._common import console, emit_json, fail, open_db, run_id_prefixes
+from perfsuite.cli._types import AsciiIntRange
 from perfsuite.text import clean
 
 
@@ -25,7 +26,7 @@ def parse_since(since: str | None) -> dt.datetime | None:
 @click.command("results")
 @click.option("--workload", default=None, help="Only this workload.")
 @click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
-@click.option("--limit", type=click.IntRange(min=1), default=50)
+@click.option("--limit", type=AsciiIntRange(min=1), default=50, help="The newest N runs (default 50).")
 @click.option(
     "--format",
     "fmt",
