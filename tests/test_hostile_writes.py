@@ -198,6 +198,22 @@ def test_leaderboard_rebuild_replaces_only_its_own_files(env, world):
     assert sorted(p.name for p in world.iterdir() if p.name.startswith(".")) == []  # no staging left
 
 
+def test_a_manifest_naming_files_outside_its_folder_is_refused(env, world):
+    """A manifest edited to list ``../victim.txt``: not perfsuite's, so the folder is refused
+    and the file it names survives."""
+    site = world / "site"
+    ok(perfsuite(env, "leaderboard", "--out", str(site)))
+    victim = world / "victim.txt"
+    victim.write_text("outside the site\n")
+    manifest = json.loads((site / MANIFEST).read_text())
+    manifest["files"].append("../victim.txt")
+    (site / MANIFEST).write_text(json.dumps(manifest))
+    before = snapshot(world)
+    line = refused(perfsuite(env, "leaderboard", "--out", str(site)))
+    assert "not a manifest perfsuite wrote" in line
+    assert snapshot(world) == before
+
+
 def test_leaderboard_refuses_a_missing_parent_unless_asked(env, world):
     out = world / "no" / "such" / "site"
     line = refused(perfsuite(env, "leaderboard", "--out", str(out)))
