@@ -9,7 +9,10 @@ every content chunk (the inter-token latencies), end of stream. An event's time 
 read that completed it. A request that fails keeps its reason, one of
 :data:`REASONS`, and a line of detail; it never raises, and it never waits longer than its
 timeouts: ``stall_timeout_s`` between two reads (a server that stops mid-stream) and
-``request_timeout_s`` in all.
+``request_timeout_s`` in all, from the request's first byte to the answer's last (a server that
+trickles a byte at a time meets it). Nor does it hold more than its bounds: an event longer than
+``MAX_EVENT_BYTES`` without its end fails the request (``oversized``), as does an answer past
+``_serving_http``'s size bounds.
 
 Output tokens come from the server's ``usage`` (asked for with ``stream_options``), else from
 a tokenizer over the text where one is given, else one per content chunk; each result says
@@ -31,7 +34,20 @@ import orjson
 from perfsuite.workloads.inference._serving_http import Session, Target
 
 # Why a request failed; the error budget counts these.
-REASONS = ("http_status", "connect", "stall", "timeout", "malformed_chunk", "truncated", "server_error_event", "empty")
+REASONS = (
+    "http_status",
+    "connect",
+    "stall",
+    "timeout",
+    "malformed_chunk",
+    "oversized",
+    "truncated",
+    "server_error_event",
+    "empty",
+)
+# One Server-Sent Event, unfinished: engines send a few hundred bytes (a few KiB with logprobs);
+# a server sending a gigabyte with no blank line must not make the client hold it.
+MAX_EVENT_BYTES = 1024 * 1024
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
 
 
@@ -171,6 +187,10 @@ class StreamParser:
                 self.buffer = b""
                 return True
         self.buffer = buf[start:]
+        if len(self.buffer) > MAX_EVENT_BYTES:
+            self.buffer = b""
+            self.fail("oversized", f"a stream event passed {MAX_EVENT_BYTES >> 20} MiB without its end (a blank line)")
+            return True
         return False
 
     def _event(self, event: bytes, now_ns: int) -> None:

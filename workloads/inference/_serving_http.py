@@ -10,9 +10,17 @@ pool kept for a run: a request takes an idle one (the most recently used, droppe
 ``KEEPALIVE_S`` idle, before servers drop theirs) or opens one; nothing limits how many are
 open at once (the load shape decides how many requests are in flight).
 
+Every wait has a bound: connecting (``connect_s``, never past the request's deadline), the
+silence between two reads (``stall_s``), the whole exchange from the request's first byte to the
+answer's last (``request_s``), and the answer's size (its headers ``MAX_HEAD_BYTES``, all of it
+``MAX_ANSWER_BYTES``), so that a server trickling one byte at a time or sending without end ends
+its request at a stated moment, with the memory of one read. :func:`get` is the same exchange for
+the probes of a server (health, self-report), one call at a time.
+
 Failures are values, never exceptions: an :class:`Outcome` names what went wrong with one of
-the client's reasons (``connect``, ``stall``, ``timeout``, ``truncated``, ``malformed_chunk``).
-An exception raised by the sink is a bug of the caller and is raised where the request awaits.
+the client's reasons (``connect``, ``stall``, ``timeout``, ``truncated``, ``malformed_chunk``,
+``oversized``). An exception raised by the sink is a bug of the caller and is raised where the
+request awaits.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ import httptools
 
 KEEPALIVE_S = 2.0  # an idle connection is not reused after this long (uvicorn closes its own after 5 s)
 ERROR_BODY_BYTES = 300  # of a non-200 answer kept as its detail
+MAX_HEAD_BYTES = 64 * 1024  # an answer's status line and headers (engines send well under 1 KiB)
+# All of one answer: a 32k-token stream with logprobs is tens of MiB; more is a server gone wrong.
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
 USER_AGENT = b"perfsuite-serving"
 
 # A sink receives the body of a 200 answer as it arrives, with the read's time (perf_counter_ns);
@@ -59,6 +70,12 @@ class Target:
     def key(self) -> tuple[str, str, int]:
         return self.scheme, self.host, self.port
 
+    def get_request(self, headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+        """A whole GET of this target's path."""
+        lines = [f"GET {self.path} HTTP/1.1", f"Host: {self.host_header}", "Accept: application/json"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        return ("\r\n".join(lines) + "\r\n").encode("latin-1") + b"User-Agent: " + USER_AGENT + b"\r\n\r\n"
+
     def post_head(self, headers: tuple[tuple[str, str], ...]) -> bytes:
         """A POST's request line and headers, without Content-Length and the blank line."""
         lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host_header}", "Content-Type: application/json"]
@@ -69,11 +86,12 @@ class Target:
 @dataclass
 class Outcome:
     """How one exchange ended: the status (0: no answer), the start of a non-200 answer's body,
-    and a failure as (reason, detail) where it failed."""
+    and a failure as (reason, detail) where it failed; the ``Server`` header where one came."""
 
     status: int = 0
     error_body: bytes = b""
     failure: tuple[str, str] | None = None
+    server: str = ""
 
 
 class _Connection(asyncio.Protocol):
@@ -91,6 +109,8 @@ class _Connection(asyncio.Protocol):
         self.outcome = Outcome()
         self.received = False  # a byte of the answer has arrived
         self.framed = False  # the answer says where it ends (Content-Length or chunked)
+        self.headed = False  # the answer's headers are complete
+        self.bytes_in = 0  # of the answer so far, framing included
         self.read_ns = 0
         self.stall_ns = 0
         self.deadline_ns = 0
@@ -110,14 +130,23 @@ class _Connection(asyncio.Protocol):
             return
         self.read_ns = perf_counter_ns()
         self.received = True
+        self.bytes_in += len(data)
+        if self.bytes_in > MAX_ANSWER_BYTES:
+            self._fail("oversized", f"the answer passed {MAX_ANSWER_BYTES >> 20} MiB")
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # raised by the sink: a bug, for the request to raise
             self._finish(keep=False, error=exc.__context__ or exc)
+            return
         except httptools.HttpParserError as exc:
             self._fail("malformed_chunk", f"the HTTP answer could not be parsed ({type(exc).__name__}: {exc})")
+            return
         except httptools.HttpParserUpgrade:
             self._fail("malformed_chunk", "the server switched protocols")
+            return
+        if not self.headed and self.bytes_in > MAX_HEAD_BYTES and self.done is not None:
+            self._fail("oversized", f"the answer's status line and headers passed {MAX_HEAD_BYTES >> 10} KiB")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -136,8 +165,11 @@ class _Connection(asyncio.Protocol):
         name = name.lower()
         if name == b"content-length" or (name == b"transfer-encoding" and b"chunked" in value.lower()):
             self.framed = True
+        elif name == b"server":
+            self.outcome.server = value[:200].decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        self.headed = True
         self.outcome.status = self.parser.get_status_code()
 
     def on_body(self, body: bytes) -> None:
@@ -159,10 +191,11 @@ class _Connection(asyncio.Protocol):
 
     # -- the exchange
     def start(self, request: bytes, sink: Sink, stall_s: float, request_s: float, deadline_ns: int) -> asyncio.Future:
-        self.done = self.loop.create_future()
+        done = self.done = self.loop.create_future()
         self.sink = sink
         self.outcome = Outcome()
-        self.received = self.framed = False
+        self.received = self.framed = self.headed = False
+        self.bytes_in = 0
         self.timeouts = (stall_s, request_s)
         self.read_ns = perf_counter_ns()
         self.stall_ns = int(stall_s * 1e9)
@@ -172,7 +205,7 @@ class _Connection(asyncio.Protocol):
             self._fail("truncated", "the server closed the connection before answering")
         else:
             self.transport.write(request)
-        return self.done
+        return done  # settled already where the connection was found closed
 
     def _arm(self) -> None:
         """One timer per exchange for both limits; a read only notes its time, the timer re-arms
@@ -233,7 +266,7 @@ class Session:
             if not dropped:
                 return self._settle(conn, outcome, target.key, loop)
             self._open.discard(conn)
-        made = await self._connect(target, loop, timeouts.connect_s)
+        made = await self._connect(target, loop, min(timeouts.connect_s, timeouts.request_s))
         if not isinstance(made, _Connection):
             return Outcome(failure=made)
         outcome = await made.start(request, sink, timeouts.stall_s, timeouts.request_s, deadline_ns)
@@ -297,3 +330,38 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+@dataclass(frozen=True)
+class _GetTimeouts:
+    connect_s: float
+    stall_s: float
+    request_s: float
+
+
+def get(
+    url: str, timeout_s: float, headers: tuple[tuple[str, str], ...] = (), max_body: int = 65536
+) -> tuple[Outcome, bytes]:
+    """A GET of ``url`` on a connection of its own, whole within ``timeout_s`` (connecting, every
+    read, the end), in an event loop of its own: the probes of a server (health, self-report),
+    bounded as the measured requests are. The outcome and the answer's body (a 200's first
+    ``max_body`` bytes, else the start of the error's); raises ValueError for a bad URL."""
+    target = Target.parse(url)
+    body = bytearray()
+
+    def sink(data: bytes, _ns: int) -> bool:
+        body.extend(data[: max_body - len(body)])
+        return len(body) >= max_body  # enough read: the rest is not kept
+
+    async def one() -> Outcome:
+        async with Session() as session:
+            return await session.exchange(
+                target, target.get_request(headers), sink, _GetTimeouts(timeout_s, timeout_s, timeout_s)
+            )
+
+    loop = asyncio.new_event_loop()
+    try:
+        outcome = loop.run_until_complete(one())
+    finally:
+        loop.close()
+    return outcome, bytes(body) if outcome.status == 200 else outcome.error_body

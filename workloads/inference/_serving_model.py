@@ -30,6 +30,8 @@ from perfsuite.workloads.inference._serving_prompts import WORDS
 SPECIAL = ("[PAD]", "[UNK]")
 INIT_STD = 0.02  # transformers' LlamaConfig.initializer_range
 STAMP = "perfsuite-model.json"
+BYTES_PER_PARAMETER = 4  # float32, as written
+COPIES_WHILE_WRITTEN = 2  # the weights' arrays and safetensors' serialized copy, both held by save_file
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,36 @@ class ModelShape:
 
     @property
     def parameters(self) -> int:
-        total = 0
-        for shape in self.tensors().values():
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
-        return total
+        """Every weight of :meth:`tensors`, counted from the config alone (no per-layer table: a
+        shape of 100 million layers is refused by its count, not by building its list)."""
+        h, f, v = self.hidden, self.intermediate, self.vocab
+        per_layer = 2 * h + 4 * h * h + 3 * f * h  # two norms, q/k/v/o, gate/up/down
+        return 2 * v * h + h + self.layers * per_layer
+
+    @property
+    def build_bytes(self) -> int:
+        """The most memory writing this model holds: its float32 weights twice (the arrays and
+        safetensors' serialized copy of them)."""
+        return self.parameters * BYTES_PER_PARAMETER * COPIES_WHILE_WRITTEN
+
+
+def refuse_unless_it_fits(shape: ModelShape, available_bytes: int | None = None) -> None:
+    """Raise ValueError (one line: the estimate and the memory available) when writing ``shape``
+    needs more than this machine's available memory: checked from the config, before anything
+    is built or a server started, so that a typo of a few zeros is a refusal, not a machine
+    swapping for minutes. ``available_bytes``: psutil's available memory unless given."""
+    if available_bytes is None:
+        import psutil
+
+        available_bytes = psutil.virtual_memory().available
+    need = shape.build_bytes
+    if need > available_bytes:
+        raise ValueError(
+            f"the built model needs about {need:,} bytes ({shape.parameters:,} parameters x "
+            f"{BYTES_PER_PARAMETER} bytes, held {COPIES_WHILE_WRITTEN} times while written) and this machine "
+            f"has {available_bytes:,} bytes available: choose a smaller model_layers, model_hidden or "
+            "model_intermediate"
+        )
 
 
 def vocabulary() -> dict[str, int]:
@@ -193,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     a = vars(ap.parse_args(argv))
     try:
         shape = ModelShape(**{k: v for k, v in a.items() if k != "directory"})
+        refuse_unless_it_fits(shape)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

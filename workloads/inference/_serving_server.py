@@ -10,6 +10,11 @@ a server that exits first, or is not ready within its timeout, is one line (with
 last line) and nothing is measured. At the end it gets SIGTERM, then SIGKILL with everything
 it started (engines run worker processes of their own) after ``STOP_GRACE_S``.
 
+Every probe of a server (its health, its self-report) is a GET whole within its bound, first
+byte to last (``_serving_http.get``): a server that trickles its answers or never ends them costs
+a run at most ``PROBE_TIMEOUT_S`` for the health probe and ``SELF_REPORT_TIMEOUT_S`` for the
+self-report, the grace the ``request_timeout_s`` parameter states.
+
 Hub downloads are off in the server's environment (``HF_HUB_OFFLINE=1``,
 ``HF_HUB_DISABLE_UPDATE_CHECK=1``) unless the user set those variables: the values used are
 recorded.
@@ -24,14 +29,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.25
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 5.0  # one GET of the health endpoint, whole
+SELF_REPORT_TIMEOUT_S = 5.0  # every path of the self-report together
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1"}
 # What engines expose about themselves, tried in turn (each missing one is recorded as such).
 SELF_REPORT_PATHS = ("/v1/models", "/version", "/server_info", "/get_server_info", "/info")
@@ -61,14 +65,16 @@ def command_argv(command: str, port: int, model_dir: str) -> list[str]:
     return out
 
 
-def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
-    """(status, headers, body) of a GET; raises OSError (URLError included) when unreachable."""
-    req = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return resp.status, dict(resp.headers), resp.read(65536)
-    except urllib.error.HTTPError as exc:  # an answer, with an error status
-        return exc.code, dict(exc.headers or {}), exc.read(65536) if exc.fp else b""
+def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, str, bytes]:
+    """(status, Server header, body) of a GET whole within ``timeout_s``; raises OSError naming
+    why there is no answer (unreachable, too slow, too large), ValueError for a bad URL."""
+    from perfsuite.workloads.inference._serving_http import get
+
+    outcome, body = get(url, timeout_s, tuple((headers or {}).items()))
+    if outcome.failure is not None:
+        reason, detail = outcome.failure
+        raise OSError(f"{reason}: {detail}")
+    return outcome.status, outcome.server, body
 
 
 def probe(base_url: str, health_path: str, headers: dict[str, str] | None = None) -> int:
@@ -125,7 +131,7 @@ class ServerProcess:
                     f"last log line: {self.last_log_line()!r} (log: {self.log_path})"
                 )
             try:
-                status, _, _ = http_get(url, PROBE_TIMEOUT_S)
+                status, _, _ = http_get(url, max(0.01, min(PROBE_TIMEOUT_S, deadline - time.monotonic())))
                 if status == 200:
                     self.ready_s = time.monotonic() - self.started_at
                     return self.ready_s
@@ -191,16 +197,21 @@ class ServerProcess:
 def self_report(base_url: str, headers: dict[str, str] | None = None) -> dict:
     """What the server says of itself: its models, version and info endpoints where it has
     them (vLLM ``/version``, SGLang ``/get_server_info``, TGI ``/info``), and its ``Server``
-    header. Each path's outcome is recorded, answered or not."""
+    header. Each path's outcome is recorded, answered or not; all of them together take at most
+    ``SELF_REPORT_TIMEOUT_S`` (a path left when it is spent says so)."""
     out: dict[str, Any] = {}
+    deadline = time.monotonic() + SELF_REPORT_TIMEOUT_S
     for path in SELF_REPORT_PATHS:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            out[path] = {"error": f"not asked: the self-report's {SELF_REPORT_TIMEOUT_S:g} s were spent"}
+            continue
         try:
-            status, hdrs, body = http_get(base_url.rstrip("/") + path, PROBE_TIMEOUT_S, headers)
+            status, server, body = http_get(base_url.rstrip("/") + path, left, headers)
         except (OSError, ValueError) as exc:
             out[path] = {"error": str(getattr(exc, "reason", exc))}
             continue
         entry: dict[str, Any] = {"status": status}
-        server = hdrs.get("server") or hdrs.get("Server")
         if server:
             out["server_header"] = server
         if status == 200:

@@ -119,8 +119,12 @@ class ServingParams:
     client_processes: int = param(
         1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one"
     )
-    stall_timeout_s: float = param(60.0, "a stream silent this long fails its request (stall)")
-    request_timeout_s: float = param(600.0, "a request taking longer fails (timeout)")
+    stall_timeout_s: float = param(60.0, "a stream silent this long between two reads fails its request (stall)")
+    request_timeout_s: float = param(
+        600.0,
+        "whole-request deadline, first byte to last, trickled or not (timeout); a run whose endpoint never "
+        "answers in time ends within it plus a grace of 10 s (the health probe's 5 s and the self-report's 5 s)",
+    )
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
     measure_client: bool = param(True, "measure the client's capacity against the null server first")
     # -- the cross-check (perfsuite crosscheck)
@@ -191,6 +195,17 @@ class ServingParams:
             raise ValueError("nothing to measure: name scenarios, rates, concurrencies or find_peak")
         if self.api_key_env and self.api_key_env not in os.environ:
             raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
+        if self.build_model:
+            from perfsuite.workloads.inference._serving_model import refuse_unless_it_fits
+
+            refuse_unless_it_fits(self.model_shape)
+
+    @property
+    def model_shape(self) -> Any:
+        """The shape ``build_model`` writes (``_serving_model.ModelShape``)."""
+        from perfsuite.workloads.inference._serving_model import ModelShape
+
+        return ModelShape(self.model_layers, self.model_hidden, self.model_heads, self.model_intermediate)
 
 
 # The CPU smoke run: a tiny model written from a config, served by transformers (no continuous
@@ -285,11 +300,9 @@ class Serving(Workload):
         self.details = ctx.details["serving"] = d
         model_dir = ""
         if p.build_model:
-            from perfsuite.workloads.inference._serving_model import ModelShape, cached
+            from perfsuite.workloads.inference._serving_model import cached
 
-            folder, d["model_built"] = cached(
-                ModelShape(p.model_layers, p.model_hidden, p.model_heads, p.model_intermediate)
-            )
+            folder, d["model_built"] = cached(p.model_shape)
             model_dir = d["model_built"]["directory"] = str(folder)
         self.tokenizer = p.tokenizer or model_dir or None
         headers: dict[str, str] = {}
@@ -400,18 +413,27 @@ class Serving(Workload):
 
     def _warm_up(self, ctx: "RunContext") -> None:
         """A few requests before anything is measured (a server's first requests load, compile
-        or size its caches); if none succeeds, the endpoint cannot be measured: one line."""
+        or size its caches); if none succeeds, the endpoint cannot be measured: one line. A first
+        request that ran out of time (timeout, stall) ends the warm-up there: the next ones would
+        wait as long, and a run against an endpoint that never answers in time ends after one
+        ``request_timeout_s``."""
         import time
 
-        from perfsuite.workloads.inference._serving_load import Job, run_here
+        from perfsuite.workloads.inference._serving_load import Job, Sender
         from perfsuite.workloads.inference._serving_server import ServerUnavailable
 
         p = self.params
         if not p.warmup_requests:
             return
-        order = [i % len(self.prompts) for i in range(p.warmup_requests)]
+        bodies = self.bodies()
         t0 = time.perf_counter()
-        results = run_here(Job(self.endpoint, self.timeouts(), self.bodies(), order, None, 1, self.tokenizer))
+        results = []
+        with Sender() as sender:
+            for i in range(p.warmup_requests):
+                job = Job(self.endpoint, self.timeouts(), bodies, [i % len(self.prompts)], None, 1, self.tokenizer)
+                results += sender.run(job)
+                if not any(r.ok for r in results) and results[-1].reason in ("timeout", "stall"):
+                    break
         good = [r for r in results if r.ok]
         self.details["warm_up"] = {
             "requests": len(results),
@@ -421,7 +443,10 @@ class Serving(Workload):
         }
         if not good:
             r = results[0]
-            raise ServerUnavailable(f"{self.endpoint.url} answered no warm-up request: {r.reason}: {r.detail}")
+            raise ServerUnavailable(
+                f"{self.endpoint.url} answered no warm-up request: {r.reason}: {r.detail}"
+                + (f" ({len(results)} of {p.warmup_requests} sent)" if len(results) < p.warmup_requests else "")
+            )
 
     # -- measuring ----------------------------------------------------------------------
     def execute(self, ctx: "RunContext") -> None:
