@@ -179,6 +179,18 @@ def test_a_plan_value_of_the_wrong_type_or_key_is_refused_not_coerced(bounds, tm
     nothing_ran(tmp_path)
 
 
+def test_a_plan_key_or_value_of_100000_characters_is_quoted_short(bounds, tmp_path):
+    for text, expected in (
+        (ENTRY + "k" * 100_000 + " = 1\n", "run 1: unknown option 'kkkk"),
+        (ENTRY + 'division = "' + "x" * 100_000 + '"\n', "run 1: division = 'xxxx"),
+        ('name = "a\\u001b[2J"\n' + ENTRY, "name 'a\\x1b[2J': holds a control character (0x1b)"),
+    ):
+        plan = write_plan(tmp_path, text)
+        line = refused(run_cli(bounds, "run", "--plan", str(plan)), expected)
+        assert len(line) < 400, len(line)
+    nothing_ran(tmp_path)
+
+
 def test_a_plan_name_that_is_not_a_string_is_refused(bounds, tmp_path):
     plan = write_plan(tmp_path, "name = 5\n" + ENTRY)
     refused(run_cli(bounds, "run", "--plan", str(plan)), f"plan {plan}: name is an integer, not a string")

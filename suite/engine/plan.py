@@ -130,6 +130,12 @@ def read_plan_file(path: Path) -> str:
         raise PlanError(f"plan {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def _shown(value: Any) -> str:
+    """A key or value as an error line quotes it: a megabyte string is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}... ({len(text):,} characters)"
+
+
 def _depth(value: Any, limit: int) -> int:
     """How deep ``value`` nests tables and arrays, counted no further than ``limit + 1``."""
     if limit < 0 or not isinstance(value, (dict, list)):
@@ -206,7 +212,7 @@ def _check_entry(where: str, entry: dict, kinds: Mapping[str, type] | None, comm
     if not isinstance(params, dict):
         raise PlanError(f"{where}: params is a table of k = v, not {_toml_type(params)}")
     for key, value in params.items():
-        _check_param_value(where, key, value)
+        _check_param_value(where, key if len(key) <= 40 else f"{key[:40]}...", value)
     if not isinstance(entry.get("crosscheck", False), bool):
         raise PlanError(f"{where}: crosscheck is true or false, not {_toml_type(entry['crosscheck'])}")
     for key, value in entry.items():
@@ -218,7 +224,7 @@ def _check_entry(where: str, entry: dict, kinds: Mapping[str, type] | None, comm
         if kinds is None:
             continue
         if name not in kinds:
-            raise PlanError(f"{where}: unknown option {key!r}")
+            raise PlanError(f"{where}: unknown option {_shown(key)}")
         if not _of_type(value, kinds[name]):
             raise PlanError(f"{where}: {key} is {_toml_type(value)}, not {_TYPE_NAMES[kinds[name]]}")
 
@@ -256,10 +262,14 @@ def load(
         raise PlanError(f"plan {source}: nests tables or arrays more than {MAX_DEPTH} deep")
     unknown = sorted(set(data) - {"name", "description", "defaults", "run"})
     if unknown:
-        raise PlanError(f"plan {source}: unknown top-level keys {unknown} (name, description, defaults, run)")
+        shown = _shown(unknown[:5])[:-1] + (", ...]" if len(unknown) > 5 else "]")
+        raise PlanError(f"plan {source}: unknown top-level keys {shown} (name, description, defaults, run)")
     for key in ("name", "description"):
         if not isinstance(data.get(key, ""), str):
             raise PlanError(f"plan {source}: {key} is {_toml_type(data[key])}, not a string")
+    problem = _name_problem(data.get("name", ""))
+    if problem is not None:
+        raise PlanError(f"plan {source}: name {data['name'][:40]!r}: {problem}")
     defaults = data.get("defaults", {})
     entries = data.get("run", [])
     if not isinstance(defaults, dict) or not isinstance(entries, list) or not entries:
@@ -287,9 +297,10 @@ def load(
             try:
                 options[name] = check_option(name, value)
             except KeyError:
-                raise PlanError(f"{where}: unknown option {key!r}") from None
+                raise PlanError(f"{where}: unknown option {_shown(key)}") from None
             except ValueError as exc:
-                raise PlanError(f"{where}: {key} = {value!r}: {exc}") from None
+                reason = str(exc) if len(str(exc)) <= 200 else f"{str(exc)[:200]}..."  # it may quote the value
+                raise PlanError(f"{where}: {key} = {_shown(value)}: {reason}") from None
         runs.append(
             PlannedRun(
                 label, tuple(workloads), tuple(f"{k}={_scalar(v)}" for k, v in params.items()), options, crosscheck
