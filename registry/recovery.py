@@ -20,6 +20,9 @@ from .store import check_storable
 
 RECORD_NAME = re.compile(r"[0-9a-f]{32}\.json")
 SUBMISSION_FOLDERS = ("systems", "results")
+# Where the runner keeps finished measurements it could not turn into records (the engine's
+# lifeline.UNRECORDED_FOLDER; the registry imports nothing of the engine).
+UNRECORDED_FOLDER = "unrecorded"
 
 
 def record_files(folder: Path) -> dict[str, Path]:
@@ -41,7 +44,7 @@ def is_records_folder(folder: Path) -> bool:
     submissions tree (``<org>/systems``, ``<org>/results``)."""
     if any((folder / name).is_dir() for name in SUBMISSION_FOLDERS):
         return False
-    return bool(record_files(folder))
+    return bool(record_files(folder)) or (folder / UNRECORDED_FOLDER).is_dir()
 
 
 def unstored_records(registry, folder: Path) -> list[Path]:

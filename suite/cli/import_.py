@@ -18,7 +18,17 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
     size limit, UTF-8, JSON, schema, sha256, figures within physics) before one transaction
     stores them. A directory is a records folder (the runner's <run_id>.json files: those the
     registry lacks are stored, each refused one named) or a submissions tree (checked as
-    'perfsuite check' does, then loaded). Idempotent by run id and hash."""
+    'perfsuite check' does, then loaded). A finished measurement left without a record by a
+    runner that died (its folder under <records>/unrecorded/, or its result.json) is sealed
+    into its record, as the runner would have, and stored. Idempotent by run id and hash."""
+    from perfsuite.engine.lifeline import complete_result
+
+    kept = [f for f in files if complete_result(f.parent if f.name == "result.json" else f) is not None]
+    if kept:
+        import_kept(ctx, kept)
+        files = tuple(f for f in files if f not in kept)
+        if not files:
+            return
     if any(f.is_dir() for f in files):
         if len(files) != 1:
             fail("give record files, or one records folder or submissions directory")
@@ -55,16 +65,37 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         click.echo(f"{'duplicate' if p.run_id in existing else 'stored'}: {p.run_id} ({shown(f)})")
 
 
+def import_kept(ctx: click.Context, paths: list[Path]) -> None:
+    """``perfsuite import <records>/unrecorded/RUN_ID``: seal each kept result into its record
+    (written into the records folder) and store it, one line each; exit 1 on a refusal."""
+    from perfsuite.engine.unrecorded import NotRecoverable, recover
+    from perfsuite.registry import RecordInvalid, RegistryError, records_dir
+
+    registry = open_db(ctx)
+    for path in paths:
+        try:
+            record, outcome = recover(registry, path, records_dir())
+        except (NotRecoverable, RecordInvalid, RegistryError, OSError) as exc:
+            fail(f"{shown(path)}: {shown(exc)} (not imported)", 1)
+        click.echo(f"{outcome}: {record['run_id']} (recovered from {shown(path)})")
+
+
 def import_records_folder(ctx: click.Context, folder: Path) -> None:
     """``perfsuite import RECORDS``: store the folder's records the registry lacks; each file
     refused is one line (the others are stored); exit 1 if any was refused."""
+    from perfsuite.engine.unrecorded import find, prune
     from perfsuite.registry import RegistryError
     from perfsuite.registry.recovery import import_folder
 
+    registry = open_db(ctx)
     try:
-        done = import_folder(open_db(ctx), folder)
+        done = import_folder(registry, folder)
+        prune(registry, folder)  # kept results whose record is now stored
+        waiting = find(registry, folder)
     except RegistryError as exc:
         fail(f"{exc} (nothing imported)", 1)
+    if waiting:
+        import_kept(ctx, [k.path for k in waiting])
     for path, why in done.refused:
         click.echo(f"Error: {shown(path)}: {shown(why)}", err=True)
     refused = f", {len(done.refused)} refused" if done.refused else ""

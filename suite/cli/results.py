@@ -59,7 +59,9 @@ def results_cmd(
 
 
 def notice_unstored(registry) -> None:
-    """One line on stderr when the records folder holds records the registry does not."""
+    """One line on stderr when the records folder holds records the registry does not, and
+    one for each finished measurement a runner that died left without a record."""
+    from perfsuite.engine.unrecorded import find, finished_line
     from perfsuite.registry import records_dir
     from perfsuite.registry.recovery import unstored_notice, unstored_records
 
@@ -67,3 +69,5 @@ def notice_unstored(registry) -> None:
     notice = unstored_notice(unstored_records(registry, folder), folder)
     if notice:
         click.echo(clean(notice), err=True)
+    for kept in find(registry, folder):
+        click.echo(clean(f"Note: {finished_line(kept)}"), err=True)

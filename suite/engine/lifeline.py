@@ -21,6 +21,15 @@ stored) nothing of the above is alive to clean up after a ``kill -9`` of the run
 :class:`Janitor` is. It is a small process of its own session that the runner tells which
 folders it made; it reads a pipe whose only writer is the runner, so the end of the
 runner, however it ends, is the end of the pipe, and the janitor removes what is left.
+
+Whoever removes a run's folder (the runner, a lifeline thread, the janitor) goes through
+:func:`settle`: a folder holding a complete result of the measuring process is never
+deleted before that result is moved, with what its record needs, into a folder of the
+records folder (:data:`UNRECORDED_FOLDER`, named in the run's :data:`KEEP_FILE`), where the
+next ``perfsuite run`` or ``perfsuite results`` names it and ``perfsuite import`` seals it.
+Where no such folder can take it, the run's folder is left as it is. This module runs as
+the janitor with the standard library alone, so that check is structural; the full one is
+made when the result is sealed.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import os
 import runpy
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +50,12 @@ from pathlib import Path
 ANCESTOR_ENV = "PERFSUITE_ANCESTOR"  # "PID:START_TIME" of the perfsuite run process
 WORKDIR_ENV = "PERFSUITE_WORKDIR"  # the run's temporary folder
 POLL_S = 0.2
+RESULT_FILE = "result.json"  # the measuring process's WorkerResult
+SEALING_FILE = "sealing.json"  # what the record needs besides the result (perfsuite.engine.record.Sealing)
+KEEP_FILE = "keep.json"  # the run id, its runner, and the folders a complete result is moved to
+KEPT_FILE = "kept.json"  # in a kept result's folder: KEEP_FILE's facts, and who kept it, when and why
+UNRECORDED_FOLDER = "unrecorded"  # <records folder>/unrecorded/<run id>/: results without a record
+KEPT_FILES = (RESULT_FILE, SEALING_FILE)
 
 
 def ancestor_token(pid: int | None = None) -> str:
@@ -82,11 +98,12 @@ def arm() -> threading.Thread | None:
 
 
 def die(workdir: str | None) -> None:
-    """The runner is gone: remove the run's folder, kill what this process started, then itself."""
+    """The runner is gone: settle the run's folder (a complete result is kept), kill what this
+    process started, then itself."""
     import psutil
 
     if workdir:
-        shutil.rmtree(workdir, ignore_errors=True)  # another process of the launch may race us to it
+        settle(Path(workdir), f"the lifeline of measuring process {os.getpid()}", "its runner ended")
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.NoSuchProcess:
@@ -97,6 +114,86 @@ def die(workdir: str | None) -> None:
         except psutil.NoSuchProcess:
             continue  # exited meanwhile
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_keep(workdir: Path, run_id: str, folders: list[Path]) -> None:
+    """Name, in the run's folder, where a complete result goes if the runner dies: ``folders``
+    in order (each gets ``<run id>/``), with the run id and the runner that made it."""
+    facts = {
+        "run_id": run_id,
+        "host": socket.gethostname(),
+        "runner_pid": os.getpid(),
+        "folders": [str(f) for f in folders],
+    }
+    (workdir / KEEP_FILE).write_text(json.dumps(facts))
+
+
+def complete_result(folder: Path) -> dict | None:
+    """The measuring process's result in ``folder`` when it is complete (written whole, as it
+    is renamed into place, and a result's shape), with its sealing beside it; else None."""
+    try:
+        result = json.loads((folder / RESULT_FILE).read_text())
+        sealing = json.loads((folder / SEALING_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(result, dict) and isinstance(sealing, dict)):
+        return None
+    if not all(isinstance(result.get(key), str) and result[key] for key in ("status", "started_at", "finished_at")):
+        return None
+    return result
+
+
+def settle(workdir: Path, by: str, why: str) -> Path | None:
+    """Remove a run's folder, unless it holds a complete result: then the result (and its
+    sealing) is moved first into the first of the folders named in its :data:`KEEP_FILE` that
+    takes it, and that place returned; where none does, the folder is left and returned.
+    Safe to call from several processes at once: each copies, one rename wins."""
+    if complete_result(workdir) is None:
+        shutil.rmtree(workdir, ignore_errors=True)  # another process of the launch may race us to it
+        return None
+    try:
+        keep = json.loads((workdir / KEEP_FILE).read_text())
+        run_id, folders = str(keep["run_id"]), [Path(f) for f in keep["folders"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return workdir  # no word where to keep it: it stays where it is
+    kept = dict(keep, kept_by=by, why=why, kept_at=_now())
+    for folder in folders:
+        try:
+            final = keep_result(workdir, folder, run_id, kept)
+        except OSError:
+            continue  # this folder cannot take it: the next one
+        shutil.rmtree(workdir, ignore_errors=True)
+        return final
+    return workdir
+
+
+def keep_result(workdir: Path, folder: Path, run_id: str, kept: dict) -> Path:
+    """Copy the result and its sealing into ``folder/<run id>``, made whole under another name
+    and renamed into place; the place (also when another process put it there first)."""
+    final = folder / run_id
+    if complete_result(final) is not None:
+        return final
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / f".{run_id}~{socket.gethostname()}~{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)  # our own leftover (a pid reused after a kill -9)
+    try:
+        staging.mkdir()
+        for name in KEPT_FILES:
+            shutil.copyfile(workdir / name, staging / name)
+        (staging / KEPT_FILE).write_text(json.dumps(kept))
+        os.rename(staging, final)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if complete_result(final) is not None:
+            return final  # another process of the launch kept it first (and removed the folder)
+        raise
+    return final
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 class Janitor:
@@ -176,7 +273,7 @@ def janitor() -> None:
         elif "release" in message:
             watched.discard(message["release"])
     for path in watched:
-        shutil.rmtree(path, ignore_errors=True)  # nobody is left to tell of a failure
+        settle(Path(path), "the janitor", "its runner ended before the record was written")
 
 
 def main() -> None:

@@ -1,15 +1,23 @@
 """From a run's outcome to its record: the verdict, the controls that were applied, the
 roofline fractions, then one hash and one validation, and the files on disk.
 
-:func:`build_record` is pure (everything it needs is passed in: the ceilings were read
-from the registry before the run started), so the record of a finished measurement never
-depends on the registry being reachable when the measurement ends.
+A record is sealed in one place, :func:`seal`, from a :class:`Sealing` (everything known
+before the measuring process starts: the record's frame, the ceilings read from the
+registry, the price) and the process's :class:`~perfsuite.engine.runspec.WorkerResult`. The
+runner saves the sealing beside the worker's result before the launch, so a result whose
+runner died before its record was written is sealed later by the same code
+(:mod:`perfsuite.engine.unrecorded`), and the record of a finished measurement never depends
+on the registry being reachable when the measurement ends.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.controls import as_applied
 from perfsuite.engine import launcher, mllog
@@ -66,20 +74,17 @@ def build_record(
 ) -> dict:
     """The record of one run, without its sha256. ``ceilings``: device key -> the latest
     passed records of the ceiling workloads measured on it (read before the run)."""
+    return complete(frame(req, run_id, launch), result, environment, ceilings)
+
+
+def frame(req: "RunRequest", run_id: str, launch: "Launch | None") -> dict:
+    """The sections of a run's record known before its measuring process starts: the workload,
+    the controls, the launch. What the process reports is added by :func:`complete`."""
     cls = req.entry.cls
-    params = params_mod.to_dict(req.params)
-    status, verification, error = verdict(result)
-    metrics = result.metrics
-    if status == "success":
-        roofline.resolve(metrics, ceilings.get(environment["measured_device"]["key"], []), cls.name)
     world = launch.world_size if launch else 1
-    record = {
+    record: dict = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": run_id,
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "status": status,
-        "error": error,
         "workload": {
             "name": cls.name,
             "version": cls.version,
@@ -89,7 +94,7 @@ def build_record(
                 "distribution": req.entry.plugin.distribution,
                 "version": req.entry.plugin.version,
             },
-            "params": params,
+            "params": params_mod.to_dict(req.params),
             "quick": req.quick,
             "scenario": req.scenario,
             "division": req.division,
@@ -98,32 +103,169 @@ def build_record(
             "harness_params": harness_params(cls),
             "comparable_since": cls.comparable_since,
         },
-        "comparability_key": "",  # set below, from the record's own content
         "controls": as_applied(req.controls, cls.controls_honoured),
         "launch": {
             "launcher": launch.launcher if launch else "local",
             "world_size": world,
             "nnodes": launch.nnodes if launch else 1,
             "nproc_per_node": launch.nproc_per_node if launch else 1,
-            "backend": result.backend,
+            "backend": None,  # the measuring process's (complete)
             "rdzv_endpoint": launch.rdzv_endpoint if launch else None,
-            "topology": result.details.get("topology") if world > 1 else None,
+            "topology": None,  # the measuring process's, for more than one rank (complete)
             "env": launcher.suite_env(req.controls.device, req.controls.cuda_graph),
             "user_env": launcher.user_env(req.controls.device, req.controls.cuda_graph),
         },
-        "environment": environment,
-        "gpu_state": result.gpu_state,
-        "metrics": metrics,
-        "verification": {"status": verification, "checks": result.checks},
-        "details": result.details,
     }
     slurm = launcher.slurm_job()
     if slurm is not None:
         record["launch"]["slurm"] = slurm
     if req.reproduces:
         record["reproduces"] = req.reproduces
+    return record
+
+
+def complete(frame: dict, result: WorkerResult, environment: dict, ceilings: dict[str, list[dict]]) -> dict:
+    """The record of one run from its :func:`frame` and what its measuring process reported,
+    without its sha256. A value that is not a finite number makes the run failed, named."""
+    result = finite_only(result)
+    status, verification, error = verdict(result)
+    metrics = result.metrics
+    name = frame["workload"]["name"]
+    if status == "success":
+        roofline.resolve(metrics, ceilings.get(environment["measured_device"]["key"], []), name)
+    launch = dict(frame["launch"], backend=result.backend)
+    if launch["world_size"] > 1:
+        launch["topology"] = result.details.get("topology")
+    record = {
+        **frame,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "status": status,
+        "error": error,
+        "comparability_key": "",  # set below, from the record's own content
+        "launch": launch,
+        "environment": environment,
+        "gpu_state": result.gpu_state,
+        "metrics": metrics,
+        "verification": {"status": verification, "checks": result.checks},
+        "details": result.details,
+    }
     record["comparability_key"] = comparability_key(record)
     return record
+
+
+def finite_only(result: WorkerResult) -> WorkerResult:
+    """``result`` itself when every number in it is finite; else a failed copy whose error
+    names the first value that is not (a record is JSON, which has no NaN or infinity), with
+    no metrics and each such value elsewhere (checks, details) replaced by None."""
+    found: list[str] = []
+    for m in result.metrics:
+        if _non_finite(m, "", []):
+            value = m.get("value")
+            shown = _shown(value) if isinstance(value, float) and not math.isfinite(value) else "not finite throughout"
+            found.append(f"metric {m.get('name')} of case {m.get('case')} is {shown}, not a finite number")
+    rest = {
+        "checks": result.checks,
+        "details": result.details,
+        "gpu_state": result.gpu_state,
+        "environment": result.environment,
+    }
+    where: list[str] = []
+    cleaned = {key: _finite_copy(value, key, where) for key, value in rest.items()}
+    found += [f"{path} is not a finite number" for path in where]
+    if not found:
+        return result
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return dataclasses.replace(
+        result,
+        status="failed",
+        error=found[0] + more,
+        metrics=[],
+        **cleaned,
+    )
+
+
+def _shown(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def _non_finite(value: object, path: str, where: list[str]) -> list[str]:
+    """The paths of the values in ``value`` that are floats but not finite numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        where.append(path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _non_finite(item, f"{path}.{key}" if path else str(key), where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _non_finite(item, f"{path}[{i}]", where)
+    return where
+
+
+def _finite_copy(value: Any, path: str, where: list[str]) -> Any:
+    """``value`` with each float that is not a finite number replaced by None, its path noted."""
+    if isinstance(value, float) and not math.isfinite(value):
+        where.append(path)
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_copy(item, f"{path}.{key}", where) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_copy(item, f"{path}[{i}]", where) for i, item in enumerate(value)]
+    return value
+
+
+@dataclasses.dataclass
+class Sealing:
+    """What a run's record needs besides its measuring process's result, all known before the
+    process starts. Saved as JSON beside the result (``to_json``), so that the record of a
+    result whose runner died is sealed later exactly as the runner would have sealed it."""
+
+    frame: dict  # the record's sections known before the launch (:func:`frame`), preflight included
+    device: str  # the controls' device: a result without a fingerprint gets this machine's
+    ceilings: dict[str, list[dict]] = dataclasses.field(default_factory=dict)  # read before the run
+    price_per_hour: float | None = None  # USD per accelerator-hour: the record's cost section
+    accelerators: int = 1  # how many the cost is charged for
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Sealing":
+        return cls(**json.loads(text))
+
+
+def sealing(
+    req: "RunRequest",
+    run_id: str,
+    launch: "Launch | None",
+    ceilings: dict[str, list[dict]],
+    checked: dict | None = None,
+) -> Sealing:
+    """The :class:`Sealing` of a run about to start (``checked``: its pre-flight section)."""
+    from perfsuite.schemas.cost import accelerators_held
+
+    framed = frame(req, run_id, launch)
+    if checked is not None:
+        framed["preflight"] = checked
+    held = accelerators_held(req.controls.device, framed["launch"]["world_size"])
+    return Sealing(framed, req.controls.device, ceilings, req.price_per_hour, held)
+
+
+def seal(sealed: Sealing, result: WorkerResult, provenance: dict | None = None) -> dict:
+    """The finished record: built, its cost, hashed and validated once. ``provenance``: how the
+    record came to be when not by its runner (``details.provenance``)."""
+    from perfsuite.engine.environment import collect
+
+    # A run that never reached its measuring process still gets a fingerprint (light: no torch).
+    environment = result.environment or collect(sealed.device, deep=False)
+    record = complete(copy.deepcopy(sealed.frame), result, environment, sealed.ceilings)
+    if sealed.price_per_hour is not None and record["status"] == "success":
+        from perfsuite.schemas.cost import RUN_OPTION_SOURCE, cost_section
+
+        record["cost"] = cost_section(record["metrics"], sealed.price_per_hour, sealed.accelerators, RUN_OPTION_SOURCE)
+    if provenance is not None:
+        record["details"] = dict(record["details"], provenance=provenance)
+    return finalize(record)
 
 
 def _headline_dict(cls) -> dict | None:

@@ -13,16 +13,20 @@ A run, from the runner's side:
 5. only then the registry commit: if that fails, :class:`RecordNotStored` says where the
    file is, for ``perfsuite import``.
 
-A finished measurement survives every failure after it: Ctrl-C and SIGTERM wait while the
-record is built and written (a fraction of a second); a records folder that cannot take the
-file (full, remounted read-only) sends it to a fallback folder that is named, and the
-registry stores it anyway; where no folder can take it, it is stored in the registry, or
-printed whole as JSON on stderr as the last resort. The worker's result is removed only
-once its record is somewhere.
+A finished measurement survives every failure after it: Ctrl-C and SIGTERM that come once
+the worker's result is written wait while the record is built and written (a fraction of a
+second), and end the command after it; a records folder that cannot take the file (full,
+remounted read-only) sends it to a fallback folder that is named, and the registry stores it
+anyway; where no folder can take it, it is stored in the registry, or printed whole as JSON
+on stderr as the last resort. The worker's result is removed only once its record is
+somewhere: a runner that dies before (``kill -9``) leaves it, with the record's
+:class:`~perfsuite.engine.record.Sealing` saved before the launch, in
+``<records>/unrecorded/<run id>/`` (perfsuite.engine.lifeline.settle), where the next command
+names it and ``perfsuite import`` seals it with the same code (perfsuite.engine.unrecorded).
 
 Every process of a launch dies with this one (perfsuite.engine.lifeline) and the temporary
 folder goes with them; the :class:`~perfsuite.engine.lifeline.Janitor` removes the folder when
-the runner itself is killed while no measuring process runs.
+the runner itself is killed while no measuring process runs (keeping a complete result).
 """
 
 from __future__ import annotations
@@ -48,13 +52,13 @@ from perfsuite import distributed
 from perfsuite.controls import Controls, process_env
 from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
-from perfsuite.engine.record import build_record, finalize, write_files
+from perfsuite.engine.record import Sealing, seal, sealing, write_files
 from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
 from perfsuite.measure.roofline import CEILING_SOURCES
 
 LOG_TAIL_LINES = 15
 WORKDIR_PREFIX = "perfsuite-"
-RESULT_FILE = "result.json"
+RESULT_FILE = lifeline.RESULT_FILE
 # Where a record goes when the records folder cannot take it: <data dir>/FALLBACK_FOLDER, else
 # the system's temporary folder's FALLBACK_FOLDER-<uid>.
 FALLBACK_FOLDER = "rescued-records"
@@ -225,6 +229,8 @@ class Runner:
         self.janitor = lifeline.Janitor()
         # run id -> the file of a record on disk that the registry does not hold (yet)
         self.unstored: dict[str, Path] = {}
+        # run id -> where a finished measurement without a record is kept (perfsuite.engine.unrecorded)
+        self.unrecorded: dict[str, Path] = {}
         self._kept: set[str] = set()  # run ids whose record is somewhere (disk, registry or stderr)
         self.last_stored: dict | None = None  # the record of the current run, once the registry holds it
         self.on_progress = on_progress  # each progress note of a running run (perfsuite.engine.progress)
@@ -261,6 +267,22 @@ class Runner:
             raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
         return unstored_notice(found, self.records_dir)
 
+    def unrecorded_lines(self) -> list[str]:
+        """One line for each finished measurement a runner left without a record (it died
+        between the result and the record), with the command that stores it; kept results
+        whose record the registry holds meanwhile are removed."""
+        from perfsuite.engine import unrecorded
+
+        def find(reg: Any) -> list[unrecorded.Kept]:
+            unrecorded.prune(reg, self.records_dir)
+            return unrecorded.find(reg, self.records_dir)
+
+        try:
+            found = self._with_registry(find)
+        except registry_failures() as exc:
+            raise RegistryUnavailable(f"the registry cannot be read: {failure_line(exc)}") from exc
+        return [f"Note: {unrecorded.finished_line(k)}" for k in found]
+
     def ceilings(self, device: str, quick: bool) -> dict[str, list[dict]]:
         """device key -> the latest passed full record of each ceiling workload measured on it.
         A quick run's ceilings (small shapes, understated) judge only another quick run, and
@@ -289,7 +311,7 @@ class Runner:
             if not launcher.stores_records(req.launch):
                 return None  # rank 0's side records the skip, once
             result = WorkerResult(status="skipped", error=unmet, started_at=started, finished_at=now())
-            return self._finish(req, run_id, result, None, {})
+            return self._finish(sealing(req, run_id, None, {}), result)
         from perfsuite.doctor.preflight import preflight_section, refusal
 
         checked = preflight_section(req.controls.device)  # before the worker starts: a quiet machine
@@ -315,32 +337,52 @@ class Runner:
 
                 launch.argv = ncu_command(ncu_log) + launch.argv
             ceilings = self.ceilings(req.controls.device, req.quick) if launch.records else {}
+            sealed = sealing(req, run_id, launch, ceilings, checked)
+            if launch.records:  # before the launch: a result is never without what seals it
+                (workdir / lifeline.SEALING_FILE).write_text(sealed.to_json())
             spec_path.write_text(spec.to_json())
             launch.env.update(process_env(req.controls))
             launch.env.update(req.extra_env)
             launch.env.update({lifeline.ANCESTOR_ENV: lifeline.ancestor_token(), lifeline.WORKDIR_ENV: str(workdir)})
-            result = self._launch(req, spec, spec_path, launch, started)
-            if not launch.records:
-                return None  # another node's rank 0 writes the record
-            if req.controls.profile == "ncu" and result.status == "success":
-                self._ncu_summary(result, ncu_log, Path(spec.artifact_dir))
-            return self._finish(req, run_id, result, launch, ceilings, checked)
+            try:
+                result = self._launch(req, spec, spec_path, launch, started)
+                if not launch.records:
+                    return None  # another node's rank 0 writes the record
+                if req.controls.profile == "ncu" and result.status == "success":
+                    self._ncu_summary(result, ncu_log, Path(spec.artifact_dir))
+                return self._finish(sealed, result, workdir)
+            except KeyboardInterrupt:
+                # Ctrl-C or SIGTERM once the worker had written its result: the record is
+                # written (and stored) first, then the interrupt ends the command.
+                finished = None if run_id in self._kept or not launch.records else _finished_result(workdir)
+                if finished is not None:
+                    self._finish(sealed, finished, workdir)
+                raise
         finally:
             self._remove_workdir(workdir, run_id)
 
     def _make_workdir(self, run_id: str) -> Path:
-        """The run's temporary folder, named to the janitor before it exists."""
+        """The run's temporary folder, named to the janitor before it exists, with the folders a
+        complete result is kept in should this process die before its record is written."""
+        from perfsuite.engine.unrecorded import keep_folders
+
         workdir = Path(tempfile.gettempdir()) / f"{WORKDIR_PREFIX}{run_id[:8]}-{secrets.token_hex(4)}"
         self.janitor.watch(workdir)
         workdir.mkdir(mode=0o700)
+        lifeline.write_keep(workdir, run_id, keep_folders(self.records_dir))
         return workdir
 
     def _remove_workdir(self, workdir: Path, run_id: str) -> None:
-        """Remove the run's folder, unless it holds a worker's result whose record is nowhere
-        yet (an unexpected error, or an interrupt in the instant the measurement ended)."""
-        if (workdir / RESULT_FILE).exists() and run_id not in self._kept:
+        """Remove the run's folder; a worker's result whose record is nowhere yet (an unexpected
+        error, a second interrupt while the first was sealing it) is kept and named first."""
+        if run_id not in self._kept and lifeline.complete_result(workdir) is not None:
+            from perfsuite.engine.unrecorded import finished_line, read_kept
+
+            kept = lifeline.settle(workdir, "the runner", "its command was interrupted or failed before the record")
             self.janitor.release(workdir)
-            self.echo(f"run {run_id}: its measuring process's result is kept at {workdir / RESULT_FILE}")
+            if kept is not None:
+                self.unrecorded[run_id] = kept
+                self.echo(f"run {run_id}: {finished_line(read_kept(kept))}")
             return
         shutil.rmtree(workdir, ignore_errors=True)  # a rank may be writing to it as it is killed
         if workdir.exists():
@@ -415,34 +457,15 @@ class Runner:
             entry["top"], entry["error"] = [], f"{type(exc).__name__}: {exc}"
         result.details["profile"] = {"ncu": entry}
 
-    def _finish(
-        self,
-        req: RunRequest,
-        run_id: str,
-        result: WorkerResult,
-        launch: launcher.Launch | None,
-        ceilings: dict[str, list[dict]],
-        checked: dict | None = None,
-    ) -> dict:
-        from perfsuite.engine.environment import collect
-
+    def _finish(self, sealed: Sealing, result: WorkerResult, workdir: Path | None = None) -> dict:
+        """Seal, write and store the record of a run (``workdir``: the run's folder, whose
+        worker result goes once the record's file is written)."""
+        run_id = sealed.frame["run_id"]
         with deferred_interrupts():  # a finished measurement reaches a file before any interrupt
-            # A run that never reached its measuring process still gets a fingerprint (light: no torch).
-            environment = result.environment or collect(req.controls.device, deep=False)
-            record = build_record(req, run_id, result, launch, environment, ceilings)
-            if checked is not None:
-                record["preflight"] = checked
-            if req.price_per_hour is not None and record["status"] == "success":
-                from perfsuite.schemas.cost import (
-                    RUN_OPTION_SOURCE,
-                    accelerators_held,
-                    cost_section,
-                )
-
-                held = accelerators_held(req.controls.device, record["launch"]["world_size"])
-                record["cost"] = cost_section(record["metrics"], req.price_per_hour, held, RUN_OPTION_SOURCE)
-            record = finalize(record)
+            record = seal(sealed, result)
             kept = self._keep(record)
+            if kept.path is not None and workdir is not None:
+                (workdir / RESULT_FILE).unlink(missing_ok=True)  # its record is on disk: nothing to keep
         # In memory only (no folder took it): the store is not interrupted either.
         holding = deferred_interrupts() if kept.path is None else contextlib.nullcontext()
         with holding:
@@ -508,6 +531,17 @@ class Runner:
         )
         for failure in failures:
             self.echo(f"Warning: plugin {failure.plugin} failed in {failure.hook}: {failure.error}")
+
+
+def _finished_result(workdir: Path) -> WorkerResult | None:
+    """The worker's result in ``workdir`` when it wrote a complete one; None otherwise (a
+    result the runner cannot read is kept and named by the cleanup, never sealed here)."""
+    if lifeline.complete_result(workdir) is None:
+        return None
+    try:
+        return WorkerResult.from_json((workdir / RESULT_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def resolve_controls(**kwargs: Any) -> Controls:

@@ -10,7 +10,11 @@ starts, and the loop that runs them, so that every way it can end says what happ
 - A registry that fails after a measurement: the record is on disk; one line names the
   file and ``perfsuite import``; the remaining runs are not started; exit 1.
 - Records a previous command left in the records folder but not in the registry (it was
-  killed between the two) are noticed before the runs start, in one line.
+  killed between the two) are noticed before the runs start, in one line; so is each
+  finished measurement a killed command left without a record (perfsuite.engine.unrecorded).
+- Ctrl-C or SIGTERM once a run's measuring process has written its result: the record is
+  written and stored first; where it cannot be, the result is named as finished, with the
+  ``perfsuite import`` command that stores it, never as "not finished".
 """
 
 from __future__ import annotations
@@ -122,6 +126,11 @@ def preflight(runner: Runner, requests: list[RunRequest], check_url: Callable[[]
             raise PreflightError(str(exc)) from exc
         if notice:
             runner.echo(notice)
+        try:
+            for line in runner.unrecorded_lines():
+                runner.echo(line)
+        except RegistryUnavailable as exc:
+            raise PreflightError(str(exc)) from exc
     why = strict_unmet(requests)
     if why:
         raise PreflightError(why)
@@ -196,6 +205,14 @@ def _interrupted(runner: Runner, stored: list[dict], current: RunRequest, rest: 
         # the signal came after the current run's record was stored
         done = ", ".join(f"{r['workload']['name']} {r['run_id'][:8]}" for r in [*stored, runner.last_stored])
         return f"Interrupted: stored: {done}; not run: {', '.join(_label(r) for r in rest) or 'none'}"
+    if runner.unrecorded and not runner.unstored:
+        # the measurement had finished; a second signal (or a failure) came before its record
+        from perfsuite.engine.unrecorded import FINISHED
+
+        paths = list(runner.unrecorded.values())
+        command = " and ".join(f"'perfsuite import {p}'" for p in paths)
+        what = f"{FINISHED}: {', '.join(str(p) for p in paths)} ({command} stores it)"
+        return "Interrupted: " + _summary(stored, current, what, rest)
     if not runner.unstored:
         return "Interrupted: " + _summary(stored, current, "not finished", rest)
     files = ", ".join(str(p) for p in runner.unstored.values())
