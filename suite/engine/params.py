@@ -42,6 +42,11 @@ _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?
 _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
+def _separators(text: str) -> str:
+    """What a refusal adds where Python itself would have read the text (``1_000``)."""
+    return " (ASCII digits only: no '_', no spaces)" if "_" in text or " " in text else ""
+
+
 def parse_int(text: str) -> int:
     """An integer written in ASCII digits (an optional sign; surrounding spaces ignored) that fits
     in 64 bits; ``ValueError`` with the one-line reason otherwise."""
@@ -49,7 +54,7 @@ def parse_int(text: str) -> int:
     if not t.isascii():
         raise ValueError(f"{_shown(text)} is not written in ASCII digits")
     if not _INT_TEXT.fullmatch(t):
-        raise ValueError(f"{_shown(text)} is not an integer (ASCII digits only: no '_', no spaces)")
+        raise ValueError(f"{_shown(text)} is not an integer{_separators(t)}")
     # Read only what can fit: Python refuses to read more than 4,300 digits, and 20 never fit.
     digits = t.lstrip("+-").lstrip("0") or "0"
     value = (int(digits) if len(digits) <= 20 else INT_MAX + 1) * (-1 if t.startswith("-") else 1)
@@ -67,7 +72,7 @@ def parse_float(text: str) -> float:
     if t.lower() in _NON_FINITE:
         raise ValueError(f"{_shown(text)} is not a finite number")
     if not _FLOAT_TEXT.fullmatch(t):
-        raise ValueError(f"{_shown(text)} is not a number (ASCII digits only: no '_', no spaces)")
+        raise ValueError(f"{_shown(text)} is not a number{_separators(t)}")
     number = float(t)
     if not math.isfinite(number):  # 1e999: beyond a double
         raise ValueError(f"{_shown(text)} is not a finite number")
