@@ -48,8 +48,8 @@ def test_the_regime_follows_the_clocks_nvml_saw_while_timing():
 
 
 def test_submitted_gemm_runs_of_each_setting_carry_their_own_key():
-    """34a93c24 (20 calls), 65f60dc3 (2 s, power-capped), 8389d613 and 2e33e1b0 (L2 flushed)
-    all carried key 2539c71a6c67; recomputed, each has its own."""
+    """The four submitted H200 GEMM runs (20 calls, 2 s power-capped, and each again with L2
+    flushed) all carried one stored key; recomputed, each has its own."""
     runs = [_submitted("h200-x1", "kernels.gemm", r) for r in ("34a93c24", "65f60dc3", "8389d613", "2e33e1b0")]
     assert {r["comparability_key"][:12] for r in runs} == {"2539c71a6c67"}
     assert [regime(r) for r in runs] == ["burst", "power-capped", "burst", "power-capped"]

@@ -1,4 +1,4 @@
-"""A system description's ``accelerator_hour_price_usd`` (issue 15): validated by the schema
+"""A system description's ``accelerator_hour_price_usd``: validated by the schema
 and by ``check``/``submit``, written by ``submit --price-per-hour``, and pricing every
 result filed under the system that has no cost of its own, in ``submit``'s output and on
 the leaderboard (a real SQLite registry), labelled as coming from the system's price."""

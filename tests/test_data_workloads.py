@@ -205,7 +205,7 @@ def test_the_data_family_imports_no_torch_and_no_other_family():
 def test_the_gds_reason_is_cufiles_own_line_not_dalis_wrapper():
     from perfsuite.workloads.data._base import cufile_reason
 
-    # DALI 2.4.0's message on an H200 without GDS, as record d299b755 holds it
+    # DALI 2.4.0's message on an H200 without GDS, word for word as a stored storage-read record holds it
     dali = RuntimeError(
         "Critical error in pipeline:\nCritical error in pipeline:\n"
         "Error in GPU operator `nvidia.dali.fn.readers.numpy`,\n"

@@ -73,7 +73,8 @@ def test_history_finds_a_planted_regression_across_runs_and_not_a_change_of_sett
 
 def test_submitted_gemm_history_has_no_change_point_that_is_only_a_change_of_settings(cli):
     """The H200 GEMM records: burst, power-capped and L2-flushed runs once shared one key and
-    showed a -12.6% "change point" at 65f60dc3; imported, each setting is its own series."""
+    showed a -12.6% "change point" at the first power-capped run; imported, each setting is its
+    own series."""
     files = sorted(str(p) for p in SUBMITTED_GEMM.glob("*.json"))
     cli("import", *files, check=True)
     out = json.loads(cli("history", "--workload", "kernels.gemm", "--case", "bf16", "--json", check=True).stdout)

@@ -1,6 +1,6 @@
 """The run path around a measurement: the doctor's pre-flight checks stored in the record
 and refused on with ``--strict``, ``--profile torch`` after the timed loop, and the cost
-section from ``--price-per-hour`` (issue 15). The CLI runs in this process (CliRunner),
+section from ``--price-per-hour``. The CLI runs in this process (CliRunner),
 so a failing check can be planted where the rule really reads it (the load average)."""
 
 from __future__ import annotations

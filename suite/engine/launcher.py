@@ -47,7 +47,7 @@ NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 # torch 2.11 reads TORCH_FR_BUFFER_SIZE and still honours the older name, with a deprecation warning.
 FLIGHT_RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 # NCCL's support for mixing graph and eager launches on one communicator puts an EVENT_RECORD
-# node after every captured kernel. Measured on 2xH200 (NCCL 2.28.9, bench/graph_probe.py):
+# node after every captured kernel. Measured on 2xH200 (NCCL 2.28.9, tools/probes/graph_probe.py):
 # a graph of 20 all_reduces of 8 B-64 KiB ran 9.3-11.3 us per call with it and 4.8-6.2 us
 # without; a graph of 200, 27-31 us with it (the gaps between kernels grow along the graph)
 # and 4.7-5.9 without. NCCL's rule with it off: no graph launch still running when an

@@ -160,7 +160,7 @@ def wait_until_cool(
     loop before), so that a *burst* figure starts from a cool GPU. The event flag alone clears
     within a fraction of a second of a burst, while the power controller still remembers it:
     on an H200 a 20-call bf16 GEMM burst straight after another, with no event showing, ran
-    5-6% slower (ratios 0.952 and 0.946 to do_bench in run 194f3f3f). Returns what happened:
+    5-6% slower (ratios 0.952 and 0.946 to do_bench). Returns what happened:
     seconds waited, whether it was cool at the end, the events still seen, the rest asked for."""
     if read is None:
         if index is None:

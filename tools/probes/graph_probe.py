@@ -1,7 +1,7 @@
 """What a CUDA graph of torch.distributed all_reduce calls holds, and what each way of
 capturing them costs per call: the suite's ``--cuda-graph`` loop read 9.4-12.0 us per
 all_reduce below 64 KiB on 2xH200 where its held eager loop read 6.0 us and nccl-tests' own
-graph (``-t 2 -g 1 -G 1``) 6.6-7.6 us (record 2e8fe92c). Each variant captures ``--calls``
+graph (``-t 2 -g 1 -G 1``) 6.6-7.6 us in the same call. Each variant captures ``--calls``
 in-place float32 sums of one small tensor in one graph, dumps the graph (rank 0, DOT) and
 counts its nodes by kind, then times one replay per repeat the suite's way (behind a stream
 hold, one untimed eager call before the start event), and lists what the GPU ran in one

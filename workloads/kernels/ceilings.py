@@ -9,7 +9,7 @@ So each resource is measured over a few shapes and the best kept, in two regimes
   the matmuls once more at every shape with L2 flushed between calls (without, if the run
   flushes), the way ``do_bench`` and ``kernels.gemm --l2-flush`` run: the flush's memset
   gives the power budget a rest between GEMMs, and on an H200 an fp8 8192^3 GEMM read 1,489
-  TFLOP/s so against 1,478 without (runs fc9f1192, b5b32a27), above a ceiling measured
+  TFLOP/s so against 1,478 without, above a ceiling measured
   without it;
 - *sustained*: back-to-back calls for ``sustained_s`` at the best burst shape, long enough
   to reach the power limit (an H200's bf16 GEMM: 790 TFLOP/s burst at 1980 MHz, 670
@@ -282,7 +282,7 @@ class Ceilings(KernelWorkload):
         sustained = ("sustained", best_cand, m, None)
         # The ceiling's run: the one with the fastest single call, at any shape, in either regime.
         # The sustained run's first calls come at the full burst clock too, and there are
-        # thousands of them: on an H200 (run dde1bde2) the fp8 burst's fastest of 20 calls read
+        # thousands of them: on an H200 the fp8 burst's fastest of 20 calls read
         # 1,459 TFLOP/s, under the 1,460-1,467 median of a later 20-call kernels.gemm, while
         # that GEMM's own sustained run reached 1,472 in its first calls.
         winner = max(
