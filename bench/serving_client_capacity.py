@@ -5,7 +5,7 @@ achieved, TTFT p50/p99, how late requests left their schedule). Every figure com
 milliseconds per request of the client's processes and of the server's, each from its own
 processes, and the machine's load while it was measured (1-minute load average, cores kept busy
 by other processes): on a shared machine the wall figures move with the load, the CPU cost
-much less. Thin launcher of ``perfsuite.workloads.inference._serving_capacity``; prints JSON.
+much less. Thin launcher of ``perfsuite.workloads.inference.serving.capacity``; prints JSON.
 
     python bench/serving_client_capacity.py --processes 1 --rate 2000 --seconds 3
     python bench/serving_client_capacity.py --processes 2 --rate 2000 --seconds 3
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from perfsuite.workloads.inference._serving_capacity import main
+from perfsuite.workloads.inference.serving.capacity import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,10 +25,10 @@ FIGURES = ("ttft_p50_ms", "itl_p50_ms", "output_tokens_per_s")
 
 def main(argv: list[str] | None = None) -> int:
     from perfsuite.crosscheck.aiperf import reference_once
-    from perfsuite.workloads.inference._serving_capacity import null_server
-    from perfsuite.workloads.inference._serving_client import Endpoint, Timeouts
-    from perfsuite.workloads.inference._serving_load import ClientPool, Job
-    from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+    from perfsuite.workloads.inference.serving.capacity import null_server
+    from perfsuite.workloads.inference.serving.client import Endpoint, Timeouts
+    from perfsuite.workloads.inference.serving.load import ClientPool, Job
+    from perfsuite.workloads.inference.serving.metrics import SLO, summarize
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--processes", type=int, default=2, help="the suite's client processes")

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from perfsuite.workloads.inference._serving_capacity import _busy_s as _machine_busy_s
+from perfsuite.workloads.inference.serving.capacity import _busy_s as _machine_busy_s
 
 
 def _own_s() -> float:

@@ -28,13 +28,13 @@ from host_load import OtherLoad
 
 from perfsuite.engine import params as params_mod
 from perfsuite.testing import run_in_process
-from perfsuite.workloads.inference._serving_capacity import null_server
-from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, StreamParser, Timeouts
-from perfsuite.workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s, run_here
-from perfsuite.workloads.inference._serving_metrics import SLO, summarize
-from perfsuite.workloads.inference._serving_prompts import WORDS, Lengths, synthetic_prompts
-from perfsuite.workloads.inference._serving_sweep import find_peak
 from perfsuite.workloads.inference.serving import Serving
+from perfsuite.workloads.inference.serving.capacity import null_server
+from perfsuite.workloads.inference.serving.client import Endpoint, RequestResult, StreamParser, Timeouts
+from perfsuite.workloads.inference.serving.load import ClientPool, Job, arrival_offsets_s, run_here
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
+from perfsuite.workloads.inference.serving.prompts import WORDS, Lengths, synthetic_prompts
+from perfsuite.workloads.inference.serving.sweep import find_peak
 
 pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
@@ -266,7 +266,7 @@ def test_an_unreachable_url_is_one_line_and_nothing_is_measured(cli):
 
 
 def test_a_server_that_dies_before_it_is_ready_is_one_line_with_its_log():
-    from perfsuite.workloads.inference._serving_server import ServerUnavailable
+    from perfsuite.workloads.inference.serving.server import ServerUnavailable
 
     command = "{python} -c \"print('no model here'); raise SystemExit(3)\""
     params = {"server_command": command, "measure_client": False}
@@ -279,7 +279,7 @@ def test_a_server_that_dies_before_it_is_ready_is_one_line_with_its_log():
 def test_a_started_server_dies_with_its_run_when_the_run_is_killed(perfsuite_env):
     """``perfsuite run`` killed outright (SIGKILL: no cleanup of its own): the measuring process's
     lifeline kills what it started, the server included."""
-    command = "{python} -m perfsuite.workloads.inference._serving_null --port {port}"
+    command = "{python} -m perfsuite.workloads.inference.serving.null_server --port {port}"
     argv = [
         sys.executable,
         "-m",
@@ -436,7 +436,7 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
 
 
 def _schedule(n: int, rate: float | None) -> list[float] | None:
-    from perfsuite.workloads.inference._serving_load import arrival_offsets_s
+    from perfsuite.workloads.inference.serving.load import arrival_offsets_s
 
     return arrival_offsets_s(n, rate, 1.0, 0) if rate else None
 
@@ -455,7 +455,7 @@ def test_aiperf_reads_the_same_prompts_and_reports_the_compared_figures(null_url
     offsets = _schedule(40, rate)
     write_prompts_file(prompts, [(f"bada {i}", 16) for i in range(40)], offsets)
     tokenizer = tmp_path / "tok"
-    from perfsuite.workloads.inference._serving_model import ModelShape, build_and_save
+    from perfsuite.workloads.inference.serving.model import ModelShape, build_and_save
 
     build_and_save(tokenizer, ModelShape())
     spec = {
@@ -559,7 +559,7 @@ def test_a_rate_beyond_the_clients_measured_capacity_is_flagged_and_the_record_s
 
 @pytest.mark.perf
 def test_client_capacity_against_the_null_server_prints_its_figures(null):
-    from perfsuite.workloads.inference._serving_capacity import OPEN_LOOP_RPS, measure, open_loop
+    from perfsuite.workloads.inference.serving.capacity import OPEN_LOOP_RPS, measure, open_loop
 
     with ClientPool(1) as pool:
         cap = measure(pool, null, seconds=1.0)

@@ -24,8 +24,8 @@ import pytest
 pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
 
-from perfsuite.workloads.inference._serving_client import MAX_EVENT_BYTES, RequestResult, StreamParser
-from perfsuite.workloads.inference._serving_server import PROBE_TIMEOUT_S, SELF_REPORT_TIMEOUT_S
+from perfsuite.workloads.inference.serving.client import MAX_EVENT_BYTES, RequestResult, StreamParser
+from perfsuite.workloads.inference.serving.server import PROBE_TIMEOUT_S, SELF_REPORT_TIMEOUT_S
 
 HERE = Path(__file__).parent
 SERVER_LIFETIME_S = 300.0  # longer than any bounded run below: only the client's bounds end them
@@ -129,8 +129,8 @@ def test_a_gigabyte_with_no_line_end_fails_each_request_at_the_event_bound(cli):
 
 CLIENT = """
 import json, resource, sys
-from perfsuite.workloads.inference._serving_client import Endpoint, Timeouts
-from perfsuite.workloads.inference._serving_load import Job, run_here
+from perfsuite.workloads.inference.serving.client import Endpoint, Timeouts
+from perfsuite.workloads.inference.serving.load import Job, run_here
 endpoint = Endpoint(sys.argv[1], "hostile")
 results = run_here(Job(endpoint, Timeouts(stall_s=60, request_s=120), {0: endpoint.body("a", 4)}, [0, 0], None, 2))
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

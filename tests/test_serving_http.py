@@ -1,4 +1,4 @@
-"""The HTTP layer of inference.serving's client (``_serving_http``) against a scripted server on a
+"""The HTTP layer of inference.serving's client (``serving.http``) against a scripted server on a
 real socket: answers framed by Content-Length, by chunks or by the connection's end, events with
 CRLF line ends split across reads, keep-alive connections reused by later requests, a connection
 the server dropped while idle replaced once, and a refused connection named. The fault paths a
@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("httptools")
 
-from perfsuite.workloads.inference._serving_client import (
+from perfsuite.workloads.inference.serving.client import (
     Endpoint,
     RequestResult,
     Timeouts,

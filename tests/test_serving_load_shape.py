@@ -20,10 +20,10 @@ import pytest
 from host_load import OtherLoad
 
 from perfsuite.crosscheck.aiperf import AGREEMENT, reference_once
-from perfsuite.workloads.inference._serving_capacity import null_server
-from perfsuite.workloads.inference._serving_client import Endpoint, Timeouts
-from perfsuite.workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s
-from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference.serving.capacity import null_server
+from perfsuite.workloads.inference.serving.client import Endpoint, Timeouts
+from perfsuite.workloads.inference.serving.load import ClientPool, Job, arrival_offsets_s
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
 
 pytest.importorskip("httptools")
 

@@ -11,7 +11,7 @@ last line) and nothing is measured. At the end it gets SIGTERM, then SIGKILL wit
 it started (engines run worker processes of their own) after ``STOP_GRACE_S``.
 
 Every probe of a server (its health, its self-report) is a GET whole within its bound, first
-byte to last (``_serving_http.get``): a server that trickles its answers or never ends them costs
+byte to last (``serving.http.get``): a server that trickles its answers or never ends them costs
 a run at most ``PROBE_TIMEOUT_S`` for the health probe and ``SELF_REPORT_TIMEOUT_S`` for the
 self-report, the grace the ``request_timeout_s`` parameter states.
 
@@ -68,7 +68,7 @@ def command_argv(command: str, port: int, model_dir: str) -> list[str]:
 def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, str, bytes]:
     """(status, Server header, body) of a GET whole within ``timeout_s``; raises OSError naming
     why there is no answer (unreachable, too slow, too large), ValueError for a bad URL."""
-    from perfsuite.workloads.inference._serving_http import get
+    from perfsuite.workloads.inference.serving.http import get
 
     outcome, body = get(url, timeout_s, tuple((headers or {}).items()))
     if outcome.failure is not None:

@@ -9,11 +9,11 @@ with numpy, safetensors and tokenizers alone: no torch or transformers import, w
 transformers initialises a Llama (normal, std ``initializer_range``; norms at one); the server
 casts them to the dtype it is told (``transformers serve --dtype bfloat16``).
 
-The tokenizer's vocabulary is the synthetic prompts' words (``_serving_prompts.WORDS``), so a
+The tokenizer's vocabulary is the synthetic prompts' words (``serving.prompts.WORDS``), so a
 prompt of N words is N tokens; the model has no end-of-sequence token, so every answer runs
 to ``max_tokens`` (the fixed output lengths that ``ignore_eos`` gives on engines that have it).
 
-    python -m perfsuite.workloads.inference._serving_model DIR [--layers 12 --hidden 768 ...]
+    python -m perfsuite.workloads.inference.serving.model DIR [--layers 12 --hidden 768 ...]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from perfsuite.workloads.inference._serving_prompts import WORDS
+from perfsuite.workloads.inference.serving.prompts import WORDS
 
 SPECIAL = ("[PAD]", "[UNK]")
 INIT_STD = 0.02  # transformers' LlamaConfig.initializer_range

@@ -9,7 +9,7 @@ as its last one ends.
 
 A :class:`ClientPool` runs a :class:`Job` in up to ``processes`` client processes (one: in
 this process), each an asyncio loop (uvloop's where installed) with its own keep-alive
-connections, as AIPerf's workers do; ``_serving_capacity`` measures what one process sustains.
+connections, as AIPerf's workers do; ``serving.capacity`` measures what one process sustains.
 Open loop: request k goes to process k mod P and leaves at its scheduled time on the shared
 monotonic clock, never before (an absolute deadline, so a late wake-up does not shift the
 requests after it, and the arrivals are the same from any number of processes). Closed loop:
@@ -41,8 +41,8 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
-from perfsuite.workloads.inference._serving_http import Session
+from perfsuite.workloads.inference.serving.client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+from perfsuite.workloads.inference.serving.http import Session
 
 START_LEAD_S = 0.3  # a multi-process job starts this long after it is handed out: every process is waiting
 READY_TIMEOUT_S = 60.0  # a spawned client process imports the client before it says it is ready

@@ -8,7 +8,7 @@ serving engineers measure it and judged as MLPerf judges a run.
   Llama model and word-level tokenizer from a config for ``{model_dir}`` (no download), once, into
   the suite's cache (``perfsuite.inputs.cache``), where later runs find it.
 - Prompts: deterministic synthetic ones, input and output lengths from stated distributions
-  (``_serving_prompts``); ``ignore_eos`` asks engines that have it for fixed output lengths.
+  (``serving.prompts``); ``ignore_eos`` asks engines that have it for fixed output lengths.
 - LoadGen's scenarios (``scenarios``: Server, Offline, SingleStream): LoadGen issues the
   queries, the streaming client answers it with the first token (``FirstTokenComplete``) and
   the token count, so LoadGen's TTFT/TPOT and VALID/INVALID verdict are the endpoint's.
@@ -26,7 +26,7 @@ serving engineers measure it and judged as MLPerf judges a run.
 
 Work: output tokens. Check: LoadGen's verdict and the error budget per scenario; a sweep must
 have a VALID step. Headline: LoadGen's metric per scenario; goodput at the SLO for sweeps. The
-record's ``details["serving"]`` is described in ``_serving_report`` (what ``perfsuite show``
+record's ``details["serving"]`` is described in ``serving.report`` (what ``perfsuite show``
 prints and the leaderboard draws).
 """
 
@@ -35,210 +35,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
 
-from perfsuite import Check, Headline, Requirements, Workload, param
-from perfsuite.workloads.inference._serving_prompts import DISTRIBUTIONS
+from perfsuite import Headline, Requirements, Workload
+from perfsuite.workloads.inference.serving.params import QUICK, SERVE_MODULES, TRANSFORMERS_SERVE, ServingParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
-SCENARIOS = ("Server", "Offline", "SingleStream")
-APIS = ("completions", "chat")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
-TRANSFORMERS_SERVE = "transformers.cli.transformers"  # `python -m` of the `transformers` command
-
-
-@dataclass(frozen=True)
-class ServingParams:
-    # -- the endpoint
-    url: str = param("", "base URL of a running server (http://host:port); empty: start server_command")
-    server_command: str = param(
-        "",
-        "command that starts the server; {port}, {model_dir} and {python} are "
-        "filled in (e.g. '{python} -m transformers.cli.transformers serve {model_dir} "
-        "--port {port}')",
-    )
-    model: str = param(
-        "", "model name in requests (default: the built model's folder, else the server's first /v1/models entry)"
-    )
-    api: str = param("completions", "OpenAI API: completions or chat", choices=APIS)
-    api_key_env: str = param("", "environment variable holding an API key (sent as a bearer token, never recorded)")
-    health_path: str = param("/health", "GET path that answers 200 once the server is ready")
-    server_ready_timeout_s: float = param(900.0, "longest wait for a started server's health endpoint")
-    ignore_eos: bool = param(False, "send ignore_eos (vLLM, SGLang): answers run to max_tokens")
-    tokenizer: str = param(
-        "",
-        "tokenizer.json (or its folder) counting output tokens where the server gives no "
-        "usage, and AIPerf's tokenizer (default: the built model's)",
-    )
-    # -- a model written from a config (for {model_dir})
-    build_model: bool = param(False, "write a Llama model + word-level tokenizer from a config for {model_dir}")
-    model_layers: int = param(2, "built model: decoder layers")
-    model_hidden: int = param(64, "built model: hidden size")
-    model_heads: int = param(4, "built model: attention heads")
-    model_intermediate: int = param(128, "built model: feed-forward size")
-    # -- prompts
-    num_prompts: int = param(256, "distinct synthetic prompts (LoadGen's sample library)")
-    input_tokens: int = param(128, "mean prompt length (words: tokens under the built model's tokenizer)")
-    input_stddev: float = param(0.0, "standard deviation of prompt lengths (0: fixed)")
-    output_tokens: int = param(64, "mean max_tokens asked for")
-    output_stddev: float = param(0.0, "standard deviation of max_tokens (0: fixed)")
-    length_distribution: str = param("normal", "distribution of lengths", choices=DISTRIBUTIONS)
-    prompt_seed: int = param(0, "seed of the prompts (fixed across repeats: the same prompts every run)")
-    # -- LoadGen
-    scenarios: tuple[str, ...] = param(SCENARIOS, "LoadGen scenarios (none: sweeps only)", choices=SCENARIOS)
-    target_qps: float = param(2.0, "LoadGen Server: target queries per second")
-    min_duration_ms: int = param(10_000, "LoadGen min_duration_ms of each scenario")
-    min_query_count: int = param(100, "LoadGen min_query_count of each scenario")
-    target_latency_percentile: float | None = param(
-        None, "LoadGen latency percentile (None: LoadGen's 0.9 SingleStream, 0.99 Server/Offline)"
-    )
-    # -- sweeps
-    rates: tuple[float, ...] = param((), "request-rate sweep (requests/s, open loop)")
-    burstiness: float = param(1.0, "gamma shape of the gaps between arrivals (1: Poisson; inf: even)")
-    concurrencies: tuple[int, ...] = param((), "concurrency sweep (requests in flight, closed loop)")
-    sweep_requests: int = param(200, "requests per sweep step")
-    sweep_duration_s: float = param(
-        0.0,
-        "a rate step sends at least this many seconds of arrivals (rate x duration requests, when more "
-        "than sweep_requests): long enough for a queue to build past saturation (0: sweep_requests alone)",
-    )
-    find_peak: bool = param(False, "search the highest request rate that is VALID and within the SLOs")
-    peak_start_rps: float = param(1.0, "find_peak: first rate tried")
-    peak_steps: int = param(8, "find_peak: most steps (doubling, then bisection)")
-    # -- SLOs and validity
-    slo_ttft_ms: float = param(2000.0, "SLO on time to first token (also LoadGen Server's TTFT bound)")
-    slo_tpot_ms: float = param(200.0, "SLO on time per output token (also LoadGen Server's TPOT bound)")
-    slo_e2e_ms: float = param(0.0, "SLO on end-to-end latency (0: none)")
-    goodput_target: float = param(0.9, "least share of requests meeting every SLO for a step within the SLOs")
-    error_budget: float = param(0.01, "most failed requests (share of those sent) of a VALID scenario or step")
-    # -- the client
-    client_processes: int = param(
-        1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one"
-    )
-    stall_timeout_s: float = param(60.0, "a stream silent this long between two reads fails its request (stall)")
-    request_timeout_s: float = param(
-        600.0,
-        "whole-request deadline, first byte to last, trickled or not (timeout); a run whose endpoint never "
-        "answers in time ends within it plus a grace of 10 s (the health probe's 5 s and the self-report's 5 s)",
-    )
-    warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
-    measure_client: bool = param(True, "measure the client's capacity against the null server first")
-    # -- the cross-check (perfsuite crosscheck)
-    crosscheck_concurrency: int = param(4, "cross-check load: requests in flight (used when crosscheck_rate is 0)")
-    crosscheck_rate: float = param(0.0, "cross-check load: open-loop requests/s (0: use crosscheck_concurrency)")
-    crosscheck_requests: int = param(64, "requests per cross-check round, each side")
-
-    def __post_init__(self) -> None:
-        if bool(self.url) == bool(self.server_command):
-            raise ValueError("give exactly one of url (a running server) and server_command (one to start)")
-        if self.url and urlparse(self.url).scheme not in ("http", "https"):
-            raise ValueError(f"url {self.url!r} is not an http:// or https:// URL")
-        if self.build_model and not self.server_command:
-            raise ValueError("build_model writes a model for server_command's {model_dir}: give server_command")
-        if not self.health_path.startswith("/"):
-            raise ValueError(f"health_path must start with '/', not {self.health_path!r}")
-        positive = {
-            "num_prompts": self.num_prompts,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "target_qps": self.target_qps,
-            "min_query_count": self.min_query_count,
-            "sweep_requests": self.sweep_requests,
-            "peak_start_rps": self.peak_start_rps,
-            "peak_steps": self.peak_steps,
-            "slo_ttft_ms": self.slo_ttft_ms,
-            "slo_tpot_ms": self.slo_tpot_ms,
-            "burstiness": self.burstiness,
-            "client_processes": self.client_processes,
-            "stall_timeout_s": self.stall_timeout_s,
-            "request_timeout_s": self.request_timeout_s,
-            "server_ready_timeout_s": self.server_ready_timeout_s,
-            "crosscheck_concurrency": self.crosscheck_concurrency,
-            "crosscheck_requests": self.crosscheck_requests,
-            "model_layers": self.model_layers,
-            "model_hidden": self.model_hidden,
-            "model_heads": self.model_heads,
-            "model_intermediate": self.model_intermediate,
-        }
-        for name, value in positive.items():
-            if not value > 0:
-                raise ValueError(f"{name} must be greater than 0, not {value:g}")
-        for name, value in (
-            ("input_stddev", self.input_stddev),
-            ("output_stddev", self.output_stddev),
-            ("slo_e2e_ms", self.slo_e2e_ms),
-            ("min_duration_ms", self.min_duration_ms),
-            ("warmup_requests", self.warmup_requests),
-            ("crosscheck_rate", self.crosscheck_rate),
-            ("sweep_duration_s", self.sweep_duration_s),
-        ):
-            if value < 0:
-                raise ValueError(f"{name} must not be negative, not {value:g}")
-        for r in self.rates:
-            if not (r > 0 and math.isfinite(r)):
-                raise ValueError(f"rates must be finite and greater than 0, not {r:g}")
-        for c in self.concurrencies:
-            if c < 1:
-                raise ValueError(f"concurrencies must be at least 1, not {c}")
-        if not 0.0 <= self.goodput_target <= 1.0 or not 0.0 <= self.error_budget < 1.0:
-            raise ValueError("goodput_target must lie in [0, 1] and error_budget in [0, 1)")
-        pct = self.target_latency_percentile
-        if pct is not None and not 0.0 < pct < 1.0:
-            raise ValueError(f"target_latency_percentile must lie strictly between 0 and 1, not {pct:g}")
-        if len(set(self.scenarios)) != len(self.scenarios):
-            raise ValueError(f"scenarios repeat: {','.join(self.scenarios)}")
-        if not (self.scenarios or self.rates or self.concurrencies or self.find_peak):
-            raise ValueError("nothing to measure: name scenarios, rates, concurrencies or find_peak")
-        if self.api_key_env and self.api_key_env not in os.environ:
-            raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
-        if self.build_model:
-            from perfsuite.workloads.inference._serving_model import refuse_unless_it_fits
-
-            refuse_unless_it_fits(self.model_shape)
-
-    @property
-    def model_shape(self) -> Any:
-        """The shape ``build_model`` writes (``_serving_model.ModelShape``)."""
-        from perfsuite.workloads.inference._serving_model import ModelShape
-
-        return ModelShape(self.model_layers, self.model_hidden, self.model_heads, self.model_intermediate)
-
-
-# The CPU smoke run: a tiny model written from a config, served by transformers (no continuous
-# batching: its warm-up costs about 40 s on the CPU) with one torch thread (two requests at once
-# on two cores otherwise oversubscribe them and run at half speed or full speed by chance),
-# LoadGen's latency percentile at 0.5 so that 16 queries can satisfy early stopping (p90 needs
-# about 50, p99 about 460), the cross-check one request at a time.
-QUICK: Mapping[str, Any] = {
-    "server_command": f"env OMP_NUM_THREADS=1 {{python}} -m {TRANSFORMERS_SERVE} serve {{model_dir}} --port {{port}} "
-    "--device cpu --host 127.0.0.1",
-    "build_model": True,
-    "num_prompts": 32,
-    "input_tokens": 12,
-    "input_stddev": 3.0,
-    "output_tokens": 6,
-    "target_qps": 3.0,
-    "min_duration_ms": 1500,
-    "min_query_count": 16,
-    "target_latency_percentile": 0.5,
-    "concurrencies": (1, 2),
-    "sweep_requests": 8,
-    "slo_ttft_ms": 5000.0,
-    "slo_tpot_ms": 1000.0,
-    "warmup_requests": 2,
-    "server_ready_timeout_s": 300.0,
-    "stall_timeout_s": 30.0,
-    "request_timeout_s": 60.0,
-    "error_budget": 0.0,
-    "crosscheck_concurrency": 1,
-    "crosscheck_requests": 32,
-}
-# What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
-SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
 
 
 class Serving(Workload):
@@ -289,10 +95,10 @@ class Serving(Workload):
 
     # -- setup: the endpoint, the prompts, the client ------------------------------------------
     def setup(self, ctx: "RunContext") -> None:
-        from perfsuite.workloads.inference import _serving_server as srv
-        from perfsuite.workloads.inference._serving_client import Endpoint
-        from perfsuite.workloads.inference._serving_load import ClientPool
-        from perfsuite.workloads.inference._serving_prompts import Lengths, describe, synthetic_prompts
+        from perfsuite.workloads.inference.serving import server as srv
+        from perfsuite.workloads.inference.serving.client import Endpoint
+        from perfsuite.workloads.inference.serving.load import ClientPool
+        from perfsuite.workloads.inference.serving.prompts import Lengths, describe, synthetic_prompts
 
         p = self.params
         root = ctx.artifact_dir()
@@ -300,7 +106,7 @@ class Serving(Workload):
         self.details = ctx.details["serving"] = d
         model_dir = ""
         if p.build_model:
-            from perfsuite.workloads.inference._serving_model import cached
+            from perfsuite.workloads.inference.serving.model import cached
 
             folder, d["model_built"] = cached(p.model_shape)
             model_dir = d["model_built"]["directory"] = str(folder)
@@ -369,7 +175,7 @@ class Serving(Workload):
             "event_loop": "uvloop" if "uvloop" in libraries else "asyncio",
         }
         if p.measure_client:
-            from perfsuite.workloads.inference._serving_capacity import client_capacity
+            from perfsuite.workloads.inference.serving.capacity import client_capacity
 
             cap = d["client"]["capacity"] = client_capacity(self.pool, seconds=1.0)
             ctx.log(
@@ -379,13 +185,13 @@ class Serving(Workload):
             )
 
     def _slo(self) -> Any:
-        from perfsuite.workloads.inference._serving_metrics import SLO
+        from perfsuite.workloads.inference.serving.metrics import SLO
 
         p = self.params
         return SLO(p.slo_ttft_ms, p.slo_tpot_ms, p.slo_e2e_ms or None)
 
     def _engine(self, report: dict) -> dict:
-        from perfsuite.workloads.inference._serving_server import engine_from_report
+        from perfsuite.workloads.inference.serving.server import engine_from_report
 
         engine = engine_from_report(report)
         argv = self.server.argv if self.server is not None else []
@@ -407,7 +213,7 @@ class Serving(Workload):
         return {pr.index: self.endpoint.body(pr.text, pr.output_tokens) for pr in self.prompts}
 
     def timeouts(self) -> Any:
-        from perfsuite.workloads.inference._serving_client import Timeouts
+        from perfsuite.workloads.inference.serving.client import Timeouts
 
         return Timeouts(stall_s=self.params.stall_timeout_s, request_s=self.params.request_timeout_s)
 
@@ -419,8 +225,8 @@ class Serving(Workload):
         ``request_timeout_s``."""
         import time
 
-        from perfsuite.workloads.inference._serving_load import Job, Sender
-        from perfsuite.workloads.inference._serving_server import ServerUnavailable
+        from perfsuite.workloads.inference.serving.load import Job, Sender
+        from perfsuite.workloads.inference.serving.server import ServerUnavailable
 
         p = self.params
         if not p.warmup_requests:
@@ -472,10 +278,10 @@ class Serving(Workload):
         import mlperf_loadgen
 
         from perfsuite.workloads.inference._driver import loadgen_version
-        from perfsuite.workloads.inference._serving_load import token_counter
-        from perfsuite.workloads.inference._serving_loadgen import ServingLoadGen
-        from perfsuite.workloads.inference._serving_sut import HTTPSUT
         from perfsuite.workloads.inference._settings import LoadGenParams
+        from perfsuite.workloads.inference.serving.load import token_counter
+        from perfsuite.workloads.inference.serving.loadgen import ServingLoadGen
+        from perfsuite.workloads.inference.serving.sut import HTTPSUT
 
         p = self.params
         lgp = LoadGenParams(
@@ -498,16 +304,16 @@ class Serving(Workload):
         runner.run(out)
 
     def _job(self, n: int, concurrency: int = 1, offsets: list[float] | None = None, first: int = 0) -> Any:
-        from perfsuite.workloads.inference._serving_load import Job
+        from perfsuite.workloads.inference.serving.load import Job
 
         order = [(first + i) % len(self.prompts) for i in range(n)]
         return Job(self.endpoint, self.timeouts(), self.bodies(), order, offsets, concurrency, self.tokenizer)
 
     def _step(self, ctx: "RunContext", mode: str, load: float, label: str = "") -> dict:
         """One sweep step measured and judged (its metrics are recorded after the sweep's own)."""
-        from perfsuite.workloads.inference._serving_load import arrival_offsets_s
-        from perfsuite.workloads.inference._serving_loadgen import write_requests
-        from perfsuite.workloads.inference._serving_sweep import StepRules, judge
+        from perfsuite.workloads.inference.serving.load import arrival_offsets_s
+        from perfsuite.workloads.inference.serving.loadgen import write_requests
+        from perfsuite.workloads.inference.serving.sweep import StepRules, judge
 
         p = self.params
         n = p.sweep_requests
@@ -535,28 +341,8 @@ class Serving(Workload):
         row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
         return row
 
-    def _step_metrics(self, ctx: "RunContext", case: str, row: dict) -> None:
-        add = ctx.add_metric
-        add(case, "goodput_rps", "requests/s", [row["goodput_rps"]], higher_is_better=True)
-        add(case, "goodput_tokens_per_s", "tokens/s", [row["goodput_tokens_per_s"]], higher_is_better=True)
-        add(case, "completed_rps", "requests/s", [row["completed_rps"]], higher_is_better=True)
-        add(case, "output_tokens_per_s", "tokens/s", [row["output_tokens_per_s"]], higher_is_better=True)
-        add(case, "slo_attainment", "fraction", [row["slo_attainment"]], higher_is_better=True)
-        for key, label in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2e_ms", "e2e")):
-            for pct in ("p50", "p99"):
-                if pct in row[key]:
-                    add(case, f"{label}_{pct}_ms", "ms", [row[key][pct]], higher_is_better=False)
-        add(case, "failed_requests", "requests", [float(row["errors"]["count"])], higher_is_better=False)
-        energy = row.get("energy")
-        if energy:
-            add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
-            if energy["per_output_token_j"]:
-                add(
-                    case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]], higher_is_better=False
-                )
-
     def _rate_sweep(self, ctx: "RunContext") -> None:
-        from perfsuite.workloads.inference._serving_sweep import find_peak
+        from perfsuite.workloads.inference.serving.sweep import find_peak, record_sweep
 
         p = self.params
         rows = [self._step(ctx, "rate", r) for r in p.rates]
@@ -575,9 +361,11 @@ class Serving(Workload):
         peak = max(good, key=lambda r: r["load"]) if good else None
         out["peak_rps"] = peak["load"] if peak else None
         self.details["rate_sweep"] = out
-        self._sweep_summary(ctx, "rate sweep", rows, peak, "peak_rate_within_slo_rps", "requests/s")
+        record_sweep(ctx, "rate sweep", rows, peak, "peak_rate_within_slo_rps", "requests/s")
 
     def _concurrency_sweep(self, ctx: "RunContext") -> None:
+        from perfsuite.workloads.inference.serving.sweep import record_sweep
+
         p = self.params
         rows = [self._step(ctx, "concurrency", c) for c in p.concurrencies]
         good = [r for r in rows if r["within_slo"]]
@@ -587,43 +375,14 @@ class Serving(Workload):
             "steps": rows,
             "best_concurrency": best["load"] if best else None,
         }
-        self._sweep_summary(ctx, "concurrency sweep", rows, best, "best_concurrency_within_slo", "requests")
-
-    def _sweep_summary(
-        self, ctx: "RunContext", case: str, rows: list[dict], best: dict | None, load_name: str, load_unit: str
-    ) -> None:
-        """The sweep's own case (goodput at its best step within the SLOs, its headline, and that
-        step's load), then every step's case; a check that a step was VALID."""
-        valid = [r for r in rows if r["valid"]]
-        # the sweep's own case first: its goodput at the SLOs is the headline, its steps follow
-        if best is not None:
-            ctx.add_metric(case, "goodput_at_slo_rps", "requests/s", [best["goodput_rps"]], higher_is_better=True)
-            ctx.add_metric(case, load_name, load_unit, [best["load"]], higher_is_better=True)
-            ctx.add_metric(
-                case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]], higher_is_better=True
-            )
-        for row in rows:
-            self._step_metrics(ctx, row["case"], row)
-        ctx.add_check(
-            Check(
-                label=f"{case}: a VALID step",
-                passed=bool(valid),
-                method="failed requests within the error budget, the client on schedule and within "
-                "its measured capacity",
-                detail=f"{len(valid)} of {len(rows)} steps VALID; "
-                f"{sum(r['within_slo'] for r in rows)} within the SLOs"
-                + "".join(
-                    f"; {r['mode']} {r['load']:g}: " + "; ".join(r["invalid_reasons"]) for r in rows if not r["valid"]
-                ),
-            )
-        )
+        record_sweep(ctx, "concurrency sweep", rows, best, "best_concurrency_within_slo", "requests")
 
     # -- the cross-check -------------------------------------------------------------------
     def _crosscheck(self, ctx: "RunContext") -> None:
         """The same load from the suite's client and from the reference tool (AIPerf, else the
         bare asyncio reference), in turns (``perfsuite.crosscheck.aiperf``)."""
-        from perfsuite.workloads.inference._serving_load import arrival_offsets_s
-        from perfsuite.workloads.inference._serving_metrics import summarize
+        from perfsuite.workloads.inference.serving.load import arrival_offsets_s
+        from perfsuite.workloads.inference.serving.metrics import summarize
 
         p = self.params
         n = p.crosscheck_requests
@@ -673,7 +432,7 @@ class Serving(Workload):
 
     @classmethod
     def render_details(cls, record: Mapping[str, Any]) -> Any:
-        from perfsuite.workloads.inference._serving_report import render
+        from perfsuite.workloads.inference.serving.report import render
 
         return render(record)
 

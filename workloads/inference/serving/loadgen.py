@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from perfsuite import Check
 from perfsuite.workloads.inference._driver import HINT_MARGIN, PERCENTILES_REPORTED, STREAM_HINT_MARGIN, LoadGenRunner
 from perfsuite.workloads.inference._harness import LoadGenResult
-from perfsuite.workloads.inference._serving_metrics import SLO, summarize
-from perfsuite.workloads.inference._serving_sut import HTTPSUT
 from perfsuite.workloads.inference._settings import Hints, LoadGenParams
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
+from perfsuite.workloads.inference.serving.sut import HTTPSUT
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext

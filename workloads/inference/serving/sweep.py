@@ -13,15 +13,22 @@ and is judged as LoadGen judges a run, by rules stated in advance:
 ``find_peak`` doubles the rate from its start while a step is VALID and within the SLO (halves
 while not), then bisects between the highest good rate and the lowest bad one, in at most
 ``steps`` steps; every step is recorded, and the peak is the highest good rate.
+
+A sweep is recorded as a case of its own (its goodput at the SLOs, the headline, and the load of
+its best step), then one case per step, and a check that some step was VALID.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+from perfsuite import Check
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from perfsuite import RunContext
 
 MAX_SEND_LAG_MS = 50.0  # a client this late at p99 no longer offers the rate it was asked for
 
@@ -94,3 +101,53 @@ def find_peak(run_rate: Callable[[float], dict], start: float, steps: int) -> di
         else:
             rate = (good + bad) / 2
     return {"start_rps": start, "max_steps": steps, "steps": rows, "peak_rps": good, "lowest_failing_rps": bad}
+
+
+def record_step(ctx: "RunContext", case: str, row: dict) -> None:
+    """One step's figures as metrics of its own case (goodput, throughput, latency percentiles,
+    failures, energy where measured)."""
+    add = ctx.add_metric
+    add(case, "goodput_rps", "requests/s", [row["goodput_rps"]], higher_is_better=True)
+    add(case, "goodput_tokens_per_s", "tokens/s", [row["goodput_tokens_per_s"]], higher_is_better=True)
+    add(case, "completed_rps", "requests/s", [row["completed_rps"]], higher_is_better=True)
+    add(case, "output_tokens_per_s", "tokens/s", [row["output_tokens_per_s"]], higher_is_better=True)
+    add(case, "slo_attainment", "fraction", [row["slo_attainment"]], higher_is_better=True)
+    for key, label in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2e_ms", "e2e")):
+        for pct in ("p50", "p99"):
+            if pct in row[key]:
+                add(case, f"{label}_{pct}_ms", "ms", [row[key][pct]], higher_is_better=False)
+    add(case, "failed_requests", "requests", [float(row["errors"]["count"])], higher_is_better=False)
+    energy = row.get("energy")
+    if energy:
+        add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
+        if energy["per_output_token_j"]:
+            add(case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]], higher_is_better=False)
+
+
+def record_sweep(
+    ctx: "RunContext", case: str, rows: list[dict], best: dict | None, load_name: str, load_unit: str
+) -> None:
+    """The sweep's own case (goodput at its best step within the SLOs, its headline, and that
+    step's load), then every step's case; a check that a step was VALID."""
+    valid = [r for r in rows if r["valid"]]
+    # the sweep's own case first: its goodput at the SLOs is the headline, its steps follow
+    if best is not None:
+        ctx.add_metric(case, "goodput_at_slo_rps", "requests/s", [best["goodput_rps"]], higher_is_better=True)
+        ctx.add_metric(case, load_name, load_unit, [best["load"]], higher_is_better=True)
+        ctx.add_metric(
+            case, "goodput_at_slo_tokens_per_s", "tokens/s", [best["goodput_tokens_per_s"]], higher_is_better=True
+        )
+    for row in rows:
+        record_step(ctx, row["case"], row)
+    ctx.add_check(
+        Check(
+            label=f"{case}: a VALID step",
+            passed=bool(valid),
+            method="failed requests within the error budget, the client on schedule and within its measured capacity",
+            detail=f"{len(valid)} of {len(rows)} steps VALID; "
+            f"{sum(r['within_slo'] for r in rows)} within the SLOs"
+            + "".join(
+                f"; {r['mode']} {r['load']:g}: " + "; ".join(r["invalid_reasons"]) for r in rows if not r["valid"]
+            ),
+        )
+    )

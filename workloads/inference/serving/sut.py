@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts, new_session, stream_request
-from perfsuite.workloads.inference._serving_load import event_loop
 from perfsuite.workloads.inference._sut import SUTFailure, SUTStats
+from perfsuite.workloads.inference.serving.client import Endpoint, RequestResult, Timeouts, new_session, stream_request
+from perfsuite.workloads.inference.serving.load import event_loop
 
 
 class HTTPSUT:

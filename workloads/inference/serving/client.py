@@ -1,7 +1,7 @@
 """The streaming HTTP client of ``inference.serving``: one OpenAI-style streamed completion,
 timed chunk by chunk, and everything that can go wrong with it named.
 
-A request is sent on a keep-alive connection of the run's :class:`Session` (``_serving_http``:
+A request is sent on a keep-alive connection of the run's :class:`Session` (``serving.http``:
 asyncio protocols over httptools) and its Server-Sent Events parsed read by read, one
 ``orjson.loads`` per event. Times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC on Linux, so
 comparable between the client's processes): sent, first content chunk (time to first token),
@@ -12,7 +12,7 @@ timeouts: ``stall_timeout_s`` between two reads (a server that stops mid-stream)
 ``request_timeout_s`` in all, from the request's first byte to the answer's last (a server that
 trickles a byte at a time meets it). Nor does it hold more than its bounds: an event longer than
 ``MAX_EVENT_BYTES`` without its end fails the request (``oversized``), as does an answer past
-``_serving_http``'s size bounds.
+``serving.http``'s size bounds.
 
 Output tokens come from the server's ``usage`` (asked for with ``stream_options``), else from
 a tokenizer over the text where one is given, else one per content chunk; each result says
@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from perfsuite.workloads.inference._serving_http import Session, Target
+from perfsuite.workloads.inference.serving.http import Session, Target
 
 # Why a request failed; the error budget counts these.
 REASONS = (
@@ -292,5 +292,5 @@ async def stream_request(
 
 
 def new_session() -> Session:
-    """The keep-alive connections of one client process for a run (``_serving_http.Session``)."""
+    """The keep-alive connections of one client process for a run (``serving.http.Session``)."""
     return Session()

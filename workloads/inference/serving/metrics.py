@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from perfsuite.workloads.inference._serving_client import REASONS, RequestResult
+from perfsuite.workloads.inference.serving.client import REASONS, RequestResult
 
 PERCENTILES = (50, 90, 99)
 EXAMPLES_PER_REASON = 3

@@ -1,5 +1,5 @@
 """The client's own capacity, measured against the null streaming server on this machine
-(``_serving_null``: every answer at once, ``CHUNKS`` chunks each), so that a serving run can
+(``serving.null_server``: every answer at once, ``CHUNKS`` chunks each), so that a serving run can
 say how far its load generator reaches and flag a rate beyond it.
 
 What :func:`client_capacity` records (``details["serving"]["client"]["capacity"]``):
@@ -19,7 +19,7 @@ What :func:`client_capacity` records (``details["serving"]["client"]["capacity"]
   busy), and the machine's load while it was measured (1-minute load average, cores kept busy
   by other processes).
 
-    python -m perfsuite.workloads.inference._serving_capacity [--processes 2] [--rate 2000] [--seconds 3]
+    python -m perfsuite.workloads.inference.serving.capacity [--processes 2] [--rate 2000] [--seconds 3]
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from dataclasses import dataclass
 
 import psutil
 
-from perfsuite.workloads.inference._serving_client import Endpoint, RequestResult, Timeouts
-from perfsuite.workloads.inference._serving_load import ClientPool, Job, arrival_offsets_s
-from perfsuite.workloads.inference._serving_metrics import SLO, summarize
+from perfsuite.workloads.inference.serving.client import Endpoint, RequestResult, Timeouts
+from perfsuite.workloads.inference.serving.load import ClientPool, Job, arrival_offsets_s
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
 
 CHUNKS = 16
 CONCURRENCY_PER_PROCESS = 32
 IDLE_REQUESTS = 200
-OPEN_LOOP_RPS = 2000.0  # the open-loop rate a run's record checks the client at (issue 29's bar)
+OPEN_LOOP_RPS = 2000.0  # the open-loop rate every run's record shows the client holding (or not)
 START_TIMEOUT_S = 30.0
 
 
@@ -64,7 +64,7 @@ class NullServer:
 
     def method(self, concurrency: int) -> str:
         return (
-            f"against the null streaming server on this machine (perfsuite.workloads.inference._serving_null, "
+            f"against the null streaming server on this machine (perfsuite.workloads.inference.serving.null_server, "
             f"{CHUNKS} chunks an answer, {self.writes}): closed loop at {concurrency} in flight per client "
             "process; idle TTFT one request at a time; open loop with Poisson arrivals; CPU time per request "
             "from each side's own processes"
@@ -81,7 +81,7 @@ def null_server(
     processes: int = 1, extra: tuple[str, ...] = (), write_each_event: bool = False, event_gap_ms: float = 0.0
 ) -> Iterator[NullServer]:
     """A null server on a free port for the duration of the block."""
-    argv = [sys.executable, "-m", "perfsuite.workloads.inference._serving_null", "--port", "0"]
+    argv = [sys.executable, "-m", "perfsuite.workloads.inference.serving.null_server", "--port", "0"]
     argv += ["--processes", str(processes), "--chunks", str(CHUNKS), "--event-gap-ms", str(event_gap_ms), *extra]
     if write_each_event:
         argv.append("--write-each-event")

@@ -1,0 +1,210 @@
+"""The parameters of ``inference.serving`` and its quick preset: what a user sets, each
+checked when the parameters are made, so that a bad value is a one-line refusal before a server
+starts or a request is sent (``perfsuite describe inference.serving`` lists them).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from perfsuite import param
+from perfsuite.workloads.inference.serving.prompts import DISTRIBUTIONS
+
+SCENARIOS = ("Server", "Offline", "SingleStream")
+APIS = ("completions", "chat")
+TRANSFORMERS_SERVE = "transformers.cli.transformers"  # `python -m` of the `transformers` command
+
+
+@dataclass(frozen=True)
+class ServingParams:
+    # -- the endpoint
+    url: str = param("", "base URL of a running server (http://host:port); empty: start server_command")
+    server_command: str = param(
+        "",
+        "command that starts the server; {port}, {model_dir} and {python} are "
+        "filled in (e.g. '{python} -m transformers.cli.transformers serve {model_dir} "
+        "--port {port}')",
+    )
+    model: str = param(
+        "", "model name in requests (default: the built model's folder, else the server's first /v1/models entry)"
+    )
+    api: str = param("completions", "OpenAI API: completions or chat", choices=APIS)
+    api_key_env: str = param("", "environment variable holding an API key (sent as a bearer token, never recorded)")
+    health_path: str = param("/health", "GET path that answers 200 once the server is ready")
+    server_ready_timeout_s: float = param(900.0, "longest wait for a started server's health endpoint")
+    ignore_eos: bool = param(False, "send ignore_eos (vLLM, SGLang): answers run to max_tokens")
+    tokenizer: str = param(
+        "",
+        "tokenizer.json (or its folder) counting output tokens where the server gives no "
+        "usage, and AIPerf's tokenizer (default: the built model's)",
+    )
+    # -- a model written from a config (for {model_dir})
+    build_model: bool = param(False, "write a Llama model + word-level tokenizer from a config for {model_dir}")
+    model_layers: int = param(2, "built model: decoder layers")
+    model_hidden: int = param(64, "built model: hidden size")
+    model_heads: int = param(4, "built model: attention heads")
+    model_intermediate: int = param(128, "built model: feed-forward size")
+    # -- prompts
+    num_prompts: int = param(256, "distinct synthetic prompts (LoadGen's sample library)")
+    input_tokens: int = param(128, "mean prompt length (words: tokens under the built model's tokenizer)")
+    input_stddev: float = param(0.0, "standard deviation of prompt lengths (0: fixed)")
+    output_tokens: int = param(64, "mean max_tokens asked for")
+    output_stddev: float = param(0.0, "standard deviation of max_tokens (0: fixed)")
+    length_distribution: str = param("normal", "distribution of lengths", choices=DISTRIBUTIONS)
+    prompt_seed: int = param(0, "seed of the prompts (fixed across repeats: the same prompts every run)")
+    # -- LoadGen
+    scenarios: tuple[str, ...] = param(SCENARIOS, "LoadGen scenarios (none: sweeps only)", choices=SCENARIOS)
+    target_qps: float = param(2.0, "LoadGen Server: target queries per second")
+    min_duration_ms: int = param(10_000, "LoadGen min_duration_ms of each scenario")
+    min_query_count: int = param(100, "LoadGen min_query_count of each scenario")
+    target_latency_percentile: float | None = param(
+        None, "LoadGen latency percentile (None: LoadGen's 0.9 SingleStream, 0.99 Server/Offline)"
+    )
+    # -- sweeps
+    rates: tuple[float, ...] = param((), "request-rate sweep (requests/s, open loop)")
+    burstiness: float = param(1.0, "gamma shape of the gaps between arrivals (1: Poisson; inf: even)")
+    concurrencies: tuple[int, ...] = param((), "concurrency sweep (requests in flight, closed loop)")
+    sweep_requests: int = param(200, "requests per sweep step")
+    sweep_duration_s: float = param(
+        0.0,
+        "a rate step sends at least this many seconds of arrivals (rate x duration requests, when more "
+        "than sweep_requests): long enough for a queue to build past saturation (0: sweep_requests alone)",
+    )
+    find_peak: bool = param(False, "search the highest request rate that is VALID and within the SLOs")
+    peak_start_rps: float = param(1.0, "find_peak: first rate tried")
+    peak_steps: int = param(8, "find_peak: most steps (doubling, then bisection)")
+    # -- SLOs and validity
+    slo_ttft_ms: float = param(2000.0, "SLO on time to first token (also LoadGen Server's TTFT bound)")
+    slo_tpot_ms: float = param(200.0, "SLO on time per output token (also LoadGen Server's TPOT bound)")
+    slo_e2e_ms: float = param(0.0, "SLO on end-to-end latency (0: none)")
+    goodput_target: float = param(0.9, "least share of requests meeting every SLO for a step within the SLOs")
+    error_budget: float = param(0.01, "most failed requests (share of those sent) of a VALID scenario or step")
+    # -- the client
+    client_processes: int = param(
+        1, "client processes of open loops (one streams ~2,000 short requests/s); a closed loop is sent from one"
+    )
+    stall_timeout_s: float = param(60.0, "a stream silent this long between two reads fails its request (stall)")
+    request_timeout_s: float = param(
+        600.0,
+        "whole-request deadline, first byte to last, trickled or not (timeout); a run whose endpoint never "
+        "answers in time ends within it plus a grace of 10 s (the health probe's 5 s and the self-report's 5 s)",
+    )
+    warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
+    measure_client: bool = param(True, "measure the client's capacity against the null server first")
+    # -- the cross-check (perfsuite crosscheck)
+    crosscheck_concurrency: int = param(4, "cross-check load: requests in flight (used when crosscheck_rate is 0)")
+    crosscheck_rate: float = param(0.0, "cross-check load: open-loop requests/s (0: use crosscheck_concurrency)")
+    crosscheck_requests: int = param(64, "requests per cross-check round, each side")
+
+    def __post_init__(self) -> None:
+        if bool(self.url) == bool(self.server_command):
+            raise ValueError("give exactly one of url (a running server) and server_command (one to start)")
+        if self.url and urlparse(self.url).scheme not in ("http", "https"):
+            raise ValueError(f"url {self.url!r} is not an http:// or https:// URL")
+        if self.build_model and not self.server_command:
+            raise ValueError("build_model writes a model for server_command's {model_dir}: give server_command")
+        if not self.health_path.startswith("/"):
+            raise ValueError(f"health_path must start with '/', not {self.health_path!r}")
+        positive = {
+            "num_prompts": self.num_prompts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "target_qps": self.target_qps,
+            "min_query_count": self.min_query_count,
+            "sweep_requests": self.sweep_requests,
+            "peak_start_rps": self.peak_start_rps,
+            "peak_steps": self.peak_steps,
+            "slo_ttft_ms": self.slo_ttft_ms,
+            "slo_tpot_ms": self.slo_tpot_ms,
+            "burstiness": self.burstiness,
+            "client_processes": self.client_processes,
+            "stall_timeout_s": self.stall_timeout_s,
+            "request_timeout_s": self.request_timeout_s,
+            "server_ready_timeout_s": self.server_ready_timeout_s,
+            "crosscheck_concurrency": self.crosscheck_concurrency,
+            "crosscheck_requests": self.crosscheck_requests,
+            "model_layers": self.model_layers,
+            "model_hidden": self.model_hidden,
+            "model_heads": self.model_heads,
+            "model_intermediate": self.model_intermediate,
+        }
+        for name, value in positive.items():
+            if not value > 0:
+                raise ValueError(f"{name} must be greater than 0, not {value:g}")
+        for name, value in (
+            ("input_stddev", self.input_stddev),
+            ("output_stddev", self.output_stddev),
+            ("slo_e2e_ms", self.slo_e2e_ms),
+            ("min_duration_ms", self.min_duration_ms),
+            ("warmup_requests", self.warmup_requests),
+            ("crosscheck_rate", self.crosscheck_rate),
+            ("sweep_duration_s", self.sweep_duration_s),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, not {value:g}")
+        for r in self.rates:
+            if not (r > 0 and math.isfinite(r)):
+                raise ValueError(f"rates must be finite and greater than 0, not {r:g}")
+        for c in self.concurrencies:
+            if c < 1:
+                raise ValueError(f"concurrencies must be at least 1, not {c}")
+        if not 0.0 <= self.goodput_target <= 1.0 or not 0.0 <= self.error_budget < 1.0:
+            raise ValueError("goodput_target must lie in [0, 1] and error_budget in [0, 1)")
+        pct = self.target_latency_percentile
+        if pct is not None and not 0.0 < pct < 1.0:
+            raise ValueError(f"target_latency_percentile must lie strictly between 0 and 1, not {pct:g}")
+        if len(set(self.scenarios)) != len(self.scenarios):
+            raise ValueError(f"scenarios repeat: {','.join(self.scenarios)}")
+        if not (self.scenarios or self.rates or self.concurrencies or self.find_peak):
+            raise ValueError("nothing to measure: name scenarios, rates, concurrencies or find_peak")
+        if self.api_key_env and self.api_key_env not in os.environ:
+            raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
+        if self.build_model:
+            from perfsuite.workloads.inference.serving.model import refuse_unless_it_fits
+
+            refuse_unless_it_fits(self.model_shape)
+
+    @property
+    def model_shape(self) -> Any:
+        """The shape ``build_model`` writes (``serving.model.ModelShape``)."""
+        from perfsuite.workloads.inference.serving.model import ModelShape
+
+        return ModelShape(self.model_layers, self.model_hidden, self.model_heads, self.model_intermediate)
+
+
+# The CPU smoke run: a tiny model written from a config, served by transformers (no continuous
+# batching: its warm-up costs about 40 s on the CPU) with one torch thread (two requests at once
+# on two cores otherwise oversubscribe them and run at half speed or full speed by chance),
+# LoadGen's latency percentile at 0.5 so that 16 queries can satisfy early stopping (p90 needs
+# about 50, p99 about 460), the cross-check one request at a time.
+QUICK: Mapping[str, Any] = {
+    "server_command": f"env OMP_NUM_THREADS=1 {{python}} -m {TRANSFORMERS_SERVE} serve {{model_dir}} --port {{port}} "
+    "--device cpu --host 127.0.0.1",
+    "build_model": True,
+    "num_prompts": 32,
+    "input_tokens": 12,
+    "input_stddev": 3.0,
+    "output_tokens": 6,
+    "target_qps": 3.0,
+    "min_duration_ms": 1500,
+    "min_query_count": 16,
+    "target_latency_percentile": 0.5,
+    "concurrencies": (1, 2),
+    "sweep_requests": 8,
+    "slo_ttft_ms": 5000.0,
+    "slo_tpot_ms": 1000.0,
+    "warmup_requests": 2,
+    "server_ready_timeout_s": 300.0,
+    "stall_timeout_s": 30.0,
+    "request_timeout_s": 60.0,
+    "error_budget": 0.0,
+    "crosscheck_concurrency": 1,
+    "crosscheck_requests": 32,
+}
+# What `transformers serve` needs besides transformers (transformers.utils.is_serve_available).
+SERVE_MODULES = ("fastapi", "uvicorn", "openai", "pydantic")
