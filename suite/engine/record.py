@@ -16,6 +16,8 @@ import copy
 import dataclasses
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite.engine.runspec import RunRequest
 
 MAX_ERRORS_NAMED = 3
+# Where a record goes when the records folder cannot take it: <data dir>/FALLBACK_FOLDER, else
+# the system's temporary folder's FALLBACK_FOLDER-<uid>.
+FALLBACK_FOLDER = "rescued-records"
 
 
 def verdict(result: WorkerResult) -> tuple[str, str, str | None]:
@@ -292,3 +297,16 @@ def write_files(record: dict, records_dir: Path) -> Path:
     write_atomic(path, record_text(record))  # long sample lists encoded: the same sha256
     mllog.write(record, path.with_suffix(".mllog"))
     return path
+
+
+def fallback_dirs(records_dir: Path) -> list[Path]:
+    """The folders a record goes to when the records folder cannot take it, in order."""
+    from perfsuite.registry.db import data_dir
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    candidates = [data_dir() / FALLBACK_FOLDER, Path(tempfile.gettempdir()) / f"{FALLBACK_FOLDER}-{uid}"]
+    out = []
+    for folder in candidates:
+        if folder.resolve() != records_dir.resolve() and folder not in out:
+            out.append(folder)
+    return out

@@ -52,16 +52,13 @@ from perfsuite import distributed
 from perfsuite.controls import Controls, process_env
 from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
-from perfsuite.engine.record import Sealing, seal, sealing, write_files
+from perfsuite.engine.record import Sealing, fallback_dirs, seal, sealing, write_files
 from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
 from perfsuite.measure.roofline import CEILING_SOURCES
 
 LOG_TAIL_LINES = 15
 WORKDIR_PREFIX = "perfsuite-"
 RESULT_FILE = lifeline.RESULT_FILE
-# Where a record goes when the records folder cannot take it: <data dir>/FALLBACK_FOLDER, else
-# the system's temporary folder's FALLBACK_FOLDER-<uid>.
-FALLBACK_FOLDER = "rescued-records"
 
 
 class RegistryUnavailable(Exception):
@@ -97,19 +94,6 @@ class RecordNotStored(Exception):
             f"run {record['run_id']} ({record['workload']['name']}, {record['status']}) was not "
             f"stored in the registry: {reason}; {where}"
         )
-
-
-def fallback_dirs(records_dir: Path) -> list[Path]:
-    """The folders a record goes to when the records folder cannot take it, in order."""
-    from perfsuite.registry.db import data_dir
-
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    candidates = [data_dir() / FALLBACK_FOLDER, Path(tempfile.gettempdir()) / f"{FALLBACK_FOLDER}-{uid}"]
-    out = []
-    for folder in candidates:
-        if folder.resolve() != records_dir.resolve() and folder not in out:
-            out.append(folder)
-    return out
 
 
 @contextlib.contextmanager

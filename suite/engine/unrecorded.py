@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.engine import lifeline
-from perfsuite.engine.record import Sealing, seal, write_files
+from perfsuite.engine.record import Sealing, fallback_dirs, seal, write_files
 from perfsuite.engine.runspec import WorkerResult, now
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -47,9 +47,7 @@ class NotRecoverable(Exception):
 
 def keep_folders(records_dir: Path) -> list[Path]:
     """Where a complete result is kept, in order: the records folder's ``unrecorded/``, then
-    each fallback folder's (perfsuite.engine.runner.fallback_dirs)."""
-    from perfsuite.engine.runner import fallback_dirs
-
+    each fallback folder's (perfsuite.engine.record.fallback_dirs)."""
     return [folder / lifeline.UNRECORDED_FOLDER for folder in [records_dir, *fallback_dirs(records_dir)]]
 
 
