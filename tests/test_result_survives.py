@@ -14,6 +14,7 @@ the metric: the record is valid JSON, nothing is half-written, no temporary fold
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -121,8 +122,10 @@ def _named(stderr: str) -> dict[str, str]:
     out = {}
     for line in stderr.splitlines():
         if NAMED in line:
-            path = Path(line.split(NAMED, 1)[1].split(" (", 1)[0])
-            out[path.name[:8] if path.name != "result.json" else path.parent.name[:8]] = line
+            path = _path_of(line)
+            folder = path.parent if path.name == "result.json" else path
+            # <records>/unrecorded/<run id>, or a run folder perfsuite-<run id[:8]>-<random>
+            out[folder.name.split("-")[1] if folder.name.startswith("perfsuite-") else folder.name[:8]] = line
     return out
 
 
@@ -190,6 +193,32 @@ def test_sigterm_the_moment_the_result_is_written_stores_it_or_names_it_finished
             assert len(interrupted) == 1, t.stderr
             assert f"stored: survive.ok {t.prefix}" in interrupted[0] or NAMED in t.stderr, t.stderr
     _check_nothing_lost(survive, records, tries, signal.SIGTERM)
+
+
+def test_a_result_no_folder_can_keep_stays_in_its_run_folder_named_and_imported(survive, tmp_path):
+    """The records folder's ``unrecorded`` and both fallback folders are files: the result of a
+    runner killed (-9) at once stays in its run folder, which is named and then imported."""
+    records = tmp_path / "records"
+    records.mkdir()
+    blocked = [
+        records / "unrecorded",
+        tmp_path / "data" / "perfsuite" / "rescued-records",
+        tmp_path / "tmp" / f"rescued-records-{os.getuid()}",
+    ]
+    for path in blocked:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("a file where the folder would go")
+    (t,) = signal_after_result(survive, records, signal.SIGKILL, 1)
+    listed = run_cli(survive, "results", check=True)
+    (line,) = _named(listed.stderr).values()
+    path = _path_of(line)
+    assert path.parent == tmp_path / "tmp" and path.name.startswith(f"perfsuite-{t.prefix}-"), line
+    done = run_cli(survive, "import", str(path), check=True)
+    assert done.stdout.startswith(f"stored: {t.prefix}"), done.stdout
+    assert [s[:8] for s in _stored(survive)] == [t.prefix]
+    assert _named(run_cli(survive, "results", check=True).stderr) == {}
+    assert wait_for_no_leftovers(tmp_path / "tmp") == []
+    assert all(p.read_text() == "a file where the folder would go" for p in blocked)
 
 
 def _finite_json(text: str) -> dict:

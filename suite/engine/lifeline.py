@@ -50,6 +50,7 @@ from pathlib import Path
 ANCESTOR_ENV = "PERFSUITE_ANCESTOR"  # "PID:START_TIME" of the perfsuite run process
 WORKDIR_ENV = "PERFSUITE_WORKDIR"  # the run's temporary folder
 POLL_S = 0.2
+WORKDIR_PREFIX = "perfsuite-"  # a run's temporary folder: perfsuite-<run id[:8]>-<random>
 RESULT_FILE = "result.json"  # the measuring process's WorkerResult
 SEALING_FILE = "sealing.json"  # what the record needs besides the result (perfsuite.engine.record.Sealing)
 KEEP_FILE = "keep.json"  # the run id, its runner, and the folders a complete result is moved to

@@ -57,7 +57,7 @@ from perfsuite.engine.runspec import RunRequest, RunSpec, WorkerResult, now
 from perfsuite.measure.roofline import CEILING_SOURCES
 
 LOG_TAIL_LINES = 15
-WORKDIR_PREFIX = "perfsuite-"
+WORKDIR_PREFIX = lifeline.WORKDIR_PREFIX
 RESULT_FILE = lifeline.RESULT_FILE
 
 

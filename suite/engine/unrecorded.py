@@ -15,9 +15,11 @@ written once, into the records folder, and the kept folder goes once the registr
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +89,10 @@ def finished_line(kept: Kept) -> str:
 
 
 def find(registry, records_dir: Path) -> list[Kept]:
-    """The kept results the registry lacks, oldest first. One whose record file is already in
-    the records folder is left to that file's own notice (it is the same measurement)."""
+    """The kept results the registry lacks, oldest first: in the keep folders, and in run
+    folders left in the temporary folder (no keep folder could take them) whose runner is
+    gone. One whose record file is already in the records folder is left to that file's own
+    notice (it is the same measurement)."""
     found: list[Kept] = []
     for folder in keep_folders(records_dir):
         try:
@@ -102,9 +106,32 @@ def find(registry, records_dir: Path) -> list[Kept]:
                 found.append(read_kept(entry))
             except NotRecoverable:
                 continue  # half-copied by a keeper that was killed; the whole copy is elsewhere or gone
+    for workdir in sorted(Path(tempfile.gettempdir()).glob(f"{lifeline.WORKDIR_PREFIX}*")):
+        if workdir.is_symlink() or lifeline.complete_result(workdir) is None:
+            continue
+        try:
+            kept = read_kept(workdir)
+        except NotRecoverable:
+            continue  # not a result this finder can seal; the run's own runner names it
+        if not _runner_alive(kept.facts) and kept.facts.get("folders") == [str(f) for f in keep_folders(records_dir)]:
+            found.append(kept)
     known = registry.stored_hashes([k.run_id for k in found])
     waiting = [k for k in found if k.run_id not in known and not (records_dir / f"{k.run_id}.json").exists()]
     return sorted(waiting, key=lambda k: k.finished_at)
+
+
+def _runner_alive(facts: dict) -> bool:
+    """Whether the runner named in a run folder's facts may still be running (its own runs'
+    folders are its to seal): a process of that pid on this host, or another host's runner."""
+    if facts.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(facts["runner_pid"]), 0)
+    except (KeyError, TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def provenance(kept: Kept, result: WorkerResult) -> dict:
