@@ -36,6 +36,41 @@ class SUTFailure(RuntimeError):
     """The system under test failed a run: a model call raised, or a sample was never completed."""
 
 
+class FailureLatch:
+    """How every LoadGen SUT here fails a run (the batcher below, ``inference.serving``'s HTTP
+    SUT): the first reason is kept, later ones are not (they follow from it), and
+    :meth:`raise_if_failed` turns it into the run's error once LoadGen has returned."""
+
+    _failure: str | None = None
+
+    @property
+    def failure(self) -> str | None:
+        return self._failure
+
+    def raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise SUTFailure(self._failure)
+
+    def _latch(self, reason: str) -> None:
+        """Record ``reason`` as the run's failure unless one is recorded already."""
+        if self._failure is None:
+            self._failure = reason
+
+
+def complete_empty(lg: Any, ids: Sequence[int], *, tokens: bool, first_token_ids: Sequence[int] = ()) -> None:
+    """Answer LoadGen's samples ``ids`` with no data, as a failed run answers them (LoadGen only
+    returns once every issued sample is completed): their first token first where LoadGen
+    measures one (``first_token_ids``), then each completed with one token (``tokens``) or none."""
+    empty = array.array("B", b"\0")  # alive until LoadGen has copied it
+    addr = empty.buffer_info()[0]
+    if first_token_ids:
+        lg.FirstTokenComplete([lg.QuerySampleResponse(i, addr, 0) for i in first_token_ids])
+    if tokens:
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, addr, 0, 1) for i in ids])
+    else:
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(i, addr, 0) for i in ids])
+
+
 @dataclass
 class Pending:
     id: int  # LoadGen's response id
@@ -70,7 +105,7 @@ class SUTStats:
     latencies_s: list[float] = field(default_factory=list)  # issue -> completion, as seen by the SUT
 
 
-class BatchingSUT:
+class BatchingSUT(FailureLatch):
     """A dynamic batcher between LoadGen and a :class:`Backend`.
 
     ``inject`` is the harness's self-test: ``drop`` never completes the third sample it
@@ -100,7 +135,6 @@ class BatchingSUT:
         self._queue: deque[Pending] = deque()
         self._outstanding: dict[int, Pending] = {}
         self._cv = threading.Condition()
-        self._failure: str | None = None
         self._stop = False
         self._calls = 0
         self._seen = 0
@@ -159,19 +193,10 @@ class BatchingSUT:
         """Fresh statistics between LoadGen runs (the failure, if any, stays)."""
         self.stats = SUTStats()
 
-    @property
-    def failure(self) -> str | None:
-        return self._failure
-
-    def raise_if_failed(self) -> None:
-        if self._failure is not None:
-            raise SUTFailure(self._failure)
-
     def fail(self, reason: str) -> None:
         """Record the run's failure (the first reason wins) and answer everything queued."""
         with self._cv:
-            if self._failure is None:
-                self._failure = reason
+            self._latch(reason)
             queued = list(self._queue)
             self._queue.clear()
             self._cv.notify_all()
@@ -270,13 +295,8 @@ class BatchingSUT:
                 batch = [p for p in batch if self._outstanding.pop(p.id, None)]
         if not batch:
             return
-        empty = array.array("B", b"\0")
-        addr = empty.buffer_info()[0]
-        if self.streams_tokens:
-            self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(p.id, addr, 0) for p in batch])
-            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(p.id, addr, 0, 1) for p in batch])
-        else:
-            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(p.id, addr, 0) for p in batch])
+        ids = [p.id for p in batch]
+        complete_empty(self.lg, ids, tokens=self.streams_tokens, first_token_ids=ids if self.streams_tokens else ())
 
     # -- the watchdog --------------------------------------------------------------------
     def _watchdog(self) -> None:
@@ -288,9 +308,9 @@ class BatchingSUT:
                 now = time.perf_counter_ns()
                 # Measured from dispatch: in Offline every sample is issued at once and waits its turn.
                 late = [p for p in self._outstanding.values() if p.dispatched_ns and now - p.dispatched_ns > limit_ns]
-                if late and self._failure is None:
+                if late:
                     p = late[0]
-                    self._failure = (
+                    self._latch(
                         f"sample {p.index} (LoadGen response id {p.id}) was not completed within "
                         f"{self.query_timeout_s:g} s of reaching the model: dropped by the SUT or a hung "
                         f"model call ({len(late)} sample(s) late)"

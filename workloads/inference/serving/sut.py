@@ -9,7 +9,9 @@ reason) is kept for the run's client-side figures and error budget.
 
 A request that fails (HTTP error, stall, malformed chunk, truncation, timeout) is still
 answered to LoadGen, at once, with no data and one token, and counted with its reason: LoadGen
-always finishes. ``fail`` (the harness's bound passed) answers everything outstanding.
+always finishes. ``fail`` (the harness's bound passed) answers everything outstanding. The
+failure is kept and a failed sample answered as the batching SUT of the other inference
+workloads does it, by the same code (``_sut.FailureLatch``, ``_sut.complete_empty``).
 
 It offers what ``perfsuite.workloads.inference._harness.run_test`` uses of a SUT (``handle``, ``reset``,
 ``fail``, ``failure``, ``raise_if_failed``, ``stats``).
@@ -24,12 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from perfsuite.workloads.inference._sut import SUTFailure, SUTStats
+from perfsuite.workloads.inference._sut import FailureLatch, SUTStats, complete_empty
 from perfsuite.workloads.inference.serving.client import Endpoint, RequestResult, Timeouts, new_session, stream_request
 from perfsuite.workloads.inference.serving.load import event_loop
 
 
-class HTTPSUT:
+class HTTPSUT(FailureLatch):
     def __init__(
         self,
         lg: Any,
@@ -46,7 +48,6 @@ class HTTPSUT:
         self.handle: Any = None
         self.stats = SUTStats()
         self.results: list[RequestResult] = []
-        self._failure: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._session: Any = None
@@ -107,18 +108,9 @@ class HTTPSUT:
             count_tokens=self.count_tokens,
         )
 
-    @property
-    def failure(self) -> str | None:
-        return self._failure
-
-    def raise_if_failed(self) -> None:
-        if self._failure is not None:
-            raise SUTFailure(self._failure)
-
     def fail(self, reason: str) -> None:
         """The harness gave up on LoadGen: answer every outstanding sample now."""
-        if self._failure is None:
-            self._failure = reason
+        self._latch(reason)
         with self._lock:
             late = list(self._outstanding.items())
             self._outstanding.clear()
@@ -173,13 +165,15 @@ class HTTPSUT:
         with self._lock:
             first_sent = rid in self._first_sent
             self._first_sent.discard(rid)
-        payload = b"\0" if failed else (r.text.encode() or b"\0")
-        data = array.array("B", payload)  # alive until LoadGen has copied it
-        addr, size = data.buffer_info()[0], (0 if failed else len(payload))
-        if not first_sent:
-            self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(rid, addr, size)])
-        tokens = max(1, r.output_tokens) if not failed else 1
-        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(rid, addr, size, tokens)])
+        if failed:  # as every LoadGen SUT here answers a failed sample
+            complete_empty(self.lg, [rid], tokens=True, first_token_ids=() if first_sent else [rid])
+        else:
+            payload = r.text.encode() or b"\0"
+            data = array.array("B", payload)  # alive until LoadGen has copied it
+            addr, size = data.buffer_info()[0], len(payload)
+            if not first_sent:
+                self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(rid, addr, size)])
+            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(rid, addr, size, max(1, r.output_tokens))])
         s = self.stats
         s.batches += 1
         s.batch_sizes.append(1)
