@@ -14,15 +14,31 @@ import ctypes.util
 import mmap
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfsuite import Workload
+from perfsuite import Workload, param
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
 MB = 1e6
+
+
+@dataclass(frozen=True)
+class JpegDataParams:
+    """The JPEG data set an image workload reads (``perfsuite.inputs.datasets.jpeg_images``):
+    declared once, so that every workload over it names, defaults and describes it alike; a
+    workload's own parameters follow these three."""
+
+    count: int = param(2048, "JPEG images in the data set")
+    width: int = param(500, "width of each JPEG, pixels")
+    height: int = param(375, "height of each JPEG, pixels")
+
+
+# The quick runs' data set: a few small images, enough for a batch or two on the CPU.
+JPEG_QUICK: Mapping[str, Any] = {"count": 32, "width": 160, "height": 120}
 
 
 def first_line(exc: BaseException) -> str:

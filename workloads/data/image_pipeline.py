@@ -25,8 +25,10 @@ from perfsuite import Check, Requirements, param
 from perfsuite.inputs import datasets
 from perfsuite.inputs import images as pipelines
 from perfsuite.workloads.data._base import (
+    JPEG_QUICK,
     MB,
     DataWorkload,
+    JpegDataParams,
     record_passes,
     time_passes,
 )
@@ -38,10 +40,7 @@ PATHS = pipelines.PATHS
 
 
 @dataclass(frozen=True)
-class ImagePipelineParams:
-    count: int = param(2048, "JPEG images in the data set")
-    width: int = param(500, "width of each JPEG, pixels")
-    height: int = param(375, "height of each JPEG, pixels")
+class ImagePipelineParams(JpegDataParams):
     quality: int = param(90, "JPEG quality the data set is encoded at")
     out_size: int = param(224, "side of the square crop each image is resized to")
     batch_size: int = param(64, "images per batch")
@@ -73,9 +72,7 @@ class ImagePipeline(DataWorkload):
     description = "JPEG decode + random-resized-crop + flip + normalise: DataLoader, GPU decode, DALI cpu/mixed"
     Params = ImagePipelineParams
     quick = {
-        "count": 32,
-        "width": 160,
-        "height": 120,
+        **JPEG_QUICK,
         "out_size": 64,
         "batch_size": 8,
         "workers": 2,

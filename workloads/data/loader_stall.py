@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from perfsuite import Check, Headline, Requirements, param
 from perfsuite.inputs import datasets
 from perfsuite.inputs import images as pipelines
-from perfsuite.workloads.data._base import DataWorkload
+from perfsuite.workloads.data._base import JPEG_QUICK, DataWorkload, JpegDataParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
@@ -36,10 +36,7 @@ PATHS = pipelines.PATHS
 
 
 @dataclass(frozen=True)
-class LoaderStallParams:
-    count: int = param(2048, "JPEG images in the data set")
-    width: int = param(500, "width of each JPEG, pixels")
-    height: int = param(375, "height of each JPEG, pixels")
+class LoaderStallParams(JpegDataParams):
     out_size: int = param(224, "side of the square crop each image is resized to")
     batch_size: int = param(64, "images per step")
     workers: int = param(8, "DataLoader worker processes; DALI CPU threads")
@@ -65,9 +62,7 @@ class LoaderStall(DataWorkload):
     description = "Share of a training-shaped step spent waiting for data, per input pipeline"
     Params = LoaderStallParams
     quick = {
-        "count": 32,
-        "width": 160,
-        "height": 120,
+        **JPEG_QUICK,
         "out_size": 64,
         "batch_size": 8,
         "workers": 2,
