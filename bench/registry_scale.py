@@ -148,10 +148,10 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None, 
     from rich.progress import Progress
 
     from perfsuite.analysis.compare import compare_records
+    from perfsuite.publish.leaderboard.data import load
     from perfsuite.registry.bulk import store_many
     from perfsuite.registry.compare import latest_run
     from perfsuite.registry.history import metric_history
-    from perfsuite.registry.leaderboard.data import load
 
     n = len(paths)
     with open_registry(url) as reg:
@@ -221,7 +221,7 @@ def run_backend(url: str, paths: list[Path], label: str, site_dir: Path | None, 
         figures.update({f"{name}_cpu_ms": ms for name, ms in CPU_MS.items()})
         print(json.dumps(figures), flush=True)  # the queries' figures, before the site is built
         if site_dir is not None:
-            from perfsuite.registry.leaderboard import build_site
+            from perfsuite.publish.leaderboard import build_site
 
             start, cpu_start = time.perf_counter(), time.process_time()
             build_site(reg, site_dir)

@@ -24,8 +24,9 @@ Both import what they need when called: ``import perfsuite`` stays light.
 
 The host behind it has one sub-package per wing: ``engine`` (running), ``measure`` (timing,
 statistics, NVML), ``crosscheck`` (the reference tools), ``analysis`` (compare, history,
-scores, tables), ``doctor`` (pre-flight), ``cli`` (the commands); and ``perfsuite.registry``,
-``perfsuite.schemas``, ``perfsuite.workloads`` (the built-in workloads, a plugin like any other).
+scores, tables), ``doctor`` (pre-flight), ``publish`` (submissions trees and the leaderboard),
+``cli`` (the commands); and ``perfsuite.registry``, ``perfsuite.schemas``, ``perfsuite.workloads``
+(the built-in workloads, a plugin like any other).
 """
 
 from __future__ import annotations

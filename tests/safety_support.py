@@ -341,7 +341,7 @@ ANSI_NAME = "\x1b[2J\x1b[31mred\nline.json"  # clears the screen, turns red, spl
 def hostile_tree(root: Path) -> dict[str, str]:
     """A submissions tree with one clean record and each hostile thing of the issue; returns
     what each hostile entry is -> its path relative to ``root``."""
-    from perfsuite.registry.submissions import record_text, system_description
+    from perfsuite.publish.submissions.tree import record_text, system_description
 
     record = make_record(device="cuda", gpu_count=1, host="box1")
     org = root / "acme"

@@ -265,7 +265,7 @@ def test_compare_by_system_takes_the_newest_runs_of_the_baselines_settings(cli, 
 
     from factories import DEFAULT_START
 
-    from perfsuite.registry.submissions import record_text
+    from perfsuite.publish.submissions.tree import record_text
 
     files = []
     for i in range(8):

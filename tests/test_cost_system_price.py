@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from factories import make_metric, make_record, sign
 
-from perfsuite.registry import open_registry
-from perfsuite.registry.submissions import (
+from perfsuite.publish.submissions.tree import (
     check_tree,
     import_tree,
     record_text,
     system_description,
     validate_system,
 )
+from perfsuite.registry import open_registry
 from perfsuite.schemas.cost import RUN_OPTION_SOURCE, SYSTEM_PRICE_SOURCE, result_cost
 from tests.test_cli_errors import one_error_line
 
@@ -90,7 +90,7 @@ def test_leaderboard_prices_results_without_a_cost_at_their_systems_price(tmp_pa
     ):
         _system(root, record, system, **price)
         _file(root, record, system)
-    from perfsuite.registry.leaderboard import build_site
+    from perfsuite.publish.leaderboard import build_site
 
     with open_registry(f"sqlite:///{tmp_path / 'lb.db'}") as reg:
         assert import_tree(reg, root)["stored"] == 3

@@ -11,7 +11,7 @@ import numpy as np
 from factories import DEFAULT_START, gemm_metrics, make_record
 
 from perfsuite.analysis.history import change_points
-from perfsuite.registry.submissions import record_text
+from perfsuite.publish.submissions.tree import record_text
 
 SUBMITTED_GEMM = Path(__file__).resolve().parent.parent / "submissions/perfsuite/results/h200-x1/kernels.gemm"
 

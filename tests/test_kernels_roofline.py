@@ -251,8 +251,8 @@ def test_roofline_command_refuses_an_unknown_plot_format(perfsuite_env, stored, 
 def test_a_system_page_names_each_roofline_point_by_its_table_and_record(tmp_path):
     """Two GEMM shapes of one case on one system: the system page's roofline table says which
     shape each point is (its table's settings) and links its record, as the results table does."""
+    from perfsuite.publish.leaderboard import build_site
     from perfsuite.registry import open_registry
-    from perfsuite.registry.leaderboard import build_site
 
     big = gemm_record(params={"m": 8192}, minutes=1)
     small = gemm_record(params={"m": 1024}, minutes=2)

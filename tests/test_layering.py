@@ -1,8 +1,9 @@
 """The import graph holds: no import cycle anywhere in the ``perfsuite`` namespace; built-in
 workloads and the Triton plugin import only the host's public API (``perfsuite.__all__`` and
 its public modules), never a plugin, another family or the registry; the registry imports
-nothing of the host but the record rules (``perfsuite.schemas``); only the CLI imports the CLI;
-and without torch, the torch workloads are listed unavailable with the reason instead of
+nothing of the host but the record rules (``perfsuite.schemas``); publishing
+(``perfsuite.publish``) reads the registry, the record rules and the analysis, and only the CLI
+imports it; only the CLI imports the CLI; and without torch, the torch workloads are listed unavailable with the reason instead of
 failing when run."""
 
 from __future__ import annotations
@@ -225,22 +226,62 @@ def test_registry_imports_nothing_of_the_host_but_the_record_rules():
             bad += [
                 f"{path.relative_to(REPO)}:{line}: {t}"
                 for t in targets
-                if t.split(".")[0] in OWN
-                and not t.startswith(("perfsuite.registry", "perfsuite.schemas"))
-                and not (path.is_relative_to(REPO / "registry" / "leaderboard") and t in HOST_ANALYSIS)
+                if t.split(".")[0] in OWN and not t.startswith(("perfsuite.registry", "perfsuite.schemas"))
             ]
     assert bad == []
 
 
-# The host's pure statistics and analysis modules the leaderboard may use (one rule for the CLI
-# and the site: compare's verdict, history's change points, the roofline's points).
-HOST_ANALYSIS = {
-    "perfsuite.measure.stats",
-    "perfsuite.measure.roofline",
-    "perfsuite.analysis.compare",
-    "perfsuite.analysis.history",
-    "perfsuite.analysis.roofline_report",
-}
+PUBLISH = "perfsuite.publish"
+# What publishing reads: the registry, the record rules, the analysis and statistics it shows
+# (compare's verdict, history's change points, the roofline's points), and the one way a
+# command writes where a user points it. Never the engine, a workload or the CLI.
+PUBLISH_READS = (
+    PUBLISH,
+    "perfsuite.registry",
+    "perfsuite.schemas",
+    "perfsuite.analysis",
+    "perfsuite.measure",
+    "perfsuite.owned_output",
+)
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def publish_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Arrows into publishing from outside it and the CLI, and arrows out of publishing to
+    anything but what it reads (:data:`PUBLISH_READS`)."""
+    bad = []
+    for name, deps in graph.items():
+        publishing = _inside(name, PUBLISH)
+        for dep in sorted(deps):
+            if publishing and not any(_inside(dep, p) for p in PUBLISH_READS):
+                bad.append(f"{name} -> {dep}: publishing reads only {', '.join(PUBLISH_READS[1:])}")
+            elif not publishing and _inside(dep, PUBLISH) and not _inside(name, "perfsuite.cli"):
+                bad.append(f"{name} -> {dep}: only the CLI imports publishing")
+    return sorted(bad)
+
+
+def test_only_the_cli_imports_publishing_and_publishing_reads_only_the_registry_and_analysis():
+    graph = import_graph()
+    assert {"perfsuite.publish.submissions.tree", "perfsuite.publish.leaderboard.site"} <= set(graph)
+    assert publish_violations(graph) == []
+
+
+def test_the_publishing_rule_catches_what_it_forbids():
+    graph = {
+        "perfsuite.cli.submit": {"perfsuite.publish.submissions.filing"},
+        "perfsuite.api": {"perfsuite.publish.leaderboard"},
+        "perfsuite.registry.store": {"perfsuite.publish.submissions.tree"},
+        "perfsuite.publish.leaderboard.site": {"perfsuite.analysis.history", "perfsuite.engine.runner"},
+        "perfsuite.publish.submissions.filing": {"perfsuite.publish.submissions.tree", "perfsuite.registry.records"},
+    }
+    assert [v.split(":")[0] for v in publish_violations(graph)] == [
+        "perfsuite.api -> perfsuite.publish.leaderboard",
+        "perfsuite.publish.leaderboard.site -> perfsuite.engine.runner",
+        "perfsuite.registry.store -> perfsuite.publish.submissions.tree",
+    ]
 
 
 def test_only_the_cli_imports_the_cli():

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from factories import gemm_metrics, make_metric, make_record
 
+from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry
-from perfsuite.registry.leaderboard import build_site
 
 CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -320,7 +320,7 @@ def _run_ids(site: Path) -> list[str]:
 
 
 def test_records_are_written_as_shards_and_each_permalink_finds_its_record(site, browser):
-    from perfsuite.registry.leaderboard.site import record_shard, shard_count
+    from perfsuite.publish.leaderboard.site import record_shard, shard_count
 
     run_ids = _run_ids(site)
     shards = sorted((site / "records").glob("shard-*.js"))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from factories import gemm_metrics, make_metric, make_record
 
+from perfsuite.publish.leaderboard import build_site
+from perfsuite.publish.leaderboard.data import load, shown_settings
 from perfsuite.registry import open_registry
-from perfsuite.registry.leaderboard import build_site
-from perfsuite.registry.leaderboard.data import load, shown_settings
 from perfsuite.schemas.comparability import key_settings
 from tests.conftest import REPO
 
@@ -138,7 +138,7 @@ def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_rate_with_the_slo
     not its peak search's repeats, and the SLOs as level lines over them."""
     import json
 
-    from perfsuite.registry.leaderboard import build_site
+    from perfsuite.publish.leaderboard import build_site
 
     (path,) = REPO.glob("submissions/perfsuite/results/h100-x1/inference.serving/fd30c10e*.json")
     record = json.loads(path.read_text())
@@ -219,7 +219,7 @@ def _training(
 
 def _scaling(tmp_path, records: list[dict]) -> tuple[dict, dict]:
     """(the scaling charts by table id, the tables by (world, global batch)) of training.gpt's board."""
-    from perfsuite.registry.leaderboard.scaling import scaling_charts
+    from perfsuite.publish.leaderboard.scaling import scaling_charts
 
     with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
         for record in records:

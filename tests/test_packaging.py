@@ -58,7 +58,11 @@ def test_the_wheel_carries_its_data_files_and_type_marker(wheel):
     assert "perfsuite/py.typed" in names
     assert "perfsuite/schemas/result.schema.json" in names
     assert any(n.startswith("perfsuite/registry/migrations/versions/") and n.endswith(".py") for n in names)
-    assert any(n.startswith("perfsuite/registry/leaderboard/templates/") for n in names)
+    assert any(n.startswith("perfsuite/publish/leaderboard/templates/") for n in names)
+    # the site's own script and the vendored libraries it loads (a site without them is blank)
+    assert "perfsuite/publish/leaderboard/static/leaderboard.js" in names
+    assert "perfsuite/publish/leaderboard/static/vendor/uplot/uPlot.iife.min.js" in names
+    assert "perfsuite/publish/leaderboard/static/vendor/tabulator/tabulator.min.js" in names
     assert any(n.startswith("perfsuite/workloads/training/mlperf_rules/") for n in names)
     # the training cross-check's bare loop, run by its path: an installed package must have it
     assert "perfsuite/crosscheck/training_reference.py" in names

@@ -55,7 +55,7 @@ def test_import_refuses_each_extreme_record_in_one_line_and_the_leaderboard_buil
 
 
 def test_check_names_an_impossible_record_in_a_tree(tmp_path):
-    from perfsuite.registry.submissions import check_tree, record_text, system_description
+    from perfsuite.publish.submissions.tree import check_tree, record_text, system_description
 
     record = extreme_records()["1e300 TFLOP/s"]
     folder = tmp_path / "subs" / "acme" / "results" / "box" / "kernels.gemm"

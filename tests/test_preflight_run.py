@@ -168,8 +168,8 @@ def test_schema_refuses_malformed_sections(fields):
 
 
 def test_leaderboard_shows_cost_per_unit_where_the_record_has_it(tmp_path):
+    from perfsuite.publish.leaderboard import build_site
     from perfsuite.registry import open_registry
-    from perfsuite.registry.leaderboard import build_site
 
     cost = {**GOOD_COST, "lines": [{"case": "bf16", "metric": "items_per_s", "usd": 0.4242, "per": "1M tokens"}]}
     priced = _with(make_record(host="priced"), cost=cost)

@@ -91,7 +91,7 @@ def test_an_old_registry_keeps_every_record_and_its_samples_are_re_encoded(old_r
 
 
 def test_an_old_registry_becomes_a_leaderboard(old_registry, tmp_path):
-    from perfsuite.registry.leaderboard import build_site
+    from perfsuite.publish.leaderboard import build_site
 
     db, before = old_registry
     with open_registry(f"sqlite:///{db}") as reg:

@@ -244,7 +244,7 @@ def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_comp
     # the records already stored keep their compression; what is written from now on is lz4
     assert dict(methods) == {record["run_id"]: "lz4", **{run_id: "pglz" for run_id, _ in before}}
     # and the leaderboard's tables are built from them: every old run ranked in its cell
-    from perfsuite.registry.leaderboard.data import load
+    from perfsuite.publish.leaderboard.data import load
 
     with open_registry(pg_url) as reg, reg.session() as session:
         boards, _ = load(session)

@@ -12,14 +12,14 @@ import pytest
 from conftest import REPO
 from factories import make_record, sign
 
-from perfsuite.registry import open_registry
-from perfsuite.registry.submissions import (
+from perfsuite.publish.submissions.tree import (
     MLLOG_REQUIRED_TRAINING_KEYS,
     check_tree,
     import_tree,
     record_text,
     system_description,
 )
+from perfsuite.registry import open_registry
 
 
 def _file(root: Path, record: dict, system: str = "box", org: str = "acme") -> Path:

@@ -26,7 +26,7 @@ def plot(data: dict, path: Path) -> None:
         bandwidth_panel(fig.add_subplot(1, panels, 2), data, bandwidth)
     import io
 
-    from perfsuite.registry.owned_output import write_file
+    from perfsuite.owned_output import write_file
 
     buffer = io.BytesIO()  # drawn in memory, then written as a regular file only (never a device or FIFO)
     fig.savefig(buffer, format=Path(path).suffix.lower().lstrip("."))

@@ -37,7 +37,7 @@ def check_cmd(path: Path, as_json: bool) -> None:
     keys of training runs, system files matching the records' GPUs, no path escaping the tree,
     no symlink followed, no special file opened, no duplicate run ids. Lists every problem with
     its file, one per line; exit 1 if any."""
-    from perfsuite.registry.submissions import check_tree, record_files
+    from perfsuite.publish.submissions.tree import check_tree, record_files
 
     with progress_bar(len(record_files(path)), "checking") as advance:
         report = check_tree(path, progress=advance)

@@ -127,7 +127,7 @@ def compare_cmd(
         m.headline and m.verdict in FAIL_ON[fail_on] for m in result.metrics
     )
     if junit_path is not None:
-        from perfsuite.registry.owned_output import OutputRefused
+        from perfsuite.owned_output import OutputRefused
 
         try:
             write_junit(result, junit_path, FAIL_ON[fail_on], parents=parents)
@@ -303,10 +303,10 @@ def markdown(result) -> str:
 def write_junit(result, path: Path, failing: tuple[str, ...], parents: bool = False) -> None:
     """JUnit XML: one test suite, one test case per case and headline metric; a verdict that
     ``failing`` names is a failure with the figures as its message. Written as a regular file
-    only (:func:`perfsuite.registry.owned_output.write_file`, which raises ``OutputRefused``)."""
+    only (:func:`perfsuite.owned_output.write_file`, which raises ``OutputRefused``)."""
     import xml.etree.ElementTree as ET
 
-    from perfsuite.registry.owned_output import write_file
+    from perfsuite.owned_output import write_file
 
     heads = [m for m in result.metrics if m.headline] or result.metrics
     suite = ET.Element(

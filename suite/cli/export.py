@@ -18,9 +18,9 @@ FORMATS = ("csv", "parquet", "jsonl", "nccl-tests")
 
 def write_out(out: Path | None, data: str | bytes, parents: bool = False) -> None:
     """To stdout, or to the regular file ``out`` through a temporary sibling renamed into place
-    (:func:`perfsuite.registry.owned_output.write_file`): a reader never sees half a file, a
+    (:func:`perfsuite.owned_output.write_file`): a reader never sees half a file, a
     device, FIFO or symlink at ``out`` is refused, and a failed export leaves what was there."""
-    from perfsuite.registry.owned_output import OutputRefused, write_file
+    from perfsuite.owned_output import OutputRefused, write_file
 
     if out is None:
         click.echo(data if isinstance(data, str) else data.decode(), nl=False)

@@ -145,11 +145,11 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
 
 def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
     """The plot, drawn in memory and written as a regular file only (a device, FIFO or symlink
-    at ``path`` is refused: :func:`perfsuite.registry.owned_output.write_file`)."""
+    at ``path`` is refused: :func:`perfsuite.owned_output.write_file`)."""
     import io
 
     from perfsuite.cli._common import fail
-    from perfsuite.registry.owned_output import OutputRefused, write_file
+    from perfsuite.owned_output import OutputRefused, write_file
 
     try:
         import matplotlib

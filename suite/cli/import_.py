@@ -107,8 +107,8 @@ def import_records_folder(ctx: click.Context, folder: Path) -> None:
 def import_directory(ctx: click.Context, directory: Path) -> None:
     """``perfsuite import DIR``: check the tree, then load it (idempotent). Every problem is
     one line, as 'perfsuite check' prints it; exit 1 on any."""
+    from perfsuite.publish.submissions.tree import check_tree, import_tree, record_files
     from perfsuite.registry import RegistryError
-    from perfsuite.registry.submissions import check_tree, import_tree, record_files
 
     with progress_bar(len(record_files(directory)), "checking") as advance:
         report = check_tree(directory, progress=advance)

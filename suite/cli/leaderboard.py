@@ -31,8 +31,8 @@ def leaderboard_cmd(ctx: click.Context, out_dir: Path, parents: bool, submission
     its pictures and trends, a page per system with its roofline, system against system, a page
     per record, and the whole board as JSONL, CSV and Parquet. Opens from files, no network needed."""
     from perfsuite.cli._common import fail, open_db
-    from perfsuite.registry.leaderboard import build_site
-    from perfsuite.registry.owned_output import OutputRefused
+    from perfsuite.owned_output import OutputRefused
+    from perfsuite.publish.leaderboard import build_site
 
     registry = open_db(ctx)
     start = time.perf_counter()

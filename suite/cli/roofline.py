@@ -107,7 +107,7 @@ def roofline_command(
     data = report(records, ceilings)
     if out_path is not None:
         from perfsuite.cli._common import fail
-        from perfsuite.registry.owned_output import OutputRefused
+        from perfsuite.owned_output import OutputRefused
 
         try:
             roofline_plot.plot(data, out_path)

@@ -1,6 +1,6 @@
 """``perfsuite submit``: file registry runs into a submissions tree (MLPerf's
 ``<org>/results/<system>/<workload>/<run_id>.json``), then check it. Everything is checked
-before anything is written (:mod:`perfsuite.registry.filing`): the names, every path (a
+before anything is written (:mod:`perfsuite.publish.submissions.filing`): the names, every path (a
 symlink in the tree or a path leaving it), and the tree as it would be afterwards; a refusal
 is one line and exit 2 with the tree as it was, and a write cut off half way is taken back."""
 
@@ -65,11 +65,11 @@ def submit_cmd(
     write ROOT/ORG/systems/SYSTEM.json from the first run's fingerprint when missing. Then check,
     and print each run's cost (its own, else at the system file's price)."""
     from perfsuite.engine import mllog
+    from perfsuite.owned_output import OutputRefused
+    from perfsuite.publish.submissions.filing import submit_runs
+    from perfsuite.publish.submissions.tree import check_tree, filed_cost
+    from perfsuite.publish.submissions.writer import name_problem
     from perfsuite.registry import RegistryError, records_dir
-    from perfsuite.registry.filing import submit_runs
-    from perfsuite.registry.owned_output import OutputRefused
-    from perfsuite.registry.submissions import check_tree, filed_cost
-    from perfsuite.registry.tree_writer import name_problem
     from perfsuite.schemas.cost import cost_text, validate_price
 
     for name, value in (("--org", org), ("--system", system)):

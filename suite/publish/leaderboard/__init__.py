@@ -1,6 +1,6 @@
 """The public leaderboard: a static site written from the registry (no server, no network).
 
-    from perfsuite.registry.leaderboard import build_site
+    from perfsuite.publish.leaderboard import build_site
     build_site(registry, Path("site"), submissions=Path("submissions"))
 
 index.html (each benchmark's best result per system), workloads/<benchmark>.html (one table

@@ -33,7 +33,7 @@ none: a submitter fixes them all in one go. The rules:
   model (``environment.gpus[].name``) and count per node (``len(environment.gpus)``).
 
 :func:`import_tree` loads a tree that checks clean, idempotently. Filing runs into a tree
-(``perfsuite submit``) is :mod:`perfsuite.registry.filing`: it runs this check on the tree as
+(``perfsuite submit``) is :mod:`perfsuite.publish.submissions.filing`: it runs this check on the tree as
 it would be before it writes anything.
 """
 
@@ -54,23 +54,22 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from perfsuite import schemas
-from perfsuite.schemas.comparability import comparability_key
-from perfsuite.schemas.cost import result_cost, validate_price
-
-from .errors import RecordInvalid, RegistryError, one_line
-from .models import Run, Submission, SubmittedSystem
-from .reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
-from .records import (
+from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
+from perfsuite.registry.models import Run, Submission, SubmittedSystem
+from perfsuite.registry.reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
+from perfsuite.registry.records import (
     MAX_RECORD_BYTES,
     MAX_RECORD_DEPTH,
     canonical_json,
     load_record_file,
     record_text,  # noqa: F401 - callers read a tree's record text from here
 )
-from .store import IMPOSSIBLE
+from perfsuite.registry.store import IMPOSSIBLE
+from perfsuite.schemas.comparability import comparability_key
+from perfsuite.schemas.cost import result_cost, validate_price
 
 if TYPE_CHECKING:
-    from .bulk import Prepared
+    from perfsuite.registry.bulk import Prepared
 
 SYSTEMS_DIR = "systems"
 RESULTS_DIR = "results"
@@ -384,8 +383,8 @@ def record_files(root: Path) -> list[Path]:
 def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
     """Read and check one record file once (regular file, size, UTF-8, bounded JSON, schema,
     sha256, physics) and render its registry rows; or the problem, worded for ``perfsuite check``."""
-    from .bulk import prepare_checked
-    from .records import validate_schema
+    from perfsuite.registry.bulk import prepare_checked
+    from perfsuite.registry.records import validate_schema
 
     try:
         record = load_record_file(path)  # regular file, size limit, UTF-8, bounded JSON
@@ -414,7 +413,7 @@ def _check_files(
     paths: list[Path], progress: Callable[[int], None] | None
 ) -> dict[Path, tuple[dict, "Prepared"] | str]:
     """Each file's :func:`check_record_file`, in worker processes when there are many."""
-    from .bulk import map_chunks
+    from perfsuite.registry.bulk import map_chunks
 
     out: dict[Path, tuple[dict, Prepared] | str] = {}
     for chunk, results in map_chunks(_check_chunk, paths):
@@ -664,14 +663,14 @@ def import_tree(
         shown = "; ".join(str(p) for p in report.problems[:5])
         more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
         raise RegistryError(f"{root} does not check clean, nothing imported: {shown}{more}")
-    from .bulk import BulkOutcome, store_prepared
+    from perfsuite.registry.bulk import BulkOutcome, store_prepared
 
     outcome = BulkOutcome()
     batches = [
         [f.prepared for f in report.records[i : i + 2000] if f.prepared is not None]
         for i in range(0, len(report.records), 2000)
     ]
-    from .errors import translated_errors
+    from perfsuite.registry.errors import translated_errors
 
     with translated_errors(f"registry {registry.url}"):
         store_prepared(registry.engine, batches, outcome, atomic=True, progress=progress)  # all or none

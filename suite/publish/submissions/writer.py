@@ -21,8 +21,8 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from .owned_output import PARENTS_HINT, OutputRefused
-from .reading import kind
+from perfsuite.owned_output import PARENTS_HINT, OutputRefused
+from perfsuite.registry.reading import kind
 
 # Unicode categories that are no printable part of a name: controls (a newline, ESC), format
 # characters (a right-to-left override that shows a name backwards), line and paragraph separators.

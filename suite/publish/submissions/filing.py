@@ -1,9 +1,9 @@
 """Filing registry runs into a submissions tree (``perfsuite submit``): all or nothing.
 
 A submission is planned whole before a byte is written: every path through
-:class:`~perfsuite.registry.tree_writer.TreeWriter` (no symlink on the way, no name with a
+:class:`~perfsuite.publish.submissions.writer.TreeWriter` (no symlink on the way, no name with a
 separator or a control character, nothing leaving the tree), and the tree as it would be
-afterwards through the same check a reviewer runs (:func:`~perfsuite.registry.submissions.check_tree`),
+afterwards through the same check a reviewer runs (:func:`~perfsuite.publish.submissions.tree.check_tree`),
 on a copy of the system's part of the tree in a scratch folder. A submission that would add a
 problem (a seed already used, a record from another accelerator than the system file's) is
 refused with nothing written. A configuration that does not have all its runs yet is not a
@@ -24,11 +24,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import RecordInvalid, RegistryError, one_line
-from .owned_output import OutputRefused
-from .reading import load_json_file, read_regular
-from .records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, record_text
-from .submissions import (
+from perfsuite.owned_output import OutputRefused
+from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
+from perfsuite.registry.reading import load_json_file, read_regular
+from perfsuite.registry.records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, record_text
+
+from .tree import (
     MLLOG_SUFFIX,
     PRICE_FIELD,
     RECORD_SUFFIX,
@@ -40,7 +41,7 @@ from .submissions import (
     system_description,
     validate_system,
 )
-from .tree_writer import TreeWriter
+from .writer import TreeWriter
 
 # An MLLOG twin of a long training run is larger than its record; the bound only keeps a
 # planted file of gigabytes out of memory.

@@ -4,7 +4,7 @@ content security policy of every page allows scripts from the site's own files o
 vendored table and chart libraries, and the downloads (the board as JSONL and Parquet).
 
 The site is built into a temporary sibling folder and moved in only when complete
-(:func:`perfsuite.registry.owned_output.publish_folder`): a failed build leaves the previous
+(:func:`perfsuite.owned_output.publish_folder`): a failed build leaves the previous
 site as it was. The folder's manifest lists the files perfsuite wrote: a rebuild replaces and
 removes only those, so no file of an older build survives a new one and a file the user put
 in the folder is never touched; a folder without a manifest that is not empty is refused.
@@ -21,8 +21,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from ..models import Metric, Run, Submission
-from ..owned_output import publish_folder
+from perfsuite.owned_output import publish_folder
+from perfsuite.registry.models import Metric, Run, Submission
+
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
 from .scaling import scaling_charts
@@ -475,7 +476,7 @@ def build_site(registry, out: Path, submissions: Path | None = None, parents: bo
 
     ``submissions``: the tree the records were imported from, for each record's MLLOG file.
     ``parents``: create missing folders above ``out``. A folder perfsuite does not own (see
-    :mod:`perfsuite.registry.owned_output`) is refused with an ``OutputRefused``."""
+    :mod:`perfsuite.owned_output`) is refused with an ``OutputRefused``."""
     return publish_folder(
         Path(out),
         lambda staging: _build(registry, staging, submissions),

@@ -23,7 +23,8 @@ from collections import defaultdict
 
 from sqlalchemy import select
 
-from ..models import Metric, Run
+from perfsuite.registry.models import Metric, Run
+
 from .data import Board, Config
 
 THROUGHPUT = ("tokens_per_s", "samples_per_s")  # the first that every charted run reports

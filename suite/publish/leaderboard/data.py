@@ -38,11 +38,10 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 
+from perfsuite.registry.models import Environment, Metric, Run, Submission, SubmittedSystem, System, Workload
 from perfsuite.schemas.comparability import flat_settings, key_settings
 from perfsuite.schemas.cost import cost_text, result_cost
 from perfsuite.schemas.headline import case_metric_names, headline_rows
-
-from ..models import Environment, Metric, Run, Submission, SubmittedSystem, System, Workload
 
 OLYMPIC_MIN_RUNS = 3
 CHUNK = 2000  # ids per IN (...) list

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from .errors import RecordInvalid, RegistryError, one_line
-from .reading import kind, parse_json, read_regular
+from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
+from perfsuite.registry.reading import kind, parse_json, read_regular
 
 MANIFEST_NAME = ".perfsuite-manifest.json"
 MANIFEST_FORMAT = "perfsuite-owned-output"
