@@ -847,3 +847,86 @@ def test_a_real_gloo_sweep_is_judged_against_a_reference_flat_at_its_floor(cli, 
             assert expected is not None and c["verdict"] == f"differs, {launch_floor.SIDE_NAMES[expected]} launch-bound"
     assert slow["verdict"]["explained"] is True
     assert slow["compare"][-1]["launch_bound"] is None  # 4 MiB over loopback is far above three 8 B calls
+
+
+def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request(cli):
+    proc = cli(
+        "crosscheck",
+        "collectives.all_reduce",
+        "collectives.all_gather",
+        "--device",
+        "cpu",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "-p",
+        "max_bytes=1K",
+        "-p",
+        "iters=4",
+        "-p",
+        "repeats=3",
+        "-p",
+        "collectives.all_gather:timing=per_call",
+        "--warmup",
+        "1",
+        "--json",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = {r["workload"]["name"]: r for r in json.loads(proc.stdout)}
+    loop, per_call = records["collectives.all_reduce"], records["collectives.all_gather"]
+    assert loop["workload"]["version"] == 5
+    d = loop["details"]
+    assert d["timing"] == "loop" and d["repeats"] == 3 and "nccl-tests" in d["timing_method"]
+    busbw = [m for m in loop["metrics"] if m["name"] == "busbw_gbps"]
+    assert busbw and all(len(m["samples"]) == 3 for m in busbw)  # one sample per timed loop
+    assert per_call["details"]["timing"] == "per_call" and per_call["details"]["repeats"] == 1
+    assert all(len(m["samples"]) == 4 for m in per_call["metrics"] if m["name"] == "busbw_gbps")
+    # the cross-check ran and said why nccl-tests could not (CPU, no binaries)
+    assert loop["details"]["crosscheck"]["status"] == "skipped"
+    assert "PERFSUITE_NCCL_TESTS" in loop["details"]["crosscheck"]["reason"]
+
+
+def test_a_host_loop_records_its_launch_time_and_the_caption_names_where_python_is_host_bound(cli):
+    proc = cli(
+        "run",
+        "collectives.all_reduce",
+        "--device",
+        "cpu",
+        "--quick",
+        "--nproc-per-node",
+        "2",
+        "-p",
+        "max_bytes=256",
+        "-p",
+        "iters=3",
+        "-p",
+        "repeats=2",
+        "-p",
+        "timing=host_loop",
+        "--warmup",
+        "1",
+        "--json",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)[0]["details"]
+    assert d["timing"] == "host_loop" and "no hold" in d["timing_method"] and "hold_s" not in d
+    assert all(r["ip"]["launch_us"] > 0 and r["ip"]["unheld_loops"] == 0 for r in d["rows"])
+
+
+def test_the_caption_names_the_host_bound_sizes_and_loops_whose_hold_ran_out():
+    from perfsuite.workloads.collectives import _report
+
+    def row(size, time_us, launch_us, unheld=0):
+        m = {"time_us": time_us, "launch_us": launch_us, "unheld_loops": unheld}
+        return {"size_bytes": size, "oop": None, "ip": m}
+
+    rows = [row(8, 10.0, 22.0), row(1 << 20, 24.0, 23.0, unheld=2), row(1 << 22, 35.0, 21.0)]
+    assert _report.host_bound(rows) == ([8], 22.0)
+    caption = _report._caption({"rows": rows, "hold_s": 0.002})
+    assert "22.0 us per call (median); a Python loop is host-bound (issuing > running) up to 8 B" in caption
+    assert "ran out before the calls were issued in 2 loops" in caption
+    assert "queued behind a stream hold" in _report.timing_label(
+        {"timing": "loop", "iters": 20, "repeats": 5, "hold_s": 0.002}
+    )

@@ -287,3 +287,68 @@ def test_rows_are_stacked_where_the_columns_that_must_show_cannot_fit():
 def test_markdown_escapes_pipes_and_keeps_empty_columns_out():
     md = markdown([Column("a"), Column("b"), Column("n", justify="right")], [["x|y", "", "3"]])
     assert md.splitlines() == ["| a | n |", "|---|---:|", "| x\\|y | 3 |"]
+
+
+def test_results_table_flags_a_power_capped_result_and_names_the_ceiling_regime():
+    from factories import make_record
+    from rich.console import Console
+
+    from perfsuite.analysis.tables import results_table
+
+    rec = make_record(workload_name="kernels.gemm", device="cuda")
+    rec["environment"]["measured_device"]["name"] = "NVIDIA H200"
+    case = rec["metrics"][0]["case"]
+    rec["details"]["throttle"] = {case: summarize([Reading(0.0, 1455, 700.0, ("software power cap",))])}
+    console = Console(record=True, width=300)
+    console.print(results_table([rec]))
+    text = console.export_text()
+    assert "power-capped (SM 1,455-1,455 MHz)" in text
+
+
+def throttled_copy(record: dict, case: str, reasons: tuple[str, ...]) -> dict:
+    """``record`` as if NVML had seen ``reasons`` while ``case`` was timed (clocks falling from
+    1980 to 1455 MHz): a new run id, re-signed, schema-valid."""
+    import copy
+    import uuid
+
+    from factories import sign
+
+    out = copy.deepcopy(record)
+    out["run_id"] = uuid.uuid4().hex
+    out["details"]["throttle"] = {case: summarize([Reading(0.0, 1980, 420.0, ()), Reading(0.5, 1455, 700.0, reasons)])}
+    return sign(out)
+
+
+def test_results_flags_the_power_capped_and_thermal_runs_of_the_registry(cli, tmp_path):
+    """A real CPU run of kernels.gemm stored by the run, and two copies of its record that
+    NVML saw power-capped and thermally slowed, imported: ``perfsuite results`` marks the two
+    copies (table and --json) and leaves the real run unmarked."""
+    ran = cli("run", "kernels.gemm", "--quick", "-p", "dtypes=fp32", "--device", "cpu", "--json", check=True)
+    (plain_run,) = json.loads(ran.stdout)
+    assert plain_run["status"] == "success" and "throttle" not in plain_run["details"]  # no NVML on a CPU run
+    capped = throttled_copy(plain_run, "fp32", ("software power cap",))
+    hot = throttled_copy(plain_run, "fp32", ("hardware thermal slowdown",))
+    files = []
+    for name, rec in (("capped", capped), ("hot", hot)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(rec))
+    cli("import", *map(str, files), check=True)
+
+    rows = {r["run_id"]: r for r in json.loads(cli("results", "--json", check=True).stdout)}
+    assert rows[capped["run_id"]]["throttled"] == "power-capped"
+    assert rows[hot["run_id"]]["throttled"] == "thermal slowdown"
+    assert rows[capped["run_id"]]["throttle"]["sm_clock_mhz_min"] == 1455
+    assert rows[plain_run["run_id"]]["throttled"] is None and rows[plain_run["run_id"]]["throttle"] is None
+
+    table = cli("results", check=True).stdout.splitlines()
+
+    def run_block(rid: str) -> str:
+        """The run's line (its id shown as a unique prefix) and its headline rows nested under it."""
+        start = next(n for n, ln in enumerate(table) if ln.split() and rid.startswith(ln.split()[0]))
+        end = next((n for n in range(start + 1, len(table)) if not table[n].startswith(" ")), len(table))
+        return "\n".join(table[start:end])
+
+    line = {rid: run_block(rid) for rid in rows}
+    assert "power-capped (SM 1,455-1,980 MHz)" in line[capped["run_id"]]
+    assert "thermal slowdown (SM 1,455-1,980 MHz)" in line[hot["run_id"]]
+    assert "power-capped" not in line[plain_run["run_id"]] and "thermal" not in line[plain_run["run_id"]]
