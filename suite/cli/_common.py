@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from perfsuite.cli._types import FiniteFloat
 from perfsuite.text import clean
 
 EXIT_USAGE = 2
@@ -149,3 +150,12 @@ def progress_bar(total: int, what: str) -> Iterator[Callable[[int], None]]:
             click.echo(f"{what}: {state['done']} of {total}", err=True)
 
     yield advance
+
+
+def price_per_hour_option(help: str) -> Callable[[Callable], Callable]:
+    """``--price-per-hour USD``, one definition for every command that prices runs (``run``
+    prices its records, ``submit`` a new system file): a finite number, not negative, read by
+    the same rule everywhere; ``help`` says what the price is used for there."""
+    return click.option(
+        "--price-per-hour", "price_per_hour", type=FiniteFloat(low=0), default=None, metavar="USD", help=help
+    )

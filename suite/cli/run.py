@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from perfsuite.cli._common import console, default_device, emit_json, fail, load_host
+from perfsuite.cli._common import console, default_device, emit_json, fail, load_host, price_per_hour_option
 from perfsuite.cli._types import (
     MAX_CALLS,
     MAX_NODES,
@@ -148,14 +148,7 @@ def _order(names: list[str]) -> list[str]:
     default=None,
     help="Capture a few calls after each timed loop: PyTorch profiler or Nsight Compute.",
 )
-@click.option(
-    "--price-per-hour",
-    "price_per_hour",
-    type=FiniteFloat(low=0),
-    default=None,
-    metavar="USD",
-    help="Price of one accelerator-hour: the record gets a cost per unit of work.",
-)
+@price_per_hour_option("Price of one accelerator-hour: the record gets a cost per unit of work.")
 @click.pass_context
 def run_cmd(
     ctx: click.Context,

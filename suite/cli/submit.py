@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import fail, open_db
-from perfsuite.cli._types import FiniteFloat
+from perfsuite.cli._common import fail, open_db, price_per_hour_option
 from perfsuite.cli.check import print_report, shown
 
 
@@ -41,13 +40,8 @@ from perfsuite.cli.check import print_report, shown
     show_default=True,
     help="Cooling, for a new system file.",
 )
-@click.option(
-    "--price-per-hour",
-    "price_per_hour",
-    type=FiniteFloat(low=0),
-    default=None,
-    metavar="USD",
-    help="Price of one accelerator-hour, for a new system file: results without their own cost are priced at it.",
+@price_per_hour_option(
+    "Price of one accelerator-hour, for a new system file: results without their own cost are priced at it."
 )
 @click.pass_context
 def submit_cmd(
