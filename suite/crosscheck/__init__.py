@@ -114,9 +114,10 @@ class CrossCheck:
         """The bare training loop (``perfsuite/crosscheck/training_reference.py ARGS``) started now, to build and
         compile while the run initialises: a ``perfsuite.crosscheck.training.BareLoopCheck``
         (``wait_ready()`` before the timed run, ``compare(...)`` after it)."""
-        from perfsuite.crosscheck.training import BareLoop, BareLoopCheck
+        from perfsuite.crosscheck.training import bare_loop_for
 
-        return BareLoopCheck(BareLoop(args, self._ctx.artifact_dir() / "bare-loop.log"), take_turns)
+        ctx = self._ctx  # at a world size above one, every rank starts its rank of the bare loop
+        return bare_loop_for(args, ctx.artifact_dir(), ctx.rank, ctx.world_size, ctx.local_rank, take_turns)
 
     def serving(self, suite_once: Callable[[], dict], spec: dict) -> dict:
         """AIPerf (else the bare asyncio reference client) against a serving endpoint, in turns

@@ -56,10 +56,13 @@ class BareLoop:
     compile and warm-up; ``block(steps)`` times that many steps there; ``close()`` ends it. Its
     stderr goes to ``log`` (kept beside the record)."""
 
-    def __init__(self, args: list[str], log: Path, script: Path | None = None) -> None:
+    def __init__(
+        self, args: list[str], log: Path, script: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.script = script or script_path()
         self.argv = [sys.executable, str(self.script), *args, "--serve"]
         self.log = log
+        self.env = env  # None: this process's environment (one rank)
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.proc: subprocess.Popen | None = None
 
@@ -69,7 +72,13 @@ class BareLoop:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as err:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                bufsize=1,
+                env=self.env,
             )
         threading.Thread(target=self._read, name="bare-loop-stdout", daemon=True).start()
 
@@ -120,6 +129,55 @@ class BareLoop:
         except OSError:
             return ""
         return (": " + " | ".join(line.strip() for line in lines if line.strip())) if lines else ""
+
+
+def rank_environment(rank: int, world: int, local_rank: int, port: int) -> dict[str, str]:
+    """The environment of one rank of the bare loop beside rank ``rank`` of a run: torchrun's
+    variables for a process group of its own (the run's master address, ``port``), without
+    torchrun's elastic-agent variables, which would send its rank 0 to the run's store instead
+    of serving its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(local_rank),
+        MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        MASTER_PORT=str(port),
+    )
+    return env
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (rank 0's choice for the bare loop's process group)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def agreed_port(world: int, rank: int) -> int:
+    """Rank 0's free port, broadcast over the run's process group so that every rank's bare
+    loop joins the same one."""
+    if world == 1:
+        return free_port()
+    import torch.distributed as dist
+
+    box = [free_port() if rank == 0 else 0]
+    dist.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
+def bare_loop_for(
+    args: list[str], artifacts: Path, rank: int, world: int, local_rank: int, take_turns: Callable[..., list[dict]]
+) -> "BareLoopCheck":
+    """The bare loop beside one rank of a run, started: alone on one rank, one rank of a bare
+    loop at the run's world size otherwise (its log is ``bare-loop.log``, or
+    ``bare-loop.rank<N>.log`` per rank)."""
+    if world == 1:
+        return BareLoopCheck(BareLoop(args, artifacts / "bare-loop.log"), take_turns)
+    env = rank_environment(rank, world, local_rank, agreed_port(world, rank))
+    return BareLoopCheck(BareLoop(args, artifacts / f"bare-loop.rank{rank}.log", env=env), take_turns)
 
 
 class BareLoopCheck:

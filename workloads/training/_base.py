@@ -6,7 +6,24 @@ A run: build the model, the optimizer and the input pipeline (MLLOG ``init_start
 ``target_accuracy`` (status ``success``), or when the step budget ``max_steps`` (or the
 time budget ``time_budget_s``, checked at evaluations) is spent (status ``aborted``, never
 ranked). ``run_stop`` ends the timed region; time-to-target is run_start -> run_stop as
-MLPerf times it, so the first step's compilation and every evaluation are inside it.
+MLPerf times it, every evaluation inside it.
+
+MLPerf's clock rules (``untimed_init``, on by default): model initialisation that touches no
+data may happen before ``run_start``, compilation included. So the training step is compiled and
+warmed up on synthetic batches (``random_batch``: shaped like the data, not drawn from it) before
+``init_stop``, and the model's weights and buffers, the optimizer, the learning-rate schedule and
+the random number generators are restored afterwards, so that the timed run starts from the
+state it would have started from without it. That untimed initialisation is recorded
+(``untimed_init_s``, beside the time to target); with ``untimed_init=false`` the first step's
+compilation is on the clock instead. The setting is a parameter, so runs with it on and off never
+share a comparability key.
+
+The training step is the model and its loss as one module, wrapped in DistributedDataParallel on
+several ranks, then compiled: torch.compile's DDP optimizer splits the graph at the gradient
+buckets, so each bucket's all-reduce overlaps the rest of the backward pass, and the loss sits in
+DDP's graph rather than in one compiled apart (on 4 H200s, GPT-2 124M at 16 sequences a GPU:
+1,497 sequences/s this way against 1,409 with the loss compiled apart and 1,439 with the model
+compiled inside DDP, whose backward is one graph that hands DDP every gradient at its end).
 
 Several ranks (``--nproc-per-node``) train one DistributedDataParallel model on a fixed
 global batch, each rank taking its share; evaluation is sharded and summed across ranks,
@@ -41,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 PRECISIONS = ("fp32", "bf16")
 MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
 FLOP_COUNT_BATCH = 2
+UNTIMED_WARMUP_STEPS = 2  # the compiling step, then one more (a recompilation would show there)
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,11 @@ class TrainingParams:
     pipeline: str = param("tensor", "input pipeline", choices=PIPELINES)
     loader_workers: int = param(0, "DataLoader worker processes / DALI threads")
     data_seed: int = param(0, "seed of the synthetic data set (the run's seed orders it and initialises the model)")
+    untimed_init: bool = param(
+        True,
+        "MLPerf's clock rules: compile and warm up on synthetic batches before run_start (the state restored "
+        "after it, no data touched), recorded as untimed_init_s; false: compilation on the clock",
+    )
 
 
 class TimeToTarget(Workload):
@@ -76,7 +99,7 @@ class TimeToTarget(Workload):
 
     category = "training"
     controls_honoured: ClassVar[tuple[str, ...]] = ()  # time to target runs on its own clock, not the timing loop
-    headline: ClassVar[Headline | None] = TIME_TO_TARGET  # MLPerf Training's figure
+    headline: ClassVar[Headline | None] = TIME_TO_TARGET  # MLPerf Training's figure, the untimed init beside it
     sample_unit: ClassVar[str] = "samples"
     channels_last: ClassVar[bool] = False
 
@@ -169,27 +192,47 @@ class TimeToTarget(Workload):
         # -- init: nothing here touches the training data ----------------------------
         ev.point("cache_clear", True)
         ev.start("init_start")
+        init_t0 = time.perf_counter()
         model = self.build_model().to(device)
         if cuda and self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         flops_per_sample = self._count_flops(model, device, amp)
         model_info = self.model_details(model)
-        train_model = model
+        # the model and its loss in one module (the loss compiled with the model, not eager: GPT-2's
+        # cross-entropy over 16 x 1024 x 50,304 logits upcast to float32 in eager kernels reads and
+        # writes them several times over), in DDP on several ranks, then compiled (module docstring)
+        train_model: Any = _with_loss(self, model)
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            train_model = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
-        # compile: the model and the loss, each through torch.compile (the loss compiled with it,
-        # not eager: GPT-2's cross-entropy over 16 x 1024 x 50,304 logits upcast to float32 in eager
-        # kernels reads and writes them several times over)
-        step_model = torch.compile(train_model) if p.compile else train_model
-        step_criterion = torch.compile(self.criterion) if p.compile else self.criterion
+            train_model = DistributedDataParallel(train_model, device_ids=[device.index] if cuda else None)
+        step_loss = torch.compile(train_model) if p.compile else train_model
         opt, sched = _optim.build(p, model.parameters(), fused=cuda)
         order = RankBatches(len(self.train_x), p.global_batch, rank, world, ctx.controls.seed)
+
+        def one_step(x: Any, y: Any, phase: Any) -> None:
+            with phase("forward"), amp():
+                loss = step_loss(x, y)
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                if p.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), p.grad_clip)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+
+        untimed_s = None
+        if p.untimed_init:
+            distributed.note_progress("compiling and warming up on synthetic batches (untimed)")
+            untimed_s = self._untimed_warmup(
+                lambda x, y: one_step(x, y, lambda _name: _Null()), model, opt, sched, device, order.per_rank, ctx
+            )
         stream = batches(p.pipeline, self.train_x, self.train_y, order, device, p.loader_workers)
         eval_x, eval_y = self.eval_x[rank::world].to(device), self.eval_y[rank::world].to(device)
         self._log_hyperparameters(ev, ctx, order)
         ev.end("init_stop")
+        init_s = time.perf_counter() - init_t0
         if bare is not None:
             bare.wait_ready()  # built and compiled: it holds its memory, idle, while this run is timed
         ctx.barrier()
@@ -210,19 +253,9 @@ class TimeToTarget(Workload):
             return round(samples / n_train, 6)
 
         def train_step(clock: PhaseClock, timed: bool) -> None:
-            phase = clock.compute if timed else (lambda _name: _Null())
             with clock.host("data_wait") if timed else _Null():
                 x, y = next(stream)
-            with phase("forward"), amp():
-                loss = step_criterion(self.outputs(step_model, x), y)
-            with phase("backward"):
-                loss.backward()
-            with phase("optimizer"):
-                if p.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), p.grad_clip)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
+            one_step(x, y, clock.compute if timed else (lambda _name: _Null()))
 
         for step in range(p.max_steps):
             samples = step * p.global_batch
@@ -236,7 +269,7 @@ class TimeToTarget(Workload):
                     epoch_count=round(p.eval_every * p.global_batch / n_train, 6),
                     samples_count=samples,
                 )
-            if step == 0:
+            if step == 0 and not p.untimed_init:
                 with clock.host("compile_warmup"):
                     train_step(clock, timed=False)
                     ctx.synchronize()
@@ -292,7 +325,7 @@ class TimeToTarget(Workload):
         steps_run = step + 1
         energy_j = self._total_energy(energy0, energy1, device, world)
         goodput = clock.split(wall)
-        self._record(ctx, reached, wall, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
+        self._record(ctx, reached, wall, init_s, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
         if bare is not None:  # after run_stop: the run's figures stand as measured
 
             def suite_block(steps: int) -> float:
@@ -332,6 +365,10 @@ class TimeToTarget(Workload):
                     "target_accuracy": p.target_accuracy,
                     "steps": steps_run,
                     "samples": steps_run * p.global_batch,
+                    "clock_rules": "mlperf" if p.untimed_init else "compilation on the clock",
+                    "untimed_init_s": init_s,
+                    "untimed_warmup_s": untimed_s,
+                    "data_parallel": "torch.compile(DistributedDataParallel(model + loss))" if world > 1 else None,
                 },
                 "goodput": goodput,
                 "evals": evals,
@@ -350,6 +387,7 @@ class TimeToTarget(Workload):
                     detail=f"reached at step {steps_run}",
                 )
             )
+            self._check_convergence(ctx, float(steps_run * p.global_batch))
         else:
             budget = f"the time budget of {p.time_budget_s:g} s" if out_of_time else "the step budget"
             ctx.abort(
@@ -359,17 +397,9 @@ class TimeToTarget(Workload):
 
     # -- pieces ----------------------------------------------------------------------
     def _start_bare_loop(self, ctx: "RunContext") -> Any:
-        """The cross-check's bare loop (``ctx.crosscheck.bare_loop``) of this model, batch,
-        precision, optimizer, clipping, schedule and compile setting; None, with the reason in
-        the record, where it cannot be compared (a bare loop runs on one device)."""
-        if ctx.world_size > 1:
-            ctx.details["crosscheck"] = {
-                "train": {
-                    "status": "skipped",
-                    "reason": f"the bare loop trains on one device; this run has {ctx.world_size} ranks",
-                }
-            }
-            return None
+        """The cross-check's bare loop (``ctx.crosscheck.bare_loop``) of this model, global batch,
+        precision, optimizer, clipping, schedule and compile setting, at the run's world size
+        (each rank starts its rank of it, on its own device)."""
         p = self.params
         args = [
             *self.reference_args(),
@@ -380,6 +410,64 @@ class TimeToTarget(Workload):
             *(["--compile"] if p.compile else []),
         ]
         return ctx.crosscheck.bare_loop(args)
+
+    def _check_convergence(self, ctx: "RunContext", samples: float) -> None:
+        """MLPerf's reference-convergence-point check (``perfsuite.analysis.convergence``): a run
+        that reached its target on fewer samples than the reference points for its global batch
+        allow fails it, so it is ``invalid`` and never ranked; where there is no reference for
+        this benchmark or batch the record says so and nothing is checked."""
+        from dataclasses import asdict
+
+        from perfsuite.analysis import convergence
+
+        try:
+            found = convergence.verdict(self.name, asdict(self.params), [samples])
+        except convergence.PointsError as exc:
+            found = {"status": "unchecked", "reason": str(exc)}
+        ctx.details["convergence"] = found
+        if found["status"] == "unchecked":
+            return
+        ctx.add_check(
+            Check(
+                "convergence",
+                found["status"] == "passed",
+                "samples to target >= the reference convergence points' minimum at this global batch",
+                error=found["samples_to_target"],
+                tolerance=found["min_samples"],
+                detail=found["note"],
+            )
+        )
+
+    def _untimed_warmup(
+        self, step: Any, model: Any, opt: Any, sched: Any, device: Any, per_rank: int, ctx: "RunContext"
+    ) -> float:
+        """Seconds of compiling and warming up the training step on synthetic batches before
+        run_start (MLPerf's untimed initialisation); the model's weights and buffers, the
+        optimizer, the schedule and the random number generators are then put back as they were."""
+        import torch
+
+        cuda = device.type == "cuda"
+        weights = copy.deepcopy(model.state_dict())
+        opt_state, sched_state = copy.deepcopy(opt.state_dict()), copy.deepcopy(sched.state_dict())
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state(device) if cuda else None
+        ctx.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(UNTIMED_WARMUP_STEPS):
+            x, y = self.random_batch(per_rank, device)
+            step(x, y)
+        ctx.synchronize()
+        seconds = time.perf_counter() - t0
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            model.load_state_dict(weights)  # in place: DDP and the compiled graph keep the same tensors
+        opt.load_state_dict(opt_state)
+        sched.load_state_dict(sched_state)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng, device)
+        ctx.synchronize()
+        return seconds
 
     def _count_flops(self, model: Any, device: Any, amp: Any) -> float:
         """FLOPs of one sample's forward and backward, counted on random inputs; the
@@ -469,6 +557,7 @@ class TimeToTarget(Workload):
         ctx: "RunContext",
         reached: bool,
         wall: float,
+        init_s: float,
         steps: int,
         accuracy: float,
         energy_j: float | None,
@@ -480,6 +569,8 @@ class TimeToTarget(Workload):
         samples = steps * p.global_batch
         prefix = "time_to_target_s" if reached else "run_time_s"
         ctx.add_metric("target", prefix, "s", [wall], higher_is_better=False, aggregate="max")
+        # beside it, what MLPerf's clock rules keep off it: init_start..init_stop, compilation included
+        ctx.add_metric("target", "untimed_init_s", "s", [init_s], higher_is_better=False, aggregate="max")
         ctx.add_metric(
             "target",
             "steps_to_target" if reached else "steps_run",
@@ -548,6 +639,22 @@ class TimeToTarget(Workload):
         from perfsuite.workloads.training._report import render
 
         return render(record)
+
+
+def _with_loss(workload: TimeToTarget, model: Any) -> Any:
+    """The model and the workload's loss as one module (``forward(x, y)`` gives the loss), so that
+    DDP's graph and the compiled one hold both."""
+    import torch
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x: Any, y: Any) -> Any:
+            return workload.criterion(workload.outputs(self.model, x), y)
+
+    return WithLoss()
 
 
 class _Null:

@@ -25,6 +25,18 @@ def render(record: dict) -> Any:
                 f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps"
             )
         )
+        if training.get("clock_rules"):
+            warm = training.get("untimed_warmup_s")
+            parts.append(
+                Text(
+                    f"clock: {training['clock_rules']}; untimed initialisation {training['untimed_init_s']:.1f} s"
+                    + (f" (compilation and warm-up on synthetic batches {warm:.1f} s)" if warm is not None else "")
+                )
+            )
+    convergence = d.get("convergence")
+    if convergence:
+        said = convergence.get("note") or convergence.get("reason")
+        parts.append(Text(f"reference convergence points: {convergence['status']}: {said}"))
     goodput = d.get("goodput")
     if goodput:
         t = Table(
