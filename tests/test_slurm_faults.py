@@ -121,6 +121,28 @@ def test_squeue_and_scancel_answering_badly_are_one_line_never_a_traceback(fake_
     assert f"perfsuite slurm wait {job_id} --job-dir {tmp_path / 'jobs'}" in proc.stderr  # how to watch again
 
 
+def test_resubmit_refuses_a_job_that_has_not_ended_and_reruns_what_an_ended_one_did_not_store(fake_env, tmp_path):
+    """From what squeue says: a running job is refused (exit 2, one line); a job that ended
+    with nothing stored gets the same command again, printed with --dry-run."""
+    job_id = _submitted_job(fake_env, tmp_path)
+    jobs = tmp_path / "jobs"
+    (folder,) = jobs.iterdir()
+    (step,) = [line for line in (folder / "job.sbatch").read_text().splitlines() if line.startswith("srun ")]
+    _fake(tmp_path / "bin", "squeue", f"echo '{job_id}|{job_id}|N/A|RUNNING|None|vm'")
+    running = run_cli(fake_env, "slurm", "resubmit", job_id, "--job-dir", str(jobs), timeout=120)
+    assert running.returncode == 2
+    assert running.stderr.strip().splitlines() == [
+        f"Error: job {job_id} has not ended (RUNNING on vm): resubmit it once it has"
+    ]
+    _fake(tmp_path / "bin", "squeue", f"echo '{job_id}|{job_id}|N/A|TIMEOUT|TimeLimit|vm'")
+    again = run_cli(fake_env, "slurm", "resubmit", job_id, "--job-dir", str(jobs), "--time", "2:00:00", "--dry-run")
+    assert again.returncode == 0, again.stderr
+    assert "#SBATCH --time=2:00:00" in again.stdout
+    (rerun,) = [line for line in again.stdout.splitlines() if line.startswith("srun ")]
+    assert rerun.split(" -m perfsuite ")[1] == step.split(" -m perfsuite ")[1]
+    assert len(list(jobs.iterdir())) == 1  # a dry run keeps nothing
+
+
 # -- the real cluster ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster():
@@ -279,34 +301,74 @@ def test_a_rank_killed_mid_collective_is_named_in_the_record_and_the_summary(env
 
 @pytest.mark.slow
 def test_a_sweep_cut_by_its_time_limit_is_resubmitted_for_its_unfinished_runs_only(env, tmp_path):
-    """A plan of two indices under a one-minute limit: index 0 finishes, index 1 (five runs of
-    a dozen seconds) is killed part way. `resubmit` runs index 1's missing runs and nothing
+    """A plan of two indices under a one-minute limit: index 0 finishes, index 1 (eight runs of
+    15 s) is killed part way. `resubmit` runs index 1's missing runs and nothing
     else; the registry then holds every run of the plan, each once."""
     plan = tmp_path / "sweep.toml"
     plan.write_text(
         'name = "sweep"\n[defaults]\ndevice = "cpu"\nquick = true\n'
         '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "1M", ops = "copy" }\n'
         '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "2M", ops = "copy" }\n'
-        "min_time_s = 12\nrepeat = 5\n"
+        "min_time_s = 15\nrepeat = 8\n"
     )
     first = run_cli(env, "run", "--plan", str(plan), "--slurm", "--time", "1", "--wait", timeout=JOB_TIMEOUT_S)
     assert first.returncode == 1, first.stderr
     job_id, _ = _submitted(first)
-    (cut,) = [s for s in first.stderr.splitlines() if s.startswith("Not finished: ")]
-    assert f"job {job_id} [1] TIMEOUT" in cut
+    cut = [s for s in first.stderr.splitlines() if s.startswith("Not finished: ")]
+    assert len(cut) == 1, first.stderr
+    assert f"job {job_id} [1] TIMEOUT" in cut[0]
     done_before = len(_records(env))
-    assert 2 <= done_before < 6
-    again = run_cli(env, "slurm", "resubmit", job_id, "--wait", timeout=JOB_TIMEOUT_S)
+    assert 2 <= done_before < 9
+    again = run_cli(env, "slurm", "resubmit", job_id, "--time", "10", "--wait", timeout=JOB_TIMEOUT_S)
     assert again.returncode == 0, again.stderr
     new_id, new_folder = _submitted(again)
     assert new_id != job_id
     job = json.loads((new_folder / "job.json").read_text())
     (task,) = job["tasks"]
     assert task["workloads"] == ["kernels.memory"]
-    assert task["repeat"] == 6 - done_before
+    assert task["repeat"] == 9 - done_before
     assert "size_bytes=2M" in " ".join(task["argv"])
     records = _records(env)
-    assert len(records) == 6
-    assert len({r["run_id"] for r in records}) == 6
-    sizes = sorted(r["params"]["size_bytes"] for r in records)
-    assert sizes == [1 << 20] + [2 << 20] * 5
+    assert len(records) == 9
+    assert len({r["run_id"] for r in records}) == 9
+    sizes = sorted(r["workload"]["params"]["size_bytes"] for r in records)
+    assert sizes == [1 << 20] + [2 << 20] * 8
+
+
+@pytest.mark.slow
+def test_a_rank_killed_under_torchrun_is_named_from_torchruns_root_cause(perfsuite_env):
+    """The same without SLURM: torchrun reports every rank's exit, rank 0's SIGTERM (its own
+    agent stopping it once rank 1 had failed) before the root cause; the record names the
+    root cause, rank 1, first."""
+    args = ["collectives.all_reduce", "--device", "cpu", "-p", "max_bytes=256", "--min-time", "60"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "run", *args, "--nproc-per-node", "2"],
+        env=perfsuite_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while (worker := _local_rank_worker(perfsuite_env, "1")) is None:
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.3)
+    worker.send_signal(signal.SIGKILL)
+    _, err = run.communicate(timeout=JOB_TIMEOUT_S)
+    assert run.returncode == 1, err
+    (record,) = _records(perfsuite_env)
+    assert record["error"].startswith("rank 1 died (SIGKILL); rank 0: "), record["error"]
+    assert "rank 0 died" not in record["error"]
+
+
+def _local_rank_worker(env: dict, rank: str) -> psutil.Process | None:
+    """A rank's measuring process of a run with this test's registry, once past joining."""
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            environ = proc.environ()
+            if environ.get("PERFSUITE_DB") == env["PERFSUITE_DB"] and environ.get("RANK") == rank:
+                note = Path(environ["PERFSUITE_SPEC"]).parent / f"rank-{rank}.progress.json"
+                if note.exists() and "joining" not in json.loads(note.read_text())["phase"]:
+                    return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError, ValueError, KeyError):
+            continue
+    return None

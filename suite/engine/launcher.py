@@ -440,6 +440,7 @@ LOG_READ_BYTES = 1 << 16
 # torchrun's report of a failed rank (torch.distributed.elastic's ChildFailedError):
 #   rank      : 1 (local_rank: 1)
 #   exitcode  : -9 (pid: 4242)
+TORCHRUN_ROOT_CAUSE = "Root Cause (first observed failure)"
 TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
@@ -475,8 +476,11 @@ def dead_ranks(launch: Launch, log_path: Path, wait_s: float = RANK_EXIT_WAIT_S)
     if launch.world_size <= 1:
         return []
     if launch.launcher == "torchrun":
-        exits = {(int(r), int(c)) for r, c in TORCHRUN_FAILURE.findall(_log_tail(log_path))}
-        return [_died(rank, code) for rank, code in sorted(exits) if code < 0]
+        # its "Root Cause (first observed failure)": the ranks listed before it are mostly those
+        # the agent itself stopped (SIGTERM) once the first had failed
+        text = _log_tail(log_path)
+        cause = TORCHRUN_FAILURE.search(text, max(text.rfind(TORCHRUN_ROOT_CAUSE), 0))
+        return [_died(int(cause.group(1)), int(cause.group(2)))] if cause and int(cause.group(2)) < 0 else []
     folder = rank_exit_folder(launch)
     if folder is None:
         return []

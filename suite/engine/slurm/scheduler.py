@@ -195,24 +195,26 @@ def tasks(job_id: str) -> list[TaskState]:
 
 def job_state(job_id: str) -> str | None:
     """The state of one job (an array task by its own id) as the controller has it; None
-    where the controller no longer knows it. SchedulerError where it cannot answer."""
-    done = _call(["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T"])
+    where the controller no longer knows it. SchedulerError where it cannot answer.
+    (An array's own id also names the whole array: the line of the task itself is picked.)"""
+    done = _call(["squeue", "--noheader", "--array", "--states=all", f"--jobs={job_id}", "--format=%A|%T"])
     if done.returncode != 0:
         if "Invalid job id" in done.stderr:
             return None
         raise SchedulerError(answer("squeue", done.stderr + done.stdout, done.cut))
     _whole("squeue", done)
-    states = done.stdout.split()
-    if not states:
-        return None
-    if not STATE.fullmatch(states[0]):
-        raise SchedulerError(f"squeue: cannot read its answer {one_line(done.stdout)!r}")
-    return states[0]
+    for line in done.stdout.split():
+        own, _, state = line.partition("|")
+        if not (JOB_ID.fullmatch(own) and STATE.fullmatch(state)):
+            raise SchedulerError(f"squeue: cannot read its answer: a line reads {one_line(line, 80)!r}")
+        if own == job_id:
+            return state
+    return None
 
 
 def job_steps(job_id: str) -> set[str]:
-    """The steps of a running job the controller knows (``JOB.STEP``); SchedulerError where it
-    cannot answer."""
+    """The steps of a running job the controller knows (``JOB.STEP``, ``ARRAYJOB_INDEX.STEP`` for
+    an array's task); SchedulerError where it cannot answer."""
     done = _call(["squeue", "--noheader", "--steps", f"--jobs={job_id}", "--format=%i"])
     if done.returncode != 0:
         raise SchedulerError(answer("squeue", done.stderr + done.stdout, done.cut))

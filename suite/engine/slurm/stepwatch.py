@@ -32,28 +32,19 @@ import time
 from pathlib import Path
 
 from perfsuite.engine.files import write_atomic
+from perfsuite.engine.slurm import scheduler
 
 PERIOD_ENV = "PERFSUITE_SLURM_STEP_WATCH_S"
 DEFAULT_PERIOD_S = 30.0  # a look per task every half minute: cheap for the controller of a large job
 JOB_DIR_ENV = "PERFSUITE_SLURM_JOB_DIR"  # set by perfsuite's job scripts: the job's folder, on shared storage
 LIVE_FOLDER = "live"
-# Job states after which the job's processes must be gone (the scheduler's list, plus the
-# states of a job being torn down without a node to confirm it).
-GONE_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "REVOKED",
-        "SPECIAL_EXIT",
-    }
-)
+
+# Ended without the node confirming it: the node's slurmd is gone, so are the kills it makes.
+UNCONFIRMED = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+# Any other end (cancelled, timed out, a step gone) is the node's slurmstepd's to carry out,
+# SIGTERM first (a run then stores what it finished), SIGKILL after the site's KillWait
+# (30 s by default): the watch fences only what is still there a minute later.
+SCHEDULER_KILL_GRACE_S = 60.0
 
 _started: threading.Thread | None = None
 
@@ -101,30 +92,44 @@ def start() -> threading.Thread | None:
 
 
 def _watch(job: str, step: str, period: float, marker: Path | None) -> None:
+    first_seen: float | None = None  # when the controller first said the step is over
     while True:
         time.sleep(period * random.uniform(0.8, 1.2))  # tasks of a large step do not ask at once
-        why = gone(job, step)
-        if why is not None:
+        why, unconfirmed = gone(job, step)
+        if why is None:
+            first_seen = None
+            continue
+        first_seen = first_seen or time.monotonic()
+        if unconfirmed or time.monotonic() - first_seen >= SCHEDULER_KILL_GRACE_S:
             fence(why, marker)
 
 
-def gone(job: str, step: str) -> str | None:
-    """Why the controller says this task's step is over, or None while it runs (or while the
-    controller does not answer: that is not a verdict)."""
-    from perfsuite.engine.slurm import scheduler
+def step_names(job: str, step: str) -> set[str]:
+    """The names the controller may list this task's step under: ``JOB.STEP``, and for an
+    array's task ``ARRAYJOB_INDEX.STEP``."""
+    names = {f"{job}.{step}"}
+    array_job, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array_job and index:
+        names.add(f"{array_job}_{index}.{step}")
+    return names
 
+
+def gone(job: str, step: str) -> tuple[str | None, bool]:
+    """Why the controller says this task's step is over (None while it runs, or while the
+    controller does not answer: that is not a verdict), and whether the job ended without
+    its node confirming that its processes are gone (NODE_FAIL: nobody else will end them)."""
     try:
         state = scheduler.job_state(job)
         if state is None:
-            return f"job {job} is no longer known to the controller"
-        if state in GONE_STATES:
-            return f"job {job} is {state}"
+            return f"job {job} is no longer known to the controller", False
+        if state in scheduler.ENDED:
+            return f"job {job} is {state}", state in UNCONFIRMED
         steps = scheduler.job_steps(job)
     except scheduler.SchedulerError:
-        return None
-    if steps and f"{job}.{step}" not in steps:
-        return f"step {job}.{step} is no longer known to the controller"
-    return None
+        return None, False
+    if steps and not steps & step_names(job, step):
+        return f"step {job}.{step} is no longer known to the controller", False
+    return None, False
 
 
 def fence(why: str, marker: Path | None) -> None:

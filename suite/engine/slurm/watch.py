@@ -37,7 +37,7 @@ RETRY_FOR_S = 600.0  # how long a scheduler that does not answer is asked again,
 RETRY_FIRST_S = 1.0  # the first pause between two asks; it doubles up to RETRY_MOST_S
 RETRY_MOST_S = 30.0
 # States whose processes the controller did not see end: the node's own ranks fence themselves.
-UNCONFIRMED = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+UNCONFIRMED = stepwatch.UNCONFIRMED
 # How long a task that ended NODE_FAIL is waited for, past its step-watch's period: the
 # look, killing its processes, and a record being written meanwhile.
 FENCE_GRACE_S = 30.0
