@@ -397,9 +397,12 @@ class Runner:
                     kill_tree(proc, launch.tag)
         # Anything the launch started and left behind (a rank that outlived torchrun) goes too.
         launcher.kill_tree(proc.pid, launch.tag)
+        launcher.note_rank_exit(launch, proc.returncode)  # for rank 0's side, on another task
         if not launch.records:
             return WorkerResult(status="skipped", started_at=started, finished_at=now())  # not reported here
         rank_errors = distributed.read_rank_errors(spec_path)
+        if timed_out or proc.returncode != 0 or rank_errors:  # a rank that died is named first
+            rank_errors = launcher.dead_ranks(launch, log_path) + rank_errors
         if timed_out:
             msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
             where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])
