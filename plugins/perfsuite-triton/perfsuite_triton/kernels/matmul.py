@@ -163,8 +163,8 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Any:
     precision = input_precision(a.dtype)
     if INTERPRETED:
         first = CONFIGS[0]
-        grid = (triton.cdiv(m, first.kwargs["BLOCK_M"]) * triton.cdiv(n, first.kwargs["BLOCK_N"]),)
-        _matmul_kernel[grid](
+        first_grid = (triton.cdiv(m, first.kwargs["BLOCK_M"]) * triton.cdiv(n, first.kwargs["BLOCK_N"]),)
+        _matmul_kernel[first_grid](
             *args, INPUT_PRECISION=precision, **first.kwargs, num_warps=first.num_warps, num_stages=first.num_stages
         )
     else:
