@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from perfsuite.analysis.layout import Column, FittedTable
 from perfsuite.cli._common import console, default_device, emit_json, load_host
 from perfsuite.text import plain
 
@@ -38,16 +39,14 @@ def list_cmd(names: tuple[str, ...], as_json: bool, device: str | None) -> None:
             del row["examples"]
         emit_json(rows if not errors else rows + [{"plugin_error": e} for e in errors])
         return
-    from perfsuite.analysis.layout import Column, FittedTable
-
-    t = FittedTable(
+    t = _WorkloadTable(
         (
             Column("name"),
-            Column("category", drop=3),
-            Column("v", justify="right", drop=4),
-            Column("plugin", drop=2),
+            Column("category", drop=4),
+            Column("v", justify="right", drop=2),
+            Column("plugin", drop=3),
             Column("available", wrap=True),
-            Column("description", wrap=True, drop=1),
+            Column("description", wrap=True),
         ),
         title=f"workloads (device: {device}); 'perfsuite describe NAME' for its parameters",
     )
@@ -70,3 +69,27 @@ def list_cmd(names: tuple[str, ...], as_json: bool, device: str | None) -> None:
         out.print(plain(f"workload {name!r} disabled: {conflict_text(owners)}", style="yellow"))
     for line in host.shadowed_lines():
         out.print(plain(line, style="yellow"))
+
+
+class _WorkloadTable(FittedTable):
+    """The listing's table. What a reader picks a workload by is its name, whether it runs here
+    and what it measures, so those three are always shown: the category (the name's first
+    part), the plugin and the version are left out first as the terminal narrows. Where even
+    the three do not fit side by side (about 90 columns), each workload is a block instead of
+    a table row, its description indented under its name and availability, rather than the
+    generic ``header  value`` stack, which would repeat six headers per workload."""
+
+    def stacked(self):
+        from rich.console import Group
+        from rich.padding import Padding
+        from rich.text import Text
+
+        name, available, description = 0, 4, 5
+        parts: list = [plain(self.title, style="bold")] if self.title else []
+        for row in self.rows:
+            parts.append(Text.assemble(plain(row[name], style="bold"), "  ", plain(row[available])))
+            if row[description]:
+                parts.append(Padding(plain(row[description]), (0, 0, 0, 2), expand=False))
+        note = "category, v and plugin left out for the width: 'perfsuite list --json' gives them"
+        parts.append(plain(note, style="dim"))
+        return Group(*parts)
