@@ -110,9 +110,11 @@ def test_squeue_and_scancel_answering_badly_are_one_line_never_a_traceback(fake_
     if command == "cancel":
         _fake(tmp_path / "bin", "scancel", body.replace("squeue", "scancel"))
         proc = run_cli(fake_env, "slurm", "cancel", job_id, *args, "--retry-for", "2", timeout=120)
-        _one_line_error(proc)
+        line = _one_line_error(proc)
         # scancel refusing is exit 2; one that answered 0 leaves the watch to a silent squeue: exit 3
-        assert proc.returncode == (2 if body.endswith("exit 1") else 3), proc.stderr[-2000:]
+        refused = body.endswith("exit 1")
+        assert proc.returncode == (2 if refused else 3), proc.stderr[-2000:]
+        assert line.startswith("Error: scancel: " if refused else "Error: squeue: "), line
         return
     proc = run_cli(fake_env, "slurm", command, job_id, *args, "--retry-for", "2", timeout=120)
     line = _one_line_error(proc)
