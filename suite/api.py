@@ -108,28 +108,37 @@ class Record(Mapping[str, Any]):
         return float(self.metric(name, case)["value"])
 
 
-def _device(requested: str | None) -> str:
-    if requested is not None:
-        return requested
-    from perfsuite.measure import nvml
-
-    return "cuda" if nvml.device_count() > 0 else "cpu"
-
-
-def _controls(controls: Any, quick: bool) -> Any:
-    """A Controls from a Controls, a mapping of run options, or None (the defaults)."""
-    from perfsuite.controls import QUICK_MIN_TIME_S, Controls
+def _options(controls: Any) -> dict[str, Any]:
+    """Run options by ``perfsuite run``'s names from a Controls, a mapping of run options, or
+    None (the defaults); a name that is not a run option is a ValueError."""
+    from perfsuite.controls import Controls
 
     if isinstance(controls, Controls):
-        return controls
+        return {name: getattr(controls, name) for name in CONTROL_NAMES}
     given = dict(controls or {})
     unknown = sorted(set(given) - set(CONTROL_NAMES))
     if unknown:
         raise ValueError(f"unknown controls {unknown}: valid: {', '.join(CONTROL_NAMES)}")
-    given["device"] = _device(given.get("device"))
-    if quick and given.get("min_time_s") is None and given.get("iterations") is None:
-        given["min_time_s"] = QUICK_MIN_TIME_S
-    return Controls(**{k: v for k, v in given.items() if v is not None})
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def run_requests(
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    controls: Any = None,
+    *,
+    quick: bool = False,
+    nproc_per_node: int | None = None,
+) -> list:
+    """The run :func:`run` makes for these arguments, built by the builder ``perfsuite run``
+    uses (:func:`perfsuite.engine.requests.build_requests`): the same arguments make the same
+    request (workload, parameters, controls, ranks) on both paths. ValueError for anything
+    that cannot run as asked."""
+    from perfsuite.engine.requests import build_requests
+    from perfsuite.plugins import get_host
+
+    options = {**_options(controls), "quick": quick, "nproc_per_node": nproc_per_node}
+    return build_requests(get_host(), [name], [(None, key, value) for key, value in (params or {}).items()], options)
 
 
 def run(
@@ -149,7 +158,8 @@ def run(
     ``warmup``, ``l2_flush``, ``cuda_graph``, ``timeout_s`` ...) or a ``perfsuite.controls.Controls``;
     ``quick``: start from the workload's quick preset; ``db``: the registry URL (default:
     ``$PERFSUITE_DB``); ``records_dir``: where record files go (default: ``$PERFSUITE_RECORDS``);
-    ``nproc_per_node``: ranks (default: the workload's minimum).
+    ``nproc_per_node``: ranks (default: as ``perfsuite run`` chooses them). The request is
+    :func:`run_requests`'s, built by the same function as ``perfsuite run``'s.
 
     A run that fails, times out or is skipped still returns its record (see ``Record.status``).
     Raises ValueError for a workload, parameter or control that does not exist or a run that
@@ -157,24 +167,12 @@ def run(
     registry fails before the measurement (nothing measured); ``RecordNotStored`` from the same
     module when the registry refused the record after it (its file is on disk: ``exc.path``).
     """
-    from perfsuite.engine import params as params_mod
-    from perfsuite.engine.launcher import LaunchOptions
     from perfsuite.engine.runner import Runner
-    from perfsuite.engine.runspec import RunRequest
     from perfsuite.engine.session import PreflightError, preflight
-    from perfsuite.plugins import UnknownWorkload, get_host
     from perfsuite.registry import check_url, open_registry
     from perfsuite.registry import records_dir as default_records_dir
 
-    host = get_host()
-    try:
-        entry = host.get(name)
-    except UnknownWorkload as exc:
-        raise ValueError(str(exc)) from None
-    resolved = params_mod.resolve(entry.cls, dict(params or {}), quick)  # ParamError is a ValueError
-    reqs = entry.cls.requirements
-    nproc = nproc_per_node or max(1, reqs.min_world_size)
-    req = RunRequest(entry, resolved, quick, _controls(controls, quick), LaunchOptions(nproc_per_node=nproc))
+    (req,) = run_requests(name, params, controls, quick=quick, nproc_per_node=nproc_per_node)
     folder = Path(records_dir) if records_dir is not None else default_records_dir()
     runner = Runner(lambda: open_registry(db), folder, echo=lambda line: print(line, file=sys.stderr))
     try:

@@ -23,10 +23,10 @@ from typing import Any
 import click
 
 from perfsuite.engine.params import INT_MAX, INT_MIN, parse_float, parse_int
+from perfsuite.engine.requests import MAX_SEED as MAX_SEED  # the seed's bound: the builder checks seed + repeat by it
 
 # The bounds of the run options, stated where they are enforced.
 MAX_REPEAT = 1000  # runs of one workload in one command (MLPerf asks for 5 to 10)
-MAX_SEED = 2**32 - 1  # numpy's seeders and PYTHONHASHSEED take no more
 MAX_SECONDS = 30 * 24 * 3600.0  # a timeout or a minimum time of thirty days
 MAX_CALLS = 2**31 - 1  # warm-up or timed calls of one run
 MAX_PROCESSES = 4096  # ranks on one node

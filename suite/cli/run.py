@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from perfsuite.cli._common import console, default_device, emit_json, fail, load_host, price_per_hour_option
+from perfsuite.cli._common import console, emit_json, fail, load_host, price_per_hour_option
 from perfsuite.cli._types import (
     MAX_CALLS,
     MAX_NODES,
@@ -19,51 +19,8 @@ from perfsuite.cli._types import (
     Endpoint,
     FiniteFloat,
 )
+from perfsuite.engine.requests import RUN_DEFAULTS, parse_param_items
 from perfsuite.text import clean, plain
-
-
-def _parse_param_options(items: tuple[str, ...], names: list[str], host) -> dict[str, dict[str, str]]:
-    """``k=v`` applies to every named workload that has ``k``; ``name:k=v`` to one. A key no
-    named workload has is an error."""
-    from perfsuite.engine.params import ParamError, param_fields, parse_assignments
-
-    per: dict[str, dict[str, str]] = {n: {} for n in names}
-    for item in items:
-        target = None
-        if ":" in item.split("=", 1)[0]:
-            target, item = item.split(":", 1)
-            if target not in per:
-                raise ParamError(f"--param {target}:{item}: {target!r} is not one of the workloads being run")
-        ((key, value),) = parse_assignments([item]).items()
-        hit = False
-        for n in [target] if target else names:
-            if key in param_fields(host.get(n).cls.Params):
-                per[n][key] = value
-                hit = True
-        if not hit:
-            raise ParamError(unknown_param_text(key, [target] if target else names, host))
-    return per
-
-
-def unknown_param_text(key: str, names: list[str], host) -> str:
-    """One line naming the parameters the workloads do have, the closest first."""
-    import difflib
-
-    from perfsuite.engine.params import param_fields
-
-    valid = sorted({p for n in names for p in param_fields(host.get(n).cls.Params)})
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    where = ", ".join(names)
-    listed = ", ".join(valid) or "none"
-    return f"unknown parameter {key!r} for {where}: {hint}valid: {listed} (perfsuite describe {names[0]})"
-
-
-def _order(names: list[str]) -> list[str]:
-    """The ceilings run goes first, so the runs after it get roofline fractions."""
-    from perfsuite.measure.roofline import CEILINGS_WORKLOAD
-
-    return sorted(names, key=lambda n: (n != CEILINGS_WORKLOAD,))
 
 
 @click.command("run")
@@ -179,131 +136,44 @@ def run_cmd(
 ) -> None:
     """Run workloads and record the results. With --quick and no NAMES: the quick suite; with
     --plan: every run of a plan, with the options given here applied to each."""
-    options = dict(
-        quick=quick,
-        device=device,
-        repeat=repeat,
-        timeout_s=timeout_s,
-        seed=seed,
-        deterministic=deterministic,
-        warmup=warmup,
-        iterations=iterations,
-        min_time_s=min_time_s,
-        l2_flush=l2_flush,
-        cuda_graph=cuda_graph,
-        nproc_per_node=nproc_per_node,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        rdzv_endpoint=rdzv_endpoint,
-        division=division,
-        reproduces=reproduces,
-        strict=strict,
-        profile=profile,
-        price_per_hour=price_per_hour,
-    )
-    host = load_host()
-    if plan_name is None:
-        requests = build_requests(host, names, param_items, options)
-        crosschecked = 0
-    else:
-        if names or param_items:
-            fail("--plan names its own workloads and parameters: give no NAMES or --param beside it")
-        given = {
-            name: value
-            for name, value in options.items()
-            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-        }
-        requests, crosschecked = plan_requests(ctx, host, plan_name, given)
+    requests, crosschecked = command_requests(ctx)
     check_rendezvous_ports(requests)
     outcome = execute(ctx, requests, as_json, crosscheck_table=bool(crosschecked))
     sys.exit(outcome.exit_code)
 
 
+def command_requests(ctx: click.Context) -> tuple[list, int]:
+    """The runs a parsed ``perfsuite run`` command line asks for (``ctx.params``, as click parsed
+    them), built by the builder ``perfsuite.run`` uses too; and how many of a plan's entries are
+    cross-checks. A plan's options are under those typed on the command line."""
+    p = ctx.params
+    options = {name: p[name] for name in RUN_DEFAULTS}
+    host = load_host()
+    if p["plan_name"] is None:
+        return build_requests(host, p["names"], p["param_items"], options), 0
+    if p["names"] or p["param_items"]:
+        fail("--plan names its own workloads and parameters: give no NAMES or --param beside it")
+    given = {
+        name: value
+        for name, value in options.items()
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+    return plan_requests(ctx, host, p["plan_name"], given)
+
+
 def build_requests(
     host, names: tuple[str, ...], param_items: tuple[str, ...], options: dict, extra_env: dict[str, str] | None = None
 ) -> list:
-    """The runs one command line asks for: each named workload (or, with ``quick`` and no
-    names, every workload) with its parameters resolved, once per repeat with its own seed.
-    Anything that cannot run as asked is one line and exit 2, before anything runs."""
-    from perfsuite.controls import QUICK_MIN_TIME_S
-    from perfsuite.engine import params as params_mod
-    from perfsuite.engine.launcher import LaunchOptions, default_nproc_per_node, gpus_visible, slurm_world
-    from perfsuite.engine.runner import repeat_seeds, resolve_controls
-    from perfsuite.engine.runspec import RunRequest
-    from perfsuite.plugins import UnknownWorkload
-    from perfsuite.schemas.cost import validate_price
+    """The runs one command line asks for (:func:`perfsuite.engine.requests.build_requests`,
+    the builder ``perfsuite.run`` calls too), ``--param`` as typed. Anything that cannot run as
+    asked is one line and exit 2, before anything runs."""
+    from perfsuite.engine.requests import RequestError
+    from perfsuite.engine.requests import build_requests as build
 
-    o = {**RUN_DEFAULTS, **options}
     try:
-        validate_price(o["price_per_hour"])
-    except ValueError as exc:
-        fail(f"--price-per-hour: {exc}")
-    if o["seed"] is not None and o["seed"] + o["repeat"] - 1 > MAX_SEED:
-        fail(
-            f"--seed {o['seed']} with --repeat {o['repeat']}: the last run's seed would be "
-            f"{o['seed'] + o['repeat'] - 1}, above {MAX_SEED} (2**32-1, the most the seeders take)"
-        )
-    quick = o["quick"]
-    if not names:
-        if not quick:
-            fail("name at least one workload, or use --quick alone for the quick suite")
-        names = tuple(host.workloads)
-    names_list = _order(list(dict.fromkeys(names)))
-    device = o["device"] or default_device()
-    try:
-        for n in names_list:
-            host.get(n)
-        per_params = _parse_param_options(param_items, names_list, host)
-        resolved = {n: params_mod.resolve(host.get(n).cls, per_params[n], quick) for n in names_list}
-    except (UnknownWorkload, params_mod.ParamError) as exc:
+        requests = build(host, names, parse_param_items(param_items), options, extra_env)
+    except RequestError as exc:
         fail(str(exc))
-    min_time_s = o["min_time_s"]
-    if min_time_s is None and quick:
-        min_time_s = QUICK_MIN_TIME_S
-    nnodes = o["nnodes"]
-    gpus = gpus_visible() if device == "cuda" else 0
-    requests = []
-    for n in names_list:
-        entry = host.get(n)
-        # The ranks follow the GPUs visible here unless told otherwise (--nproc-per-node); across
-        # nodes one per node unless told, and under srun every task is already one rank.
-        reqs = entry.cls.requirements
-        auto = default_nproc_per_node(reqs, device, gpus) if nnodes == 1 and slurm_world() == 1 else 1
-        nproc = o["nproc_per_node"] or auto
-        if reqs.max_world_size is not None and nnodes == 1 and nproc > reqs.max_world_size:
-            nproc = reqs.max_world_size  # --nproc-per-node is for the multi-rank workloads named beside it
-        launch = LaunchOptions(
-            nproc_per_node=nproc, nnodes=nnodes, node_rank=o["node_rank"], rdzv_endpoint=o["rdzv_endpoint"]
-        )
-        for i, s in enumerate(repeat_seeds(o["seed"], o["repeat"])):
-            controls = resolve_controls(
-                device=device,
-                seed=s,
-                deterministic=o["deterministic"],
-                warmup=o["warmup"],
-                iterations=o["iterations"],
-                min_time_s=min_time_s,
-                l2_flush=o["l2_flush"],
-                cuda_graph=o["cuda_graph"],
-                timeout_s=o["timeout_s"],
-                repeat_index=i,
-                repeat_count=o["repeat"],
-                profile=o["profile"],
-            )
-            requests.append(
-                RunRequest(
-                    entry,
-                    resolved[n],
-                    quick,
-                    controls,
-                    launch,
-                    division=o["division"],
-                    reproduces=o["reproduces"],
-                    strict=o["strict"],
-                    price_per_hour=o["price_per_hour"],
-                    extra_env=dict(extra_env or {}),
-                )
-            )
     return requests
 
 
@@ -528,28 +398,3 @@ def summary_ids(ctx: click.Context, records: list[dict]) -> dict[str, str] | Non
             return run_id_prefixes(registry, [r["run_id"] for r in records])
     except registry_failures():
         return None
-
-
-# The run options' defaults, as the command line has them (build_requests starts from these).
-RUN_DEFAULTS = dict(
-    quick=False,
-    device=None,
-    repeat=1,
-    timeout_s=None,
-    seed=None,
-    deterministic=False,
-    warmup=None,
-    iterations=None,
-    min_time_s=None,
-    l2_flush=False,
-    cuda_graph=False,
-    nproc_per_node=None,
-    nnodes=1,
-    node_rank=0,
-    rdzv_endpoint=None,
-    division="open",
-    reproduces=None,
-    strict=False,
-    profile=None,
-    price_per_hour=None,
-)
