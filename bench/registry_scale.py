@@ -36,7 +36,7 @@ import pg_cluster  # noqa: E402
 from factories import make_metric, make_record  # noqa: E402
 
 from perfsuite.registry import open_registry  # noqa: E402
-from perfsuite.registry.records import record_sha256  # noqa: E402
+from perfsuite.schemas.canonical import record_sha256  # noqa: E402
 
 WORKLOADS = 20
 HOSTS = 50

@@ -8,36 +8,24 @@
 
     check_url(url)                        # before a long run: RegistryError (one line) if it
                                           # cannot be opened; creates nothing
-    load_record_file(path); check_record(record)   # what ``perfsuite import`` checks per file
 
-Nothing here imports the runner, the CLI or any workload: the registry only knows records.
+The record rules (canonical form, hash, validation, reading a record file, and
+``seal_record``, which the engine, ``perfsuite import`` and ``perfsuite submit`` all call) live in
+``perfsuite.schemas``. Nothing here imports the runner, the CLI or any workload: the registry
+stores and queries records.
 """
 
 from __future__ import annotations
 
 from .db import Registry, check_url, default_url, open_registry, records_dir
 from .errors import RecordInvalid, RegistryError
-from .records import (
-    MAX_RECORD_BYTES,
-    canonical_json,
-    check_record,
-    load_record_file,
-    record_sha256,
-    validate_record,
-)
 
 __all__ = [
-    "MAX_RECORD_BYTES",
     "RecordInvalid",
     "Registry",
     "RegistryError",
-    "canonical_json",
-    "check_record",
     "check_url",
     "default_url",
-    "load_record_file",
     "open_registry",
-    "record_sha256",
     "records_dir",
-    "validate_record",
 ]

@@ -29,19 +29,13 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
+from perfsuite.schemas.canonical import SHA256_KEY, canonical_json, compact_record
+from perfsuite.schemas.reading import MAX_RECORD_DEPTH, nesting_depth, read_record_file
+from perfsuite.schemas.seal import seal_record
+from perfsuite.schemas.validate import checked_body, parse_timestamp
+
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Run, System, Workload
-from .records import (
-    MAX_RECORD_DEPTH,
-    SHA256_KEY,
-    canonical_json,
-    check_record_body,
-    checked_body,
-    compact_record,
-    nesting_depth,
-    parse_timestamp,
-    read_record_file,
-)
 from .store import check_physics, key_columns, system_key
 
 DEFAULT_BATCH = 5000
@@ -94,8 +88,8 @@ def prepare(item: Item) -> Prepared:
     """Check one record (a dict, or a record file's path) and render its rows. Raises
     :class:`RecordInvalid`."""
     record, finite = (item, False) if isinstance(item, dict) else read_record_file(item)
-    sha, text = check_record_body(record, finite)
-    return _render(record, sha, text)
+    sealed = seal_record(record, finite=finite)
+    return _render(record, sealed.sha256, sealed.body)
 
 
 def prepare_checked(record: dict) -> Prepared:

@@ -1,5 +1,6 @@
-"""The registry's two exceptions, each carrying a one-line message fit for a CLI error, and
-the one place where database and file-system failures become such a message."""
+"""The registry's two exceptions (the record rules' own, :mod:`perfsuite.schemas.errors`: a
+refused record is a registry refusal too), and the one place where database and file-system
+failures become a one-line message."""
 
 from __future__ import annotations
 
@@ -7,19 +8,10 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 
+from perfsuite.schemas.errors import RecordInvalid, one_line
+from perfsuite.schemas.errors import Refused as RegistryError
 
-class RegistryError(Exception):
-    """The registry refused an operation: a conflicting record, an unknown run id, a bad URL."""
-
-
-class RecordInvalid(RegistryError):
-    """A run record breaks the result schema, or its sha256 does not match its content."""
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """Collapse whitespace and cut long text, so that a message stays one readable line."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+__all__ = ["RecordInvalid", "RegistryError", "first_line", "one_line", "translated_errors"]
 
 
 def first_line(exc: BaseException) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from perfsuite.schemas.reading import kind
+
 from .errors import RegistryError
-from .reading import kind
 
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 URL_FORMS = "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"

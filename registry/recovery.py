@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfsuite.schemas.reading import load_record_file
+
 from .errors import RecordInvalid
-from .records import load_record_file
 from .store import check_storable
 
 RECORD_NAME = re.compile(r"[0-9a-f]{32}\.json")

@@ -19,11 +19,13 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
 from perfsuite.schemas import physics
+from perfsuite.schemas.canonical import canonical_json, compact_record
 from perfsuite.schemas.comparability import key_settings, settings_key
+from perfsuite.schemas.seal import seal_record
+from perfsuite.schemas.validate import parse_timestamp
 
 from .errors import RecordInvalid, RegistryError
 from .models import Environment, Metric, Run, System, Workload
-from .records import canonical_json, check_record, compact_record, parse_timestamp
 
 STORED = "stored"
 DUPLICATE = "duplicate"
@@ -169,9 +171,9 @@ def check_physics(record: dict) -> None:
 
 
 def check_storable(record) -> str:
-    """Everything a record must pass to be stored: :func:`check_record` (depth, schema, hash)
-    and :func:`check_physics`; its sha256."""
-    sha256 = check_record(record)
+    """Everything a record must pass to be stored: its seal (depth, schema, hash:
+    :func:`~perfsuite.schemas.seal.seal_record`) and :func:`check_physics`; its sha256."""
+    sha256 = seal_record(record).sha256
     check_physics(record)
     return sha256
 

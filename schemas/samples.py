@@ -20,7 +20,7 @@ before this encoding) or an object that says how to rebuild that array exactly, 
 
 B64 is standard base64. Every encoding is checked by decoding before it is used, so a record
 decodes to exactly the floats it was written from; the record's sha256 covers that decoded
-form (``registry.records.record_sha256``), so a record keeps its hash when its samples are
+form (``schemas.canonical.record_sha256``), so a record keeps its hash when its samples are
 re-encoded. The 4 MB ``data.host_to_device`` records (162,758 samples) come to under 200 KB.
 """
 

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
-from perfsuite.registry.reading import kind, parse_json, read_regular
+from perfsuite.schemas.reading import kind, parse_json, read_regular
 
 MANIFEST_NAME = ".perfsuite-manifest.json"
 MANIFEST_FORMAT = "perfsuite-owned-output"

@@ -19,7 +19,7 @@ import uuid as uuidlib
 from datetime import UTC, datetime, timedelta
 
 from perfsuite.measure import stats
-from perfsuite.registry.records import record_sha256
+from perfsuite.schemas.canonical import record_sha256
 from perfsuite.schemas.comparability import comparability_key
 
 DEFAULT_START = datetime(2026, 1, 15, 12, 0, 0, tzinfo=UTC)

@@ -9,8 +9,9 @@ import pytest
 from factories import make_record, sign
 from registry_support import table_counts
 
-from perfsuite.registry import RecordInvalid, RegistryError, canonical_json, open_registry
+from perfsuite.registry import RecordInvalid, RegistryError, open_registry
 from perfsuite.registry.bulk import store_many
+from perfsuite.schemas.canonical import canonical_json
 
 
 @pytest.fixture

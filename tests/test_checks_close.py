@@ -130,7 +130,7 @@ def test_a_close_refuses_a_float8_output_without_tolerances():
 
 
 def test_the_counts_land_in_a_schema_valid_record():
-    from perfsuite.registry.records import validate_record
+    from perfsuite.schemas.validate import validate_record
 
     c = close("bf16", _output(), _output().astype(np.float64) + 1.0)
     record = make_record(verification="failed")

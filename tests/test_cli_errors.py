@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from factories import make_record, sign
 
-from perfsuite.registry import MAX_RECORD_BYTES, RegistryError, check_url, open_registry
+from perfsuite.registry import RegistryError, check_url, open_registry
+from perfsuite.schemas.reading import MAX_RECORD_BYTES
 
 
 @pytest.fixture
@@ -199,7 +200,8 @@ def test_import_refuses_a_file_over_the_size_limit_before_reading_it(cli_fast, t
 
 
 def test_a_lone_surrogate_inside_a_record_is_refused_not_a_crash(tmp_path):
-    from perfsuite.registry import RecordInvalid, check_record
+    from perfsuite.registry import RecordInvalid
+    from perfsuite.schemas.validate import check_record
 
     record = make_record()
     record["error"] = "\ud800"

@@ -23,10 +23,10 @@ from registry_support import table_counts
 
 from perfsuite.registry import (
     RegistryError,
-    check_record,
-    load_record_file,
     open_registry,
 )
+from perfsuite.schemas.reading import load_record_file
+from perfsuite.schemas.validate import check_record
 
 FUZZ = settings(
     max_examples=150,

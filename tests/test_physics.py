@@ -85,7 +85,7 @@ def test_real_figures_pass_and_a_multi_gpu_launch_scales_the_bound():
 
 
 def test_the_repositorys_own_records_are_all_physical():
-    from perfsuite.registry.records import load_record_file
+    from perfsuite.schemas.reading import load_record_file
 
     paths = sorted((REPO / "submissions").rglob("results/**/*.json"))
     assert paths

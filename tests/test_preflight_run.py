@@ -14,7 +14,8 @@ import pytest
 
 from perfsuite.doctor import host_facts
 from perfsuite.doctor.host_facts import Fact
-from perfsuite.registry import RecordInvalid, validate_record
+from perfsuite.registry import RecordInvalid
+from perfsuite.schemas.validate import validate_record
 from tests.factories import make_record, sign
 from tests.test_cli_errors import one_error_line
 
@@ -109,9 +110,9 @@ def test_a_bad_db_is_one_line_before_the_run(cli_here, tmp_path):
 
 def test_ncu_refuses_several_ranks(monkeypatch):
     from perfsuite.controls import Controls
-    from perfsuite.engine import profiling
     from perfsuite.engine.launcher import LaunchOptions
     from perfsuite.engine.session import profile_unmet
+    from perfsuite.measure import profiling
 
     monkeypatch.setattr(profiling.shutil, "which", lambda name: f"/usr/bin/{name}")
     one = SimpleNamespace(controls=Controls(device="cuda", profile="ncu"), launch=LaunchOptions(nproc_per_node=1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfsuite.registry import record_sha256
+from perfsuite.schemas.canonical import record_sha256
 
 WORKLOAD = """
 from dataclasses import dataclass

@@ -12,7 +12,7 @@ import pytest
 from factories import make_record
 
 from perfsuite.registry.errors import RecordInvalid
-from perfsuite.registry.records import _MAY_DIFFER, _may_differ, canonical_bytes, canonical_json, hashed_body
+from perfsuite.schemas.canonical import _MAY_DIFFER, _may_differ, canonical_bytes, canonical_json, hashed_body
 
 
 def _floats(n: int) -> list[float]:

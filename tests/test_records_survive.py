@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from safety_support import PLUGIN, RUN_ARGS, can_mount, leftovers, signal_in_window, tmpfs, wait_for_no_leftovers
 
-from perfsuite.registry import check_record
+from perfsuite.schemas.validate import check_record
 from tests.conftest import run_cli
 
 KILL_TRIES = int(os.environ.get("PERFSUITE_SAFETY_KILL_TRIES", "4"))

@@ -23,11 +23,10 @@ from perfsuite import registry
 from perfsuite.registry import (
     RecordInvalid,
     RegistryError,
-    canonical_json,
     open_registry,
-    record_sha256,
 )
 from perfsuite.registry.models import Base, Run
+from perfsuite.schemas.canonical import canonical_json, record_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 

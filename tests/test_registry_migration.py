@@ -17,8 +17,8 @@ from registry_support import git, run_older_code
 
 from perfsuite.registry import open_registry
 from perfsuite.registry.db import head_revision
-from perfsuite.registry.records import check_record
 from perfsuite.schemas.samples import MIN_ENCODED, metric_samples
+from perfsuite.schemas.validate import check_record
 
 REPO = Path(__file__).resolve().parent.parent
 OLD_COMMIT = "8514ae0458ec84b4e499ca1b215548fb41b6f8a9"  # main before the samples encoding (schema head 0003)

@@ -20,11 +20,11 @@ from sqlalchemy import inspect, text
 from perfsuite.registry import (
     RecordInvalid,
     RegistryError,
-    canonical_json,
     open_registry,
 )
 from perfsuite.registry.db import head_revision
 from perfsuite.registry.models import Base
+from perfsuite.schemas.canonical import canonical_json
 
 pytestmark = [
     pytest.mark.slow,

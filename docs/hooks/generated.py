@@ -226,7 +226,7 @@ def best_headline(record: dict) -> dict | None:
 
 def submitted_records_table() -> str:
     """One row per record under ``submissions/<org>/results/``, by system, workload and date."""
-    from perfsuite.registry.records import load_record_file
+    from perfsuite.schemas.reading import load_record_file
 
     rows = []
     for path in SUBMISSIONS.glob("*/results/*/*/*.json"):

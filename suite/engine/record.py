@@ -28,7 +28,9 @@ from perfsuite.engine.files import write_atomic
 from perfsuite.engine.runspec import WorkerResult
 from perfsuite.measure import roofline
 from perfsuite.schemas import RESULT_SCHEMA_VERSION
+from perfsuite.schemas.canonical import record_text
 from perfsuite.schemas.comparability import comparability_key
+from perfsuite.schemas.seal import seal_record
 from perfsuite.workload import harness_params, headline_declaration
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -279,21 +281,16 @@ def _headline_dict(cls) -> dict | None:
 
 
 def finalize(record: dict) -> dict:
-    """Hash and validate the record, once: the file written next is what the registry stores."""
-    from perfsuite.registry import record_sha256, validate_record
-
-    record.pop("sha256", None)
-    record["sha256"] = record_sha256(record)
-    validate_record(record)
-    return record
+    """Seal the record (hash and validate it, once: :func:`~perfsuite.schemas.seal.seal_record`,
+    as ``perfsuite import`` and ``perfsuite submit`` do): the file written next is what the
+    registry stores."""
+    return seal_record(record, new=True).record
 
 
 def write_files(record: dict, records_dir: Path) -> Path:
     """The record's JSON file and its MLLOG twin, each written atomically; the JSON path."""
     records_dir.mkdir(parents=True, exist_ok=True)
     path = records_dir / f"{record['run_id']}.json"
-    from perfsuite.registry.records import record_text
-
     write_atomic(path, record_text(record))  # long sample lists encoded: the same sha256
     mllog.write(record, path.with_suffix(".mllog"))
     return path

@@ -154,9 +154,9 @@ def recover(registry, path: Path, records_dir: Path) -> tuple[dict, str]:
     """Seal the kept result at ``path`` into its record, write the record's file into
     ``records_dir`` and store it: (record, "stored" or "duplicate"). The kept folder goes once
     the registry holds the record. A second call finds the record's file and stores that."""
-    from perfsuite.registry import RecordInvalid
-    from perfsuite.registry.records import load_record_file
     from perfsuite.registry.store import check_storable
+    from perfsuite.schemas.errors import RecordInvalid
+    from perfsuite.schemas.reading import load_record_file
 
     kept = read_kept(path)
     record_file = records_dir / f"{kept.run_id}.json"

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from perfsuite.engine.files import write_atomic
+from perfsuite.files import write_atomic
 
 JOB_FILE = "job.json"
 SCRIPT_FILE = "job.sbatch"
@@ -117,7 +117,9 @@ def stored_records(job: Job, seen: dict[Path, dict] | None = None) -> dict[int, 
     hash) as ``perfsuite import`` checks it; a file that fails is an error, never skipped.
     ``seen``: records already read, by path (a record file is written once, whole), so that
     following a long job does not read and check every record at every look."""
-    from perfsuite.registry import RecordInvalid, check_record, load_record_file
+    from perfsuite.schemas.errors import RecordInvalid
+    from perfsuite.schemas.reading import load_record_file
+    from perfsuite.schemas.seal import seal_record
 
     seen = {} if seen is None else seen
     out: dict[int, list[dict]] = {}
@@ -127,7 +129,7 @@ def stored_records(job: Job, seen: dict[Path, dict] | None = None) -> dict[int, 
                 continue
             try:
                 record = load_record_file(path)
-                check_record(record)
+                seal_record(record)
             except RecordInvalid as exc:
                 raise RecordInvalid(f"{path}: {exc}") from exc
             seen[path] = record

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from perfsuite.owned_output import OutputRefused
 from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
-from perfsuite.registry.reading import load_json_file, read_regular
-from perfsuite.registry.records import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, record_text
+from perfsuite.schemas.reading import MAX_RECORD_BYTES, MAX_RECORD_DEPTH, load_json_file, read_regular
+from perfsuite.schemas.seal import seal_record
 
 from .tree import (
     MLLOG_SUFFIX,
@@ -135,7 +135,7 @@ def _plan(
             writes.append((dest, copied))
             writes.append((mllog_dest, twin if twin is not None else mllog_text(record).encode("utf-8")))
         else:
-            writes.append((dest, record_text(record).encode("utf-8")))
+            writes.append((dest, seal_record(record).text.encode("utf-8")))  # the registry's copy, checked again
             writes.append((mllog_dest, mllog_text(record).encode("utf-8")))
         written.append(dest)
     return writes, written

@@ -16,7 +16,7 @@ none: a submitter fixes them all in one go. The rules:
   into a loop or to nothing; symlinks are never followed, and records and system files are
   regular files (a FIFO, a device or a socket is named, never opened);
 - files are read with bounds: size, JSON nesting depth and integer length, the same for
-  system files as for records (:mod:`perfsuite.registry.reading`);
+  system files as for records (:mod:`perfsuite.schemas.reading`);
 - each record follows the result schema, its sha256 matches its content, its figures are
   physical (:mod:`perfsuite.schemas.physics`), it was a ``success`` whose verification
   ``passed``, and it lies at
@@ -56,17 +56,22 @@ from sqlalchemy import select
 from perfsuite import schemas
 from perfsuite.registry.errors import RecordInvalid, RegistryError, one_line
 from perfsuite.registry.models import Run, Submission, SubmittedSystem
-from perfsuite.registry.reading import MAX_INTEGER_DIGITS, kind, load_json_file, read_regular
-from perfsuite.registry.records import (
-    MAX_RECORD_BYTES,
-    MAX_RECORD_DEPTH,
+from perfsuite.registry.store import IMPOSSIBLE
+from perfsuite.schemas.canonical import (
     canonical_json,
-    load_record_file,
     record_text,  # noqa: F401 - callers read a tree's record text from here
 )
-from perfsuite.registry.store import IMPOSSIBLE
 from perfsuite.schemas.comparability import comparability_key
 from perfsuite.schemas.cost import result_cost, validate_price
+from perfsuite.schemas.reading import (
+    MAX_INTEGER_DIGITS,
+    MAX_RECORD_BYTES,
+    MAX_RECORD_DEPTH,
+    kind,
+    load_json_file,
+    load_record_file,
+    read_regular,
+)
 
 if TYPE_CHECKING:
     from perfsuite.registry.bulk import Prepared
@@ -384,7 +389,7 @@ def check_record_file(path: Path) -> tuple[dict, "Prepared"] | str:
     """Read and check one record file once (regular file, size, UTF-8, bounded JSON, schema,
     sha256, physics) and render its registry rows; or the problem, worded for ``perfsuite check``."""
     from perfsuite.registry.bulk import prepare_checked
-    from perfsuite.registry.records import validate_schema
+    from perfsuite.schemas.validate import validate_schema
 
     try:
         record = load_record_file(path)  # regular file, size limit, UTF-8, bounded JSON

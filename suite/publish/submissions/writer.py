@@ -22,7 +22,7 @@ import unicodedata
 from pathlib import Path
 
 from perfsuite.owned_output import PARENTS_HINT, OutputRefused
-from perfsuite.registry.reading import kind
+from perfsuite.schemas.reading import kind
 
 # Unicode categories that are no printable part of a name: controls (a newline, ESC), format
 # characters (a right-to-left override that shows a name backwards), line and paragraph separators.

@@ -17,11 +17,20 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .errors import RecordInvalid, one_line
 
 # Integers in records and system files are counts, sizes, seeds and ids: 20 digits hold any
 # 64-bit value; twice that is generous and keeps Python's int() far from its slow path.
 MAX_INTEGER_DIGITS = 40
+# A record file larger than this is refused before it is read. Real records are far
+# smaller (a few hundred KiB with every raw sample of a long sweep); the limit keeps a
+# stray or hostile file from filling memory and the database.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+# Deepest nesting of objects and arrays a record may have. Records nest about 8 deep; the
+# limit stays well below where Python's recursive JSON and schema code would overflow.
+MAX_RECORD_DEPTH = 64
 
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -122,3 +131,23 @@ def parse_json(data: bytes, max_depth: int) -> Any:
 def load_json_file(path: str | os.PathLike, limit: int, max_depth: int, what: str = "a JSON file") -> Any:
     """:func:`read_regular` then :func:`parse_json`."""
     return parse_json(read_regular(path, limit, what), max_depth)
+
+
+def load_record_file(path: str | os.PathLike) -> Any:
+    """:func:`read_record_file`'s document."""
+    return read_record_file(path)[0]
+
+
+def read_record_file(path: str | os.PathLike) -> tuple[Any, bool]:
+    """Read and parse one record file, refusing (as :class:`RecordInvalid`) anything but a
+    regular file (checked before it is opened: no FIFO, device or symlink), a file over
+    :data:`MAX_RECORD_BYTES` (before reading it), text that is not UTF-8 and text that is not
+    JSON (integer size and nesting bounded: :func:`parse_json`). The document is
+    returned unchecked (pass it to ``perfsuite.schemas.seal.seal``), with whether orjson parsed it (then it
+    holds no NaN or infinity: the ``finite`` of seal)."""
+    data = read_regular(path, MAX_RECORD_BYTES)
+    try:
+        return orjson.loads(data), True
+    except orjson.JSONDecodeError:
+        pass  # json decides, with its own message (and what orjson refuses that json reads: big integers)
+    return parse_json(data, MAX_RECORD_DEPTH), False
