@@ -40,7 +40,7 @@ def test_the_three_line_example_runs_and_stores_a_run(perfsuite_env):
     listing, run, results = outputs
     assert re.search(r"^kernels\.gemm\s.*\byes\b", listing, re.MULTILINE), listing
     header = next(line for line in run.splitlines() if line.startswith("workload "))
-    shown = "workload case metric value unit 95% CI time/call status run".split()
+    shown = ["workload", "case", "metric", "value", "unit", "95%", "CI", "time/call", "status", "run"]
     assert [h for h in header.split() if h in shown] == shown, header
     row = next(line for line in run.splitlines() if line.startswith("kernels.gemm "))
     run_id = row.split()[-1]
