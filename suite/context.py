@@ -269,7 +269,7 @@ class RunContext:
         during it). torch: a Chrome trace kept beside the record and a summary in
         ``details["profile"][label]``; ncu: the calls between cudaProfilerStart and Stop, for
         the Nsight Compute the runner started around this process (it summarises the log)."""
-        from perfsuite.engine import profiling
+        from perfsuite.measure import profiling
 
         if self.controls.profile == "torch":
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "case"

@@ -26,7 +26,7 @@ class Controls:
     repeat_index: int = 0
     repeat_count: int = 1
     profile: str | None = (
-        None  # "torch" or "ncu": capture a few calls after each timed loop (perfsuite.engine.profiling)
+        None  # "torch" or "ncu": capture a few calls after each timed loop (perfsuite.measure.profiling)
     )
 
     def to_dict(self) -> dict:

@@ -18,10 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine.files import write_atomic
-from perfsuite.engine.launcher import (
-    SPEC_ENV,  # set in every rank's environment: the spec file of the run
-)
+from perfsuite.files import write_atomic
+from perfsuite.processes import SPEC_ENV  # set in every rank's environment: the spec file of the run
 
 TOPOLOGY_TIMEOUT_S = 20.0
 

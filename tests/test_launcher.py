@@ -1,5 +1,5 @@
 """The launcher: the commands it builds (local, torchrun one node and several, SLURM tasks),
-SLURM's host lists, the environment every GPU process gets, and the clean-up of process
+SLURM's host lists, the environment every GPU process gets, and (perfsuite.processes) the clean-up of process
 trees whose members live in sessions of their own (as torchrun's ranks do)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from perfsuite import distributed
+from perfsuite import distributed, processes
 from perfsuite.engine import launcher
 from perfsuite.engine.launcher import LaunchError, LaunchOptions, build, expand_hostlist
 
@@ -69,7 +69,7 @@ def test_single_process_is_a_plain_worker(tmp_path):
     la = build(spec, LaunchOptions(), "cpu")
     assert la.launcher == "local" and la.world_size == 1 and la.records
     assert la.argv == [sys.executable, "-m", "perfsuite.engine.worker", spec]
-    assert la.env[launcher.SPEC_ENV] == spec and la.env[launcher.TAG_ENV] == la.tag
+    assert la.env[processes.SPEC_ENV] == spec and la.env[processes.TAG_ENV] == la.tag
 
 
 def test_one_node_torchrun_is_standalone_and_gpu_runs_keep_nvlink_multicast_off(tmp_path):
@@ -193,11 +193,11 @@ def _wait_for_descendants(pid: int, n: int) -> list[psutil.Process]:
 
 
 def test_kill_tree_reaches_ranks_in_their_own_sessions():
-    env = dict(os.environ, **{launcher.TAG_ENV: "test-" + os.urandom(6).hex()})
+    env = dict(os.environ, **{processes.TAG_ENV: "test-" + os.urandom(6).hex()})
     root = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True, env=env)
     kids = _wait_for_descendants(root.pid, 4)
     assert any(os.getsid(k.pid) != os.getsid(root.pid) for k in kids)
-    launcher.kill_tree(root.pid)
+    processes.kill_tree(root.pid)
     root.wait(timeout=10)
     _gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive
@@ -206,7 +206,7 @@ def test_kill_tree_reaches_ranks_in_their_own_sessions():
 def test_kill_tree_finds_tagged_orphans_whose_parent_is_gone(tmp_path):
     """A rank re-parented after its agent was killed is found by the launch tag."""
     tag = "test-" + os.urandom(6).hex()
-    env = dict(os.environ, **{launcher.TAG_ENV: tag})
+    env = dict(os.environ, **{processes.TAG_ENV: tag})
     pidfile = tmp_path / "orphan.pid"
     # The parent starts the orphan-to-be and exits at once.
     parent = subprocess.Popen(
@@ -221,7 +221,7 @@ def test_kill_tree_finds_tagged_orphans_whose_parent_is_gone(tmp_path):
     parent.wait(timeout=30)
     orphan = psutil.Process(int(pidfile.read_text()))
     assert orphan.is_running()
-    launcher.kill_tree(parent.pid, tag=tag)  # the parent's pid is gone (or someone else's now)
+    processes.kill_tree(parent.pid, tag=tag)  # the parent's pid is gone (or someone else's now)
     orphan.wait(timeout=10)
     assert not orphan.is_running()
 
@@ -229,11 +229,11 @@ def test_kill_tree_finds_tagged_orphans_whose_parent_is_gone(tmp_path):
 def test_kill_tree_leaves_a_reused_pid_alone():
     """A pid that is not (or no longer) a launch's process: untagged, or another launch's."""
     env = dict(os.environ)
-    env.pop(launcher.TAG_ENV, None)
+    env.pop(processes.TAG_ENV, None)
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env)
     try:
-        launcher.kill_tree(bystander.pid)
-        launcher.kill_tree(bystander.pid, tag="not-its-tag")
+        processes.kill_tree(bystander.pid)
+        processes.kill_tree(bystander.pid, tag="not-its-tag")
         time.sleep(0.2)
         assert bystander.poll() is None and psutil.Process(bystander.pid).status() != psutil.STATUS_STOPPED
     finally:

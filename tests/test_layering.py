@@ -3,7 +3,8 @@ workloads and the Triton plugin import only the host's public API (``perfsuite._
 its public modules), never a plugin, another family or the registry; the registry imports
 nothing of the host but the record rules (``perfsuite.schemas``); publishing
 (``perfsuite.publish``) reads the registry, the record rules and the analysis, and only the CLI
-imports it; only the CLI imports the CLI; and without torch, the torch workloads are listed unavailable with the reason instead of
+imports it; only the CLI imports the CLI; no import runs up the host's floors (measurement <
+the plugin API < what reads results < the engine < the front doors: ``FLOORS``); and without torch, the torch workloads are listed unavailable with the reason instead of
 failing when run."""
 
 from __future__ import annotations
@@ -353,3 +354,117 @@ def test_nothing_imports_the_source_folders_by_their_folder_names():
         if folder_import.match(line) and "not perfsuite." not in line
     ]
     assert offenders == []
+
+
+# -- the floors of the host ------------------------------------------------------------------------
+# Bottom to top; a module imports only modules on its own floor or below. A name is a package
+# (everything under it) or a module; ``perfsuite`` itself is only the package's __init__.
+FLOORS = (
+    (
+        "measurement and the basics",
+        (
+            "perfsuite.measure",  # timing, statistics, NVML, roofline, profiling
+            "perfsuite.processes",  # what a launch tags and how it is killed
+            "perfsuite.files",  # atomic writes
+            "perfsuite.owned_output",
+            "perfsuite.controls",
+            "perfsuite.dtypes",
+            "perfsuite.text",
+            "perfsuite.version",
+            "perfsuite.plans",  # data
+        ),
+    ),
+    (
+        "the plugin API",
+        (
+            "perfsuite.case",
+            "perfsuite.checks",
+            "perfsuite.context",
+            "perfsuite.workload",
+            "perfsuite.distributed",
+            "perfsuite.inputs",
+            "perfsuite.copies",
+            "perfsuite.fused_chain",
+            "perfsuite.headlines",
+            "perfsuite.hookspecs",
+            "perfsuite.plugins",
+            # the reference tools a workload reaches through RunContext.crosscheck and the
+            # do_bench comparison of RunContext.measure: the context imports them
+            "perfsuite.crosscheck",
+        ),
+    ),
+    ("what reads results", ("perfsuite.analysis", "perfsuite.doctor", "perfsuite.publish")),
+    ("the engine", ("perfsuite.engine",)),
+    ("the front doors", ("perfsuite.cli", "perfsuite.api", "perfsuite.testing", "perfsuite", "perfsuite.__main__")),
+)
+# Folders of the namespace with rules of their own above (the families, the registry, the record rules).
+OWN_RULES = ("perfsuite.workloads", "perfsuite.registry", "perfsuite.schemas")
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of a module (the longest name of :data:`FLOORS` it is inside), None if on none."""
+    held = [
+        (len(name), index)
+        for index, (_, names) in enumerate(FLOORS)
+        for name in names
+        if module == name or (name != "perfsuite" and module.startswith(name + "."))
+    ]
+    return max(held)[1] if held else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every arrow from a module to one on a higher floor, naming both floors."""
+    bad = []
+    for name, deps in sorted(graph.items()):
+        own = floor_of(name)
+        for dep in sorted(deps):
+            up = floor_of(dep)
+            if own is not None and up is not None and up > own:
+                bad.append(f"{name} -> {dep}: {FLOORS[own][0]} imports {FLOORS[up][0]}")
+    return bad
+
+
+def test_no_import_runs_up_the_floors():
+    """The host's floors, bottom to top: measurement and the basics (``perfsuite.measure``,
+    ``processes``, ``files``, ``controls`` ...) < the plugin API (``case``, ``checks``,
+    ``context``, ``workload``, ``distributed``, ``inputs``, ``plugins`` and the cross-checks the
+    context reaches) < what reads results (``analysis``, ``doctor``, ``publish``) < the engine <
+    the front doors (``cli``, ``perfsuite.run`` in ``api``, ``testing``, the package itself). A
+    module imports its own floor and those below, never one above: the plugin API never
+    imports the engine, measurement never imports the API. Every module of the host is on a floor."""
+    graph = import_graph()
+    host = {name for name in graph if name == "perfsuite" or not name.startswith(OWN_RULES)}
+    assert {"perfsuite.processes", "perfsuite.measure.profiling", "perfsuite.engine.requests"} <= host
+    assert sorted(name for name in host if floor_of(name) is None) == []
+    assert upward_imports(graph) == []
+
+
+def test_the_floors_rule_catches_what_it_forbids(tmp_path):
+    """Modules planted with the imports that ran up the floors (typing-only and function-local
+    ones included) are each caught; the imports down the floors beside them are not."""
+    planted = {
+        "perfsuite.distributed": "from perfsuite.engine.launcher import SPEC_ENV\nfrom perfsuite.files import write_atomic\n",
+        "perfsuite.context": "def profile():\n    from perfsuite.engine import launcher\n    from perfsuite.measure import profiling\n",
+        "perfsuite.crosscheck.nccl_tests": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from perfsuite.engine.runner import Runner\nfrom perfsuite.processes import kill_family\n",
+        "perfsuite.measure.timing": "import perfsuite.checks\nfrom perfsuite import text\n",
+        "perfsuite.engine.runner": "from perfsuite.cli import run\nfrom perfsuite import processes\n",
+        "perfsuite.cli.run": "from perfsuite.engine.requests import build_requests\n",
+    }
+    files = namespace_files()
+    graph = import_graph()
+    for name, source in planted.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        deps = set()
+        for _, module, names in imports(path, name):
+            subs = {f"{module}.{n}" for n in names if f"{module}.{n}" in files}
+            deps |= subs or {module}
+        graph[name] = deps
+    assert [v.split(":")[0] for v in upward_imports(graph)] == [
+        "perfsuite.context -> perfsuite.engine.launcher",
+        "perfsuite.crosscheck.nccl_tests -> perfsuite.engine.runner",
+        "perfsuite.distributed -> perfsuite.engine.launcher",
+        "perfsuite.engine.runner -> perfsuite.cli.run",
+        "perfsuite.measure.timing -> perfsuite.checks",
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfsuite.engine import profiling
+from perfsuite.measure import profiling
 from perfsuite.schemas import cost
 
 # ncu 2025 --csv --metrics ... output for two launches of one GEMM kernel and one copy.

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from perfsuite.engine import progress
-from perfsuite.engine.launcher import SPEC_ENV
 from perfsuite.engine.progress import Note, eta_s
+from perfsuite.processes import SPEC_ENV
 
 NOTER = """
 import sys, time

@@ -355,7 +355,7 @@ def run(
     try:
         text, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        from perfsuite.engine.launcher import kill_family
+        from perfsuite.processes import kill_family
 
         kill_family(proc.pid)
         proc.communicate()

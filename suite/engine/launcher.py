@@ -13,8 +13,9 @@ On GPUs every process is started with NVLink multicast (NVLS) and NCCL's flight 
 unless the user set those variables: a setting the user made is never overridden, and the
 record says which settings were the suite's and which the user's. torch's elastic agent
 starts each rank in a session of its own, so killing the launcher's process group does not
-reach the ranks: :func:`kill_tree` kills every descendant, and every process that carries
-this launch's tag in its environment (a rank re-parented after its agent died).
+reach the ranks: :func:`perfsuite.processes.kill_tree` kills every descendant, and every
+process that carries this launch's tag in its environment (a rank re-parented after its agent
+died).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine.files import write_atomic
 from perfsuite.engine.slurm import stepwatch
+from perfsuite.files import write_atomic
+from perfsuite.processes import SPEC_ENV, TAG_ENV
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # torch's NCCL flight recorder (a trace entry per collective) costs 20-25 us of host time per
@@ -92,13 +94,10 @@ def user_env(device: str, cuda_graph: bool = False) -> dict[str, str]:
     return {k: os.environ[k] for k in _defaults(device, cuda_graph) if k in os.environ}
 
 
-TAG_ENV = "PERFSUITE_LAUNCH_TAG"
-SPEC_ENV = "PERFSUITE_SPEC"  # read by perfsuite.distributed.note_progress
 # Rendezvous ports of SLURM steps: below Linux's ephemeral range (32768-60999), where other
 # jobs' stores and connections come and go and a rank could join a stranger's store.
 SLURM_PORT_BASE = 20000
 SLURM_PORT_SPAN = 12000
-KILL_WAIT_S = 10.0
 
 
 # Ranks of a rank-per-GPU workload (the collectives) on the CPU, where no GPU count says how
@@ -515,76 +514,3 @@ def _log_tail(path: Path) -> str:
             return log.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-# -- cleaning up --------------------------------------------------------------------------
-def kill_tree(pid: int, tag: str | None = None) -> None:
-    """SIGKILL ``pid`` and everything it started, and (given the launch's ``tag``) every
-    process of this user whose environment carries it: torchrun's ranks live in sessions
-    of their own and outlive an agent that was killed first.
-
-    ``pid`` must be a process started from a :class:`Launch` (its environment carries a
-    launch tag): a pid that exited and was handed to an unrelated process is left alone.
-    The root is stopped first so that it starts nothing new while its tree is collected."""
-    import psutil
-
-    procs: list[psutil.Process] = []
-    try:
-        root = psutil.Process(pid)
-        # An exited root's pid may already belong to someone else: touch the root only if
-        # it carries this launch's tag (any launch's tag when none is given).
-        if _has_tag(root, tag):
-            procs = _stopped_family(root)
-    except psutil.NoSuchProcess:
-        pass  # the root already exited; tagged orphans may remain
-    if tag:
-        procs += [p for p in _tagged(tag) if p.pid not in {q.pid for q in procs}]
-    _kill_all(procs)
-
-
-def kill_family(pid: int) -> None:
-    """SIGKILL a child of this process that it has not yet waited for, and everything that
-    child started (an MPI launcher's proxies and ranks, which hold GPUs). Its pid cannot have
-    been handed to anyone else, so it needs no launch tag; the root is stopped first, as in
-    :func:`kill_tree`."""
-    import psutil
-
-    try:
-        procs = _stopped_family(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        procs = []
-    _kill_all(procs)
-
-
-def _stopped_family(root) -> list:
-    """``root``, stopped so that it starts nothing new, and all its descendants."""
-    root.send_signal(signal.SIGSTOP)
-    return [root, *root.children(recursive=True)]
-
-
-def _kill_all(procs: list) -> None:
-    import psutil
-
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            continue  # exited while we looked
-    psutil.wait_procs(procs, timeout=KILL_WAIT_S)
-
-
-def _has_tag(proc, tag: str | None) -> bool:
-    import psutil
-
-    try:
-        found = proc.environ().get(TAG_ENV)
-        return found is not None and (tag is None or found == tag)
-    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False  # other users' processes and the ones gone meanwhile are not ours
-
-
-def _tagged(tag: str) -> list:
-    import psutil
-
-    me = os.getpid()
-    return [p for p in psutil.process_iter() if p.pid != me and _has_tag(p, tag)]

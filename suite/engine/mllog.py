@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perfsuite.engine.files import write_atomic
+from perfsuite.files import write_atomic
 
 # Who submits: MLPerf's submission_org. The suite's own runs are the suite's unless told.
 ORG_ENV = "PERFSUITE_ORG"

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from perfsuite.controls import as_applied
 from perfsuite.engine import launcher, mllog
 from perfsuite.engine import params as params_mod
-from perfsuite.engine.files import write_atomic
 from perfsuite.engine.runspec import WorkerResult
+from perfsuite.files import write_atomic
 from perfsuite.measure import roofline
 from perfsuite.schemas import RESULT_SCHEMA_VERSION
 from perfsuite.schemas.canonical import record_text

@@ -48,7 +48,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from perfsuite import distributed
+from perfsuite import distributed, processes
 from perfsuite.controls import Controls, process_env
 from perfsuite.engine import launcher, lifeline, progress
 from perfsuite.engine import params as params_mod
@@ -159,7 +159,7 @@ def static_unmet(req: RunRequest) -> str | None:
 
 def kill_tree(proc: subprocess.Popen, tag: str) -> None:
     """SIGKILL the process group and every descendant (torchrun's ranks included)."""
-    launcher.kill_tree(proc.pid, tag)
+    processes.kill_tree(proc.pid, tag)
     with contextlib.suppress(ProcessLookupError):  # already gone: nothing to kill
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -317,7 +317,7 @@ class Runner:
             launch = launcher.build(str(spec_path), req.launch, req.controls.device, req.controls.cuda_graph)
             ncu_log = workdir / "ncu.csv"
             if req.controls.profile == "ncu":  # single local process only (checked in perfsuite.engine.session)
-                from perfsuite.engine.profiling import ncu_command
+                from perfsuite.measure.profiling import ncu_command
 
                 launch.argv = ncu_command(ncu_log) + launch.argv
             ceilings = self.ceilings(req.controls.device, req.quick) if launch.records else {}
@@ -396,7 +396,7 @@ class Runner:
                 if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no orphan ranks behind
                     kill_tree(proc, launch.tag)
         # Anything the launch started and left behind (a rank that outlived torchrun) goes too.
-        launcher.kill_tree(proc.pid, launch.tag)
+        processes.kill_tree(proc.pid, launch.tag)
         launcher.note_rank_exit(launch, proc.returncode)  # for rank 0's side, on another task
         if not launch.records:
             return WorkerResult(status="skipped", started_at=started, finished_at=now())  # not reported here
@@ -431,7 +431,7 @@ class Runner:
     def _ncu_summary(result: WorkerResult, log: Path, artifacts: Path) -> None:
         """Nsight Compute's CSV log into the record's ``details["profile"]``; the log itself is
         kept beside the record. A log without kernels is stated, not ignored."""
-        from perfsuite.engine.profiling import PROFILE_CALLS, parse_ncu_csv
+        from perfsuite.measure.profiling import PROFILE_CALLS, parse_ncu_csv
 
         cases = result.details.pop("ncu_cases", [])
         entry: dict = {"tool": "ncu", "calls": PROFILE_CALLS, "cases": cases, "log": "ncu.csv"}

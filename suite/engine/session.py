@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.engine import launcher
-from perfsuite.engine.files import remove_stale_temporaries
 from perfsuite.engine.footprint import too_large
 from perfsuite.engine.runner import (
     RecordNotStored,
@@ -39,6 +38,7 @@ from perfsuite.engine.runner import (
     StrictRefusal,
     static_unmet,
 )
+from perfsuite.files import remove_stale_temporaries
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -61,7 +61,7 @@ def check_records_dir(path: Path) -> None:
 
 def profile_unmet(req: RunRequest) -> str | None:
     """Why ``--profile`` cannot run for this request here (no torch import), or None."""
-    from perfsuite.engine.profiling import unavailable_reason
+    from perfsuite.measure.profiling import unavailable_reason
 
     tool = req.controls.profile
     if tool is None:

@@ -13,8 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from perfsuite.engine.files import write_atomic
 from perfsuite.engine.runspec import RunSpec, WorkerResult, now
+from perfsuite.files import write_atomic
 
 
 def run(spec_path: Path) -> int:

@@ -31,8 +31,8 @@ import threading
 import time
 from pathlib import Path
 
-from perfsuite.engine.files import write_atomic
 from perfsuite.engine.slurm import scheduler
+from perfsuite.files import write_atomic
 
 PERIOD_ENV = "PERFSUITE_SLURM_STEP_WATCH_S"
 DEFAULT_PERIOD_S = 30.0  # a look per task every half minute: cheap for the controller of a large job
@@ -137,7 +137,7 @@ def fence(why: str, marker: Path | None) -> None:
     task itself; rank 0's marker goes last, once nothing of it can write a record."""
     import psutil
 
-    from perfsuite.engine.launcher import TAG_ENV
+    from perfsuite.processes import TAG_ENV
 
     print(f"perfsuite: {why}: ending this rank's processes (its step is gone)", file=sys.stderr, flush=True)
     try:
