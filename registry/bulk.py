@@ -39,6 +39,9 @@ from .models import Environment, Run, System, Workload
 from .store import check_physics, key_columns, system_key
 
 DEFAULT_BATCH = 5000
+# A records folder's import holds about two batches of rendered records (the one written, the
+# next checked): 2,000 keeps that to a few hundred MB of a large folder's records.
+FILES_BATCH = 2000
 # Below this many records the checks run in this process: starting workers costs more.
 PARALLEL_FROM = 2000
 CHUNK = 250  # records per task sent to a worker
@@ -264,6 +267,87 @@ def prepared(
             if isinstance(one, str):
                 raise RecordInvalid(f"record {position}{_total(total)}: {one}")
             yield one
+
+
+@dataclass
+class FilesOutcome:
+    """What :func:`store_files` did: counts, and each refused file with why (one line)."""
+
+    stored: int = 0
+    duplicate: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    check_s: float = 0.0
+    write_s: float = 0.0
+
+
+def _prepare_files(items: list[tuple[str, str]]) -> list[Prepared | str]:
+    """A worker's task: each (run id, path) prepared, or the one-line reason it was refused
+    (a file whose record names another run id than its file name is refused too)."""
+    out: list[Prepared | str] = []
+    for run_id, path in items:
+        try:
+            one = prepare(path)
+            if one.run_id != run_id:
+                raise RecordInvalid(f"its run id is {one.run_id}, not its file name's")
+            out.append(one)
+        except RecordInvalid as exc:
+            out.append(str(exc))
+    return out
+
+
+def store_files(
+    registry,
+    files: dict[str, str | os.PathLike],
+    batch: int = FILES_BATCH,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> FilesOutcome:
+    """Store the record files ``files`` (run id -> path, as a records folder names them) that
+    the registry lacks, streaming: files are read and checked in worker processes (when there
+    are many) a few chunks ahead of the writer, and stored in batches of ``batch``, one
+    transaction each, so memory stays bounded whatever the folder holds and a run cut off half
+    way keeps the batches before (the next run skips them: idempotent by run id and hash).
+
+    A file that fails its checks is refused with its reason and the others are stored; a run id
+    stored with another record is refused. ``progress`` is called with the number of files just
+    checked. Raises :class:`RegistryError` when the database refuses a write."""
+    from .errors import translated_errors
+
+    out = FilesOutcome()
+    known = registry.stored_hashes(list(files))
+    items = [(run_id, os.fspath(path)) for run_id, path in sorted(files.items())]
+
+    def batches() -> Iterator[list[Prepared]]:
+        pending: list[Prepared] = []
+        # two batches' worth given out: the workers check the next batch while this one is written
+        ahead = max(2 * batch // CHUNK, 1)
+        for chunk, chunk_out in map_chunks(_prepare_files, items, workers, len(items), ahead=ahead):
+            for (run_id, path), one in zip(chunk, chunk_out):
+                if isinstance(one, str):
+                    out.refused.append((path, one))
+                elif run_id not in known:
+                    pending.append(one)
+                elif known[run_id] == one.sha256:
+                    out.duplicate += 1
+                else:
+                    out.refused.append((path, f"run {run_id} is stored with another record (sha256 {known[run_id]})"))
+            if progress is not None:
+                progress(len(chunk))
+            if len(pending) >= batch:
+                yield pending
+                pending = []
+        if pending:
+            yield pending
+
+    written = BulkOutcome()
+    with translated_errors(f"registry {registry.url}"):
+        registry.writable()
+        store_prepared(registry.engine, batches(), written)
+    out.stored = written.stored
+    out.duplicate += written.duplicate  # stored meanwhile by another process
+    out.check_s, out.write_s = written.check_s, written.write_s
+    return out
 
 
 def _total(total: int | None) -> str:

@@ -51,3 +51,61 @@ def test_atomic_stores_all_or_nothing(reg):
         store_many(reg, [*records[:4], broken], batch=2, total=5, atomic=True)
     assert reg.results(limit=None) == []
     assert store_many(reg, records, batch=2, atomic=True).stored == 5
+
+
+def _folder(tmp_path, records: list[dict]):
+    import json
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for record in records:
+        (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_a_records_folder_streams_in_batches_refusing_each_bad_file_and_is_idempotent(reg, tmp_path):
+    from perfsuite.registry.bulk import store_files
+    from perfsuite.registry.recovery import record_files
+
+    records = _records(5)
+    folder = _folder(tmp_path, records)
+    misnamed = folder / f"{'f' * 32}.json"
+    misnamed.write_text(canonical_json(records[0]))
+    broken = folder / f"{'e' * 32}.json"
+    broken.write_text("{not json")
+    done: list[int] = []
+    outcome = store_files(reg, record_files(folder), batch=2, progress=done.append)
+    assert (outcome.stored, outcome.duplicate, sum(done)) == (5, 0, 7)
+    assert sorted(path for path, _ in outcome.refused) == [str(broken), str(misnamed)]
+    assert "not its file name's" in dict(outcome.refused)[str(misnamed)]
+    assert table_counts(reg)["runs"] == 5
+    again = store_files(reg, record_files(folder), batch=2)
+    assert (again.stored, again.duplicate, len(again.refused)) == (0, 5, 2)
+
+
+def test_a_folder_file_whose_run_id_is_stored_with_another_record_is_refused_and_the_rest_stored(reg, tmp_path):
+    from perfsuite.registry.bulk import store_files
+    from perfsuite.registry.recovery import record_files
+
+    records = _records(3)
+    reg.store(records[0])
+    changed = sign({**records[0], "error": "changed after it was stored"})
+    folder = _folder(tmp_path, [changed, *records[1:]])
+    outcome = store_files(reg, record_files(folder))
+    assert (outcome.stored, outcome.duplicate) == (2, 0)
+    [(path, why)] = outcome.refused
+    assert path.endswith(f"{records[0]['run_id']}.json") and "stored with another record" in why
+
+
+def test_perfsuite_import_of_a_records_folder_prints_one_summary_and_progress_only_when_asked(tmp_path, cli):
+    records = _records(3)
+    folder = _folder(tmp_path / "round", records) if (tmp_path / "round").mkdir() is None else None
+    (folder / f"{'e' * 32}.json").write_text("[]")
+    first = cli("import", str(folder))
+    assert first.returncode == 1, first.stderr
+    assert first.stdout.strip().splitlines() == [f"{folder}: 3 stored, 0 already there, 1 refused"]
+    assert first.stderr.count("Error: ") == 1 and f"{'e' * 32}.json" in first.stderr
+    (folder / f"{'e' * 32}.json").unlink()
+    again = cli("import", "--progress", str(folder), check=True)
+    assert again.stdout.strip() == f"{folder}: 0 stored, 3 already there"
+    assert "importing" not in first.stderr  # not a terminal, no --progress: the summary alone

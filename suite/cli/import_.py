@@ -12,12 +12,19 @@ from perfsuite.cli.check import print_report, shown
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--progress",
+    "show_progress",
+    is_flag=True,
+    help="Show a records folder's progress on stderr even when it is not a terminal (a line at each tenth).",
+)
 @click.pass_context
-def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
+def import_cmd(ctx: click.Context, files: tuple[Path, ...], show_progress: bool) -> None:
     """Load record files into the registry, all or none: every file is checked (regular file,
     size limit, UTF-8, JSON, schema, sha256, figures within physics) before one transaction
     stores them. A directory is a records folder (the runner's <run_id>.json files: those the
-    registry lacks are stored, each refused one named) or a submissions tree (checked as
+    registry lacks are stored, streaming, in batches of their own transaction; each refused one
+    named) or a submissions tree (checked as
     'perfsuite check' does, then loaded). A finished measurement left without a record by a
     runner that died (its folder under <records>/unrecorded/, or its result.json) is sealed
     into its record, as the runner would have, and stored. Idempotent by run id and hash."""
@@ -35,7 +42,7 @@ def import_cmd(ctx: click.Context, files: tuple[Path, ...]) -> None:
         from perfsuite.registry.recovery import is_records_folder
 
         if is_records_folder(files[0]):
-            return import_records_folder(ctx, files[0])
+            return import_records_folder(ctx, files[0], show_progress)
         return import_directory(ctx, files[0])
     from perfsuite.registry import RecordInvalid, RegistryError
     from perfsuite.registry.bulk import BulkOutcome, prepare, store_prepared
@@ -80,16 +87,32 @@ def import_kept(ctx: click.Context, paths: list[Path]) -> None:
         click.echo(f"{outcome}: {record['run_id']} (recovered from {shown(path)})")
 
 
-def import_records_folder(ctx: click.Context, folder: Path) -> None:
-    """``perfsuite import RECORDS``: store the folder's records the registry lacks; each file
-    refused is one line (the others are stored); exit 1 if any was refused."""
+def _progress(total: int, what: str, shown_anyway: bool):
+    """The progress bar on stderr when it is a terminal or ``--progress`` asks; else nothing
+    (the summary line says what was done)."""
+    import contextlib
+    import sys
+
+    if sys.stderr.isatty() or shown_anyway:
+        return progress_bar(total, what)
+    return contextlib.nullcontext(lambda _done: None)
+
+
+def import_records_folder(ctx: click.Context, folder: Path, show_progress: bool = False) -> None:
+    """``perfsuite import RECORDS``: store the folder's records the registry lacks, streaming
+    (checked in worker processes, stored in batches of their own transaction: memory stays
+    bounded, and a run cut off keeps what it stored); each file refused is one line (the others
+    are stored); exit 1 if any was refused."""
     from perfsuite.engine.unrecorded import find, prune
     from perfsuite.registry import RegistryError
-    from perfsuite.registry.recovery import import_folder
+    from perfsuite.registry.bulk import store_files
+    from perfsuite.registry.recovery import record_files
 
     registry = open_db(ctx)
+    files = record_files(folder)
     try:
-        done = import_folder(registry, folder)
+        with _progress(len(files), "importing", show_progress) as advance:
+            done = store_files(registry, files, progress=advance)
         prune(registry, folder)  # kept results whose record is now stored
         waiting = find(registry, folder)
     except RegistryError as exc:
@@ -97,7 +120,7 @@ def import_records_folder(ctx: click.Context, folder: Path) -> None:
     if waiting:
         import_kept(ctx, [k.path for k in waiting])
     for path, why in done.refused:
-        click.echo(f"Error: {shown(path)}: {shown(why)}", err=True)
+        click.echo(f"Error: {shown(Path(path))}: {shown(why)}", err=True)
     refused = f", {len(done.refused)} refused" if done.refused else ""
     click.echo(f"{shown(folder)}: {done.stored} stored, {done.duplicate} already there{refused}")
     if done.refused:
