@@ -30,6 +30,7 @@ import fcntl
 import functools
 import logging
 import os
+import re
 import sqlite3
 import sys
 import zlib
@@ -40,6 +41,7 @@ from typing import TypeVar
 
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import queries
@@ -59,6 +61,9 @@ PG_CONNECT_TIMEOUT_S = 10
 PG_DRIVER_PACKAGES = {"psycopg": "'perfsuite[postgres]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000"}
 # How many run ids one query asks about (SQLite's limit on bound parameters is far above it).
 ID_QUERY_CHUNK = 500
+# From this many run ids on, reading every stored run id once (the index alone) is cheaper than
+# the IN lists (at 100,000 runs: one pass of the run_id index against 200 queries).
+ID_SCAN_FROM = 5000
 
 T = TypeVar("T")
 
@@ -286,8 +291,44 @@ def _use_wal(connection: Connection) -> None:
     driver.execute("PRAGMA journal_mode = WAL")
 
 
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|None)", re.MULTILINE)
+
+
+@functools.cache
+def shipped_head() -> str | None:
+    """The newest migration's revision, read from the migration files' ``revision`` and
+    ``down_revision`` lines without loading Alembic (a third of a second a command spends
+    otherwise); None where the files do not name exactly one head."""
+    revisions, parents = set(), set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = {m.group(1): m.group(2) or m.group(3) for m in _REVISION_LINE.finditer(path.read_text())}
+        if "revision" in found:
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the database already records the shipped head (the common case: nothing to
+    migrate, and no need to take the migration lock or load Alembic)."""
+    head = shipped_head()
+    if head is None:
+        return False
+    with engine.connect() as connection:
+        try:
+            current = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        except DBAPIError:  # no such table yet: a fresh database, which the full path migrates
+            connection.rollback()
+            return False
+    return current == [head]
+
+
 def migrate(engine: Engine) -> None:
     """Bring the database to the Alembic head, one process at a time."""
+    if _at_head(engine):
+        return
     from alembic import command
 
     with engine.connect() as connection, _migration_lock(engine, connection):
@@ -346,6 +387,9 @@ class Registry:
         from .models import Run
 
         found: dict[str, str] = {}
+        if len(run_ids) >= ID_SCAN_FROM:  # a records folder's worth: ask only for the ids stored
+            stored = self.stored_ids(run_ids)
+            run_ids = [run_id for run_id in run_ids if run_id in stored]
         with self._read_sessions() as session:
             for start in range(0, len(run_ids), ID_QUERY_CHUNK):
                 chunk = run_ids[start : start + ID_QUERY_CHUNK]
@@ -353,6 +397,24 @@ class Registry:
                 for run_id, sha in session.execute(query):
                     found[run_id] = sha
         return found
+
+    @translated
+    def stored_ids(self, run_ids: list[str]) -> set[str]:
+        """Those of ``run_ids`` the registry holds. For many ids (a records folder's), one pass
+        over the run id index (100,000 ids in 0.03 s of SQLite's time), not the rows: on SQLite
+        each row holds its record, and reading 100,000 of them reads the whole file."""
+        from .models import Run
+
+        with self._read_sessions() as session:
+            if len(run_ids) >= ID_SCAN_FROM:
+                wanted = set(run_ids)
+                return {run_id for (run_id,) in session.execute(select(Run.run_id)).tuples() if run_id in wanted}
+            found: set[str] = set()
+            for start in range(0, len(run_ids), ID_QUERY_CHUNK):
+                found.update(
+                    session.scalars(select(Run.run_id).where(Run.run_id.in_(run_ids[start : start + ID_QUERY_CHUNK])))
+                )
+            return found
 
     @translated
     def results(
@@ -364,6 +426,18 @@ class Registry:
     ) -> list[dict]:
         with self._read_sessions() as session:
             return queries.results(session, workload=workload, since=since, limit=limit, status=status)
+
+    @translated
+    def run_ids(
+        self,
+        workload: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        status: str | None = None,
+    ) -> list[str]:
+        """The ids of the runs :meth:`results` would list (newest first), read alone."""
+        with self._read_sessions() as session:
+            return queries.run_ids(session, workload=workload, since=since, limit=limit, status=status)
 
     @translated
     def history(self, workload: str, params: dict | None = None, device_key: str | None = None) -> list[dict]:

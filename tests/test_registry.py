@@ -464,3 +464,31 @@ def test_an_installed_wheel_migrates_without_the_source_tree(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_head_read_from_the_migration_files_is_alembics_and_an_opened_registry_is_at_it(tmp_path):
+    """Opening a registry already at the head skips Alembic: the head it compares against,
+    read from the files' revision lines, must be the one Alembic computes."""
+    from sqlalchemy import text
+
+    from perfsuite.registry.db import head_revision, shipped_head
+
+    assert shipped_head() == head_revision() is not None
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for _ in range(2):  # created and migrated, then opened at the head
+        with registry.open_registry(url) as reg, reg.engine.connect() as c:
+            assert c.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [shipped_head()]
+
+
+def test_a_run_is_found_by_a_prefix_as_a_range_and_an_ambiguous_prefix_is_refused(tmp_path):
+    with registry.open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        a = make_record(run_id="ab" + "0" * 30)
+        b = make_record(run_id="ab" + "1" * 30)
+        for r in (a, b):
+            reg.store(r)
+        assert reg.get("ab0")["run_id"] == a["run_id"] and reg.get("AB1 ")["run_id"] == b["run_id"]
+        with pytest.raises(registry.RegistryError, match="ambiguous"):
+            reg.get("ab")
+        with pytest.raises(registry.RegistryError, match="no run with id ac"):
+            reg.get("ac")
+        assert reg.stored_ids([a["run_id"], "f" * 32]) == {a["run_id"]}

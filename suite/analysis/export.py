@@ -246,7 +246,7 @@ def stored_records(
     registry: Any, workload: str | None = None, since: Any = None, limit: int | None = None, status: str | None = None
 ) -> list[dict]:
     """The stored records the filters select (as ``perfsuite results`` selects runs), newest first."""
-    ids = [r["run_id"] for r in registry.results(workload=workload, since=since, limit=limit, status=status)]
+    ids = registry.run_ids(workload=workload, since=since, limit=limit, status=status)
     found = records_by_id(registry, ids)
     return [found[i] for i in ids if i in found]
 

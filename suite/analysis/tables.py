@@ -29,12 +29,14 @@ def id_prefixes(ids: Iterable[str], others: Iterable[str] = (), min_len: int = M
     ``others`` starts with: what ``perfsuite show PREFIX`` finds unambiguously."""
     wanted = list(dict.fromkeys(ids))
     every = sorted(set(wanted) | set(others))
+    where = {run_id: i for i, run_id in enumerate(every)}
     out = {}
     for run_id in wanted:
+        # in sorted order the id sharing the longest prefix with this one is a neighbour: two
+        # looks per id, not one per other id (a history of 5,000 runs: 25 million otherwise)
+        i = where[run_id]
         n = min_len
-        for other in every:
-            if other == run_id:
-                continue
+        for other in every[max(i - 1, 0) : i] + every[i + 1 : i + 2]:
             common = next((k for k, (a, b) in enumerate(zip(run_id, other, strict=False)) if a != b), None)
             if common is None:  # one is a prefix of the other: the whole id
                 common = min(len(run_id), len(other))

@@ -59,7 +59,7 @@ def history_cmd(
         fail(f"--plot {plot_path}: give a .svg or .png file")
     registry = open_db(ctx)
     with registry.session() as session:
-        points = metric_history(session, workload, case=case, metric=metric, system=system)
+        points = metric_history(session, workload, case=case, metric=metric, system=system, samples=False)
     points = [p for p in points if "self_test" not in p.key_settings]  # self-tests are never a figure
     if points and not all_versions:
         latest = max(p.key_settings.get("version", 0) for p in points)
@@ -76,9 +76,13 @@ def history_cmd(
     if as_json:
         emit_json(out)
         return
-    from perfsuite.cli._common import run_id_prefixes
+    from perfsuite.analysis.tables import MIN_ID, id_prefixes
+    from perfsuite.registry.queries import ids_sharing_prefixes
 
-    _print(out, workload, console(), run_id_prefixes(registry, [p["run_id"] for s in out for p in s["points"]]))
+    ids = list(dict.fromkeys(p["run_id"] for s in out for p in s["points"]))
+    with registry.session() as session:
+        others = ids_sharing_prefixes(session, ids, MIN_ID)
+    _print(out, workload, console(), id_prefixes(ids, others))
     if plot_path is not None:
         click.echo(f"wrote {plot_path}")
 
