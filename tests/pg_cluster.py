@@ -1,5 +1,5 @@
 """A throwaway PostgreSQL cluster on 127.0.0.1, for the PostgreSQL registry tests, the
-run-safety test that stops its server mid-run, and ``bench/registry_scale.py``.
+run-safety test that stops its server mid-run, and ``bench/cli_scale.py``.
 
 Made with the server binaries found on this machine (initdb + pg_ctl), run as the
 ``postgres`` OS user when the caller is root (initdb refuses root), in a fresh folder that
