@@ -21,8 +21,6 @@ from typing import Any
 
 import orjson
 
-from perfsuite.schemas.samples import SamplesError, compact_metrics, inline_metrics
-
 from .errors import RecordInvalid, one_line
 
 SHA256_KEY = "sha256"
@@ -97,6 +95,8 @@ def hashed_body(record: dict, finite: bool = False) -> tuple[str, str]:
     body = {key: value for key, value in record.items() if key != SHA256_KEY}
     metrics = body.get("metrics")
     if isinstance(metrics, list) and any(isinstance(m, dict) and isinstance(m.get("samples"), dict) for m in metrics):
+        from perfsuite.schemas.samples import SamplesError, inline_metrics  # numpy: only where samples are encoded
+
         try:
             body["metrics"] = inline_metrics(metrics)
         except (SamplesError, KeyError, TypeError) as exc:
@@ -112,6 +112,8 @@ def compact_record(record: dict) -> dict:
     metrics = record.get("metrics") or []
     if not any(isinstance(m["samples"], list) and len(m["samples"]) >= 64 for m in metrics):
         return record
+    from perfsuite.schemas.samples import compact_metrics  # numpy: only where samples are encoded
+
     return {**record, "metrics": compact_metrics(metrics)}
 
 

@@ -15,7 +15,9 @@ small bias spread over every element, each inside its own bound, is wrong too.
 
 Both torch tensors (compared on their own device in float64, a chunk at a time so that a
 1 GiB output needs tens of MB of temporaries, not gigabytes) and numpy arrays are accepted;
-numpy arrays are compared with numpy and torch is never imported for them.
+numpy arrays are compared with numpy and torch is never imported for them. numpy itself is
+imported inside the functions that compare: ``perfsuite --help`` and ``list`` import this
+module and must stay light.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from perfsuite.case import Check
 
@@ -47,6 +47,8 @@ def _is_torch(x: Any) -> bool:
 
 def dtype_name(x: Any) -> str:
     """``"bfloat16"``, ``"float32"``, ``"int64"`` ... for a torch tensor or a numpy array."""
+    import numpy as np
+
     if _is_torch(x):
         return str(x.dtype).removeprefix("torch.")
     return np.asarray(x).dtype.name
@@ -68,6 +70,8 @@ def default_tolerances(*arrays: Any) -> tuple[float, float]:
 
 
 def _float64(x: Any, device: Any = None) -> Any:
+    import numpy as np
+
     if _is_torch(x):
         import torch
 
@@ -80,6 +84,8 @@ def _float64(x: Any, device: Any = None) -> Any:
 
 
 def _flat(x: Any) -> Any:
+    import numpy as np
+
     return x.reshape(-1) if _is_torch(x) else np.asarray(x).reshape(-1)
 
 
@@ -106,6 +112,8 @@ class Comparison:
     def add(self, out: Any, ref: Any, offset: int = 0, shape: tuple[int, ...] | None = None) -> None:
         """Compare one chunk. ``offset`` is the chunk's first element in the whole output,
         flattened, and ``shape`` the whole output's shape, so that ``worst`` names its index there."""
+        import numpy as np
+
         xp: Any
         if _is_torch(out) or _is_torch(ref):
             import torch
@@ -249,6 +257,8 @@ def equal(label: str, out: Any, ref: Any, method: str = "exact equality") -> Che
     """A Check that passes when two tensors (or numpy arrays) are equal element for element (a
     NaN equals nothing, so a poisoned element never written fails); ``error`` and
     ``elements_failed`` count the wrong elements, ``worst_element`` names the first."""
+    import numpy as np
+
     if _shape(out) != _shape(ref):
         return Check(
             label=label,
