@@ -335,14 +335,15 @@ def store_files(
             if progress is not None:
                 progress(len(chunk))
             if len(pending) >= batch:
+                registry.writable()  # refused only where there is something to store
                 yield pending
                 pending = []
         if pending:
+            registry.writable()
             yield pending
 
     written = BulkOutcome()
     with translated_errors(f"registry {registry.url}"):
-        registry.writable()
         store_prepared(registry.engine, batches(), written)
     out.stored = written.stored
     out.duplicate += written.duplicate  # stored meanwhile by another process
