@@ -83,6 +83,9 @@ def serving_rows(name: str, found: dict) -> list[list[str]]:
             if compared
             else "shown, not compared"
         )
+        verdict = (found.get("verdicts") or {}).get(figure) or ""
+        if verdict.startswith("not produced"):  # the reference gave no figure: named, not a difference
+            note = verdict
         rows.append(
             [
                 name,

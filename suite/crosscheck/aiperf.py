@@ -96,7 +96,6 @@ def aiperf_argv(spec: dict, out_dir: Path) -> list[str]:
         str(spec["requests"]),
         "--tokenizer",
         spec["tokenizer"],
-        "--use-server-token-count",
         "--use-legacy-max-tokens",
         "--random-seed",
         str(spec["seed"]),
@@ -109,6 +108,8 @@ def aiperf_argv(spec: dict, out_dir: Path) -> list[str]:
         "--extra-inputs",
         "temperature:0.0",
     ]
+    if spec.get("server_token_counts") is True:  # only a server that streams usage has counts to give
+        argv.append("--use-server-token-count")
     if spec.get("ignore_eos"):
         argv += ["--extra-inputs", "ignore_eos:true"]
     if spec.get("rate"):
@@ -234,7 +235,8 @@ def versus_reference(
     theirs = {f: _median([t["reference"].get(f) for t in turns]) for f in FIGURES}
     of_medians = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
     ratios = {f: _median([_ratio(t["suite"].get(f), t["reference"].get(f)) for t in turns]) for f in FIGURES}
-    agrees = all((r := ratios[f]) is not None and abs(r - 1.0) <= AGREEMENT for f in COMPARED)
+    verdict = compare(mine, theirs, ratios, "aiperf" if tool == TOOLS[0] else "the reference")
+    agrees = verdict["agrees"]
     version = next((t["reference"].get("aiperf_version") for t in turns if t["reference"].get("aiperf_version")), None)
     return {
         **out,
@@ -246,7 +248,36 @@ def versus_reference(
         "ratios": ratios,
         "ratios_of_medians": of_medians,
         "agrees": agrees,
-        "compared": list(COMPARED),
+        "compared": verdict["compared"],
+        "not_produced": verdict["not_produced"],
+        "verdicts": verdict["verdicts"],
+    }
+
+
+def compare(mine: dict, theirs: dict, ratios: dict, reference: str) -> dict:
+    """Each figure's verdict, compared only where both sides produced it: ``agrees`` (within
+    ``AGREEMENT``), ``differs by more than 10%``, ``not produced by <reference>`` (AIPerf gives no
+    tokens/s or inter-token latency where it was told to count tokens the server did not send),
+    ``not produced by the suite``. The run agrees when every figure of :data:`COMPARED` that both
+    produced agrees and at least one was compared; a figure the reference did not produce is
+    named, never counted as a difference."""
+    verdicts: dict[str, str] = {}
+    for f in FIGURES:
+        if theirs.get(f) is None:
+            verdicts[f] = f"not produced by {reference}"
+        elif mine.get(f) is None:
+            verdicts[f] = "not produced by the suite"
+        else:
+            r = ratios.get(f)
+            ok = r is not None and abs(r - 1.0) <= AGREEMENT
+            verdicts[f] = "agrees" if ok else f"differs by more than {AGREEMENT:.0%}"
+    compared = [f for f in COMPARED if mine.get(f) is not None and theirs.get(f) is not None]
+    agrees = bool(compared) and all(verdicts[f] == "agrees" for f in compared)
+    return {
+        "agrees": agrees,
+        "compared": compared,
+        "not_produced": [f for f in FIGURES if theirs.get(f) is None],
+        "verdicts": verdicts,
     }
 
 

@@ -16,7 +16,9 @@ trickles a byte at a time meets it). Nor does it hold more than its bounds: an e
 
 Output tokens come from the server's ``usage`` (asked for with ``stream_options``), else from
 a tokenizer over the text where one is given, else one per content chunk; each result says
-which (``token_source``).
+which (``token_source``). An answer is truncated (a failure) when its stream ends without a
+finish reason, ``[DONE]`` or not, or, where the request asked the engine to ignore
+end-of-sequence, when the server's own count is below ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,18 @@ class Endpoint:
     def request(self, body: bytes) -> bytes:
         """The whole HTTP request that sends ``body`` (a :meth:`body`)."""
         return self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    @cached_property
+    def ignores_eos(self) -> bool:
+        return bool(dict(self.extra_body).get("ignore_eos"))
+
+    def expected_tokens(self, body: bytes) -> int | None:
+        """The tokens an answer to ``body`` must hold: its ``max_tokens`` where the request asks
+        the engine to ignore end-of-sequence, else None (an answer may end early)."""
+        if not self.ignores_eos:
+            return None
+        n = orjson.loads(body).get("max_tokens")
+        return int(n) if isinstance(n, int) else None
 
     def body(self, prompt: str, max_tokens: int) -> bytes:
         body: dict[str, Any] = {
@@ -247,17 +261,20 @@ class StreamParser:
         if self.result.reason is None:
             self.result.reason, self.result.detail = reason, detail
 
-    def finish(self, now_ns: int, count_tokens: Callable[[str], int] | None) -> RequestResult:
-        """The stream has ended: name a truncation, count tokens where the server gave no usage."""
+    def finish(
+        self, now_ns: int, count_tokens: Callable[[str], int] | None, expected_tokens: int | None = None
+    ) -> RequestResult:
+        """The stream has ended: name a truncation (no finish reason, or fewer than
+        ``expected_tokens`` by the server's own count: given when the request asked the engine to
+        ignore end-of-sequence), count tokens where the server gave no usage."""
         r = self.result
         r.done_ns = now_ns
         r.text = "".join(self.texts)
         if r.reason is None and self.buffer.strip():
             self.fail("truncated", f"the stream ended inside an event ({len(self.buffer)} bytes unparsed)")
-        if r.reason is None and not self.done and r.finish_reason is None:
-            self.fail(
-                "truncated", f"the stream ended after {len(r.chunk_ns)} chunk(s) without a finish reason or [DONE]"
-            )
+        if r.reason is None and r.finish_reason is None and (r.chunk_ns or not self.done):
+            ended = "with [DONE]" if self.done else "without [DONE]"
+            self.fail("truncated", f"the stream ended {ended} after {len(r.chunk_ns)} chunk(s) without a finish reason")
         if r.reason is None and not r.chunk_ns:
             self.fail("empty", "the stream carried no content")
         if r.token_source != "usage":
@@ -265,6 +282,12 @@ class StreamParser:
                 r.output_tokens, r.token_source = count_tokens(r.text), "tokenizer"
             else:
                 r.output_tokens, r.token_source = len(r.chunk_ns), "chunks"
+        if r.reason is None and expected_tokens and r.token_source == "usage" and r.output_tokens < expected_tokens:
+            self.fail(
+                "truncated",
+                f"{r.output_tokens} of {expected_tokens} tokens (the engine was asked to ignore end-of-sequence; "
+                f"finish reason {r.finish_reason!r})",
+            )
         return r
 
 
@@ -288,7 +311,7 @@ async def stream_request(
     elif outcome.status != 200:
         text = outcome.error_body.decode("utf-8", "replace")
         parser.fail("http_status", f"HTTP {outcome.status}: {text.strip()[:200]}")
-    return parser.finish(perf_counter_ns(), count_tokens)
+    return parser.finish(perf_counter_ns(), count_tokens, endpoint.expected_tokens(body))
 
 
 def new_session() -> Session:

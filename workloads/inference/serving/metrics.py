@@ -7,8 +7,9 @@ Definitions (those of vLLM's ``bench serve`` and AIPerf, which agree on them):
   inter-token latency; LoadGen's TPOT is the same quotient).
 - ITL: the gaps between consecutive content chunks, all requests pooled (vLLM's ITL).
 - E2E: request sent to end of stream.
-- Duration: first request sent to last one ended; rates are completed requests and output
-  tokens over it.
+- Duration: first request sent to last one ended. Rates are completed requests and output
+  tokens over the rate span: an open-loop step's schedule (n requests at r per second: n / r),
+  else the duration; ``rate_span`` says which.
 - Goodput (DistServe's, vLLM's ``--goodput``): requests that completed and met every SLO given
   (TTFT, TPOT, E2E), per second of the duration, and their output tokens per second; SLO
   attainment: that count over every request sent (failed ones count against it).
@@ -82,8 +83,29 @@ def errors(results: Iterable[RequestResult]) -> dict:
     }
 
 
-def summarize(results: list[RequestResult], slo: SLO) -> dict:
-    """The figures of one measured load step (JSON-ready; times in ms)."""
+TOKEN_COUNT_SOURCES = {
+    "usage": "the server's usage in the stream",
+    "tokenizer": "the named tokenizer over each answer's text (the stream carried no usage)",
+    "chunks": "one token per content chunk (the stream carried no usage and no tokenizer was given): a stated guess",
+}
+
+
+def token_count_source(sources: Counter[str]) -> str | None:
+    """Where a step's output token counts came from, in words (mixed sources named with counts)."""
+    if not sources:
+        return None
+    if len(sources) == 1:
+        return next(iter(sources))
+    return "mixed: " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
+
+
+def summarize(results: list[RequestResult], slo: SLO, scheduled_span_s: float | None = None) -> dict:
+    """The figures of one measured load step (JSON-ready; times in ms).
+
+    Rates divide by ``rate_span_s``: the schedule's span where the step had one
+    (``scheduled_span_s``: n requests at r per second span n / r, so a step that kept its
+    schedule reads r, not n / (n - 1) r as first-sent to last-ended would), else the duration,
+    first request sent to last one ended; ``rate_span`` says which."""
     ok = [r for r in results if r.ok]
     if results:
         start = min(r.sent_ns for r in results if r.sent_ns) if any(r.sent_ns for r in results) else 0
@@ -91,16 +113,21 @@ def summarize(results: list[RequestResult], slo: SLO) -> dict:
         duration_s = max((end - start) * 1e-9, 1e-9)
     else:
         duration_s = 0.0
+    span_s = scheduled_span_s if scheduled_span_s and results else duration_s
     good = [r for r in ok if slo.met(r)]
     tokens = sum(r.output_tokens for r in ok)
     itl = [x * 1e3 for r in ok for x in r.itl_s]
     lag = [(r.sent_ns - r.scheduled_ns) * 1e-6 for r in results if r.sent_ns and r.scheduled_ns]
     sources = Counter(r.token_source for r in ok)
-    rate = (lambda n: n / duration_s) if duration_s else (lambda n: 0.0)
+    rate = (lambda n: n / span_s) if span_s else (lambda n: 0.0)
     return {
         "requests": len(results),
         "completed": len(ok),
         "duration_s": duration_s,
+        "rate_span_s": span_s,
+        "rate_span": "schedule: requests / offered rate"
+        if scheduled_span_s and results
+        else "duration: first request sent to last one ended",
         "completed_rps": rate(len(ok)),
         "output_tokens": tokens,
         "output_tokens_per_s": rate(tokens),
@@ -115,5 +142,7 @@ def summarize(results: list[RequestResult], slo: SLO) -> dict:
         "goodput_tokens_per_s": rate(sum(r.output_tokens for r in good)),
         "slo_attainment": len(good) / len(results) if results else 0.0,
         "token_sources": dict(sources),
+        "token_count_source": token_count_source(sources),
+        "token_count_note": TOKEN_COUNT_SOURCES.get(token_count_source(sources) or ""),
         "errors": errors(results),
     }

@@ -5,7 +5,12 @@ the client's own (and the loopback's). ``bench/serving_client_capacity.py`` driv
 how many streamed requests per second ``inference.serving``'s client sustains and how much it
 adds to TTFT. With ``--fail-every`` / ``--stall-every`` / ``--malformed-every`` /
 ``--truncate-every`` it is also the bad server of the tests: every Nth request answers HTTP 500,
-stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream.
+stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream; with
+``--cut-every`` every Nth stream ends properly (``[DONE]``, the end chunk) after half its tokens
+and no finish reason, as an engine that gives up mid-answer does. Other engines' shapes:
+``--no-health`` (no ``/health``), ``--no-models`` (no ``/v1/models`` either), ``--no-usage`` (no
+token counts in the stream), ``--server-header TEXT`` (the ``Server`` header, ``uvicorn`` for one
+built on a web framework), ``--owned-by TEXT`` (``/v1/models``' ``owned_by``; empty: none).
 
 Plain asyncio (no web framework) so that the server costs as little CPU as it can on a
 machine it shares with the client: HTTP/1.1 with keep-alive, an answer as one write, or with
@@ -49,6 +54,7 @@ class Faults:
     stall_s: float = 30.0
     malformed_every: int = 0
     truncate_every: int = 0
+    cut_every: int = 0
 
     def pick(self, n: int) -> str | None:
         for name, every in (
@@ -56,6 +62,7 @@ class Faults:
             ("stall", self.stall_every),
             ("malformed", self.malformed_every),
             ("truncate", self.truncate_every),
+            ("cut", self.cut_every),
         ):
             if every and n % every == 0:
                 return name
@@ -71,9 +78,9 @@ def _event(obj: object) -> bytes:
 
 
 @lru_cache(maxsize=256)
-def stream_events(n: int, chat: bool) -> tuple[bytes, ...]:
+def stream_events(n: int, chat: bool, usage: bool = True) -> tuple[bytes, ...]:
     """The SSE events of one streamed answer of ``n`` tokens, each an HTTP chunk: n content
-    chunks, one with the finish reason and usage, then ``[DONE]``."""
+    chunks, one with the finish reason and usage (``usage``: else none), then ``[DONE]``."""
     kind = "chat.completion.chunk" if chat else "text_completion"
 
     def choice(text: str | None, finish: str | None) -> dict:
@@ -84,34 +91,37 @@ def stream_events(n: int, chat: bool) -> tuple[bytes, ...]:
     events = [
         _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" t{i}", None)]}) for i in range(n)
     ]
-    events.append(
-        _event(
-            {
-                "id": "null",
-                "object": kind,
-                "model": MODEL,
-                "choices": [choice(None, "length")],
-                "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
-            }
-        )
-    )
+    end: dict[str, Any] = {"id": "null", "object": kind, "model": MODEL, "choices": [choice(None, "length")]}
+    if usage:
+        end["usage"] = {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}
+    events.append(_event(end))
     events.append(_chunk(b"data: [DONE]\n\n"))
     return tuple(events)
 
 
-STREAM_HEAD = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-    b"Transfer-Encoding: chunked\r\nServer: perfsuite-null/1\r\n\r\n"
-)
+SERVER_HEADER = "perfsuite-null/1"
+
+
+def stream_head(server: str) -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        b"Transfer-Encoding: chunked\r\nServer: %s\r\n\r\n" % server.encode("latin-1")
+    )
+
+
+STREAM_HEAD = stream_head(SERVER_HEADER)
 END = b"0\r\n\r\n"
 
 
-def json_response(status: int, obj: object) -> bytes:
+def json_response(status: int, obj: object, server: str = SERVER_HEADER) -> bytes:
     body = json.dumps(obj).encode()
     reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error"}[status]
-    return (
-        b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-        b"Server: perfsuite-null/1\r\n\r\n%s" % (status, reason.encode(), len(body), body)
+    return b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nServer: %s\r\n\r\n%s" % (
+        status,
+        reason.encode(),
+        len(body),
+        server.encode("latin-1"),
+        body,
     )
 
 
@@ -159,15 +169,16 @@ class NullHTTP(asyncio.Protocol):
     def _answer(self, method: str, path: str, body: bytes) -> bool:
         t = self.transport
         assert t is not None
-        if method == "GET" and path == "/health":
+        st = self.state
+        json_response = st.json_response
+        if method == "GET" and path == "/health" and st.health:
             t.write(json_response(200, {"status": "ok"}))
             return False
-        if method == "GET" and path == "/v1/models":
-            t.write(
-                json_response(
-                    200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "perfsuite-null"}]}
-                )
-            )
+        if method == "GET" and path == "/v1/models" and st.models:
+            model: dict[str, Any] = {"id": MODEL, "object": "model"}
+            if st.owned_by:
+                model["owned_by"] = st.owned_by
+            t.write(json_response(200, {"object": "list", "data": [model]}))
             return False
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             t.write(json_response(404, {"error": f"no route {method} {path}"}))
@@ -182,7 +193,8 @@ class NullHTTP(asyncio.Protocol):
         self.state.count += 1
         fault = self.state.faults.pick(self.state.count)
         n = int(req.get("max_tokens") or req.get("max_completion_tokens") or self.state.chunks)
-        events = stream_events(n, path.endswith("chat/completions"))
+        events = stream_events(n, path.endswith("chat/completions"), st.usage)
+        head = st.stream_head
         if fault == "fail":
             t.write(json_response(500, {"error": "injected failure (--fail-every)"}))
             return False
@@ -202,45 +214,42 @@ class NullHTTP(asyncio.Protocol):
             )
             return False
         half = max(1, n // 2)
+        if fault == "cut":  # a proper end ([DONE], the end chunk) after half the tokens, no finish reason
+            t.write(head + b"".join(events[:half]) + events[-1] + END)
+            return False
         if fault == "truncate":
-            t.write(STREAM_HEAD + b"".join(events[:half]))
+            t.write(head + b"".join(events[:half]))
             t.close()  # mid-stream, without the terminating chunk
             return True
         if fault == "malformed":
-            t.write(
-                STREAM_HEAD
-                + b"".join(events[:half])
-                + _chunk(b'data: {"choices": [\n\n')
-                + b"".join(events[half:])
-                + END
-            )
+            t.write(head + b"".join(events[:half]) + _chunk(b'data: {"choices": [\n\n') + b"".join(events[half:]) + END)
             return False
         if fault == "stall":
-            t.write(STREAM_HEAD + b"".join(events[:half]))
+            t.write(head + b"".join(events[:half]))
             self.busy = True
             asyncio.get_running_loop().call_later(self.state.faults.stall_s, self._resume, events[half:])
             return True
         if self.state.batcher is not None:
-            t.write(STREAM_HEAD)
+            t.write(head)
             self.busy = True  # later requests on this connection wait for the end of this answer
             self.state.batcher.admit(self, events)
             return True
         if self.state.event_gap_s > 0 or self.state.first_event_s > 0:
             first, gap = self.state.first_event_s, self.state.event_gap_s
             loop = asyncio.get_running_loop()
-            t.write(STREAM_HEAD)  # the headers at once, as an engine answers before its first token
+            t.write(head)  # the headers at once, as an engine answers before its first token
             for k, event in enumerate(events):
                 loop.call_later(first + k * gap, self._write, event)
             self.busy = True  # later requests on this connection wait for the end of this answer
             loop.call_later(first + len(events) * gap, self._resume, ())
             return True
         if self.state.write_each_event:
-            t.write(STREAM_HEAD + events[0])
+            t.write(head + events[0])
             for event in events[1:]:
                 t.write(event)
             t.write(END)
         else:
-            t.write(STREAM_HEAD + b"".join(events) + END)
+            t.write(head + b"".join(events) + END)
         return False
 
     def _write(self, event: bytes) -> None:
@@ -315,6 +324,18 @@ class ServerState:
     first_event_s: float = 0.0  # above 0: the first event this long after the request (a time to first token)
     batcher: Batcher | None = None  # answers timed by one step clock (--batching)
     count: int = 0  # requests answered by this process
+    health: bool = True  # answers GET /health
+    models: bool = True  # answers GET /v1/models
+    usage: bool = True  # token counts in the stream
+    server_header: str = SERVER_HEADER
+    owned_by: str = "perfsuite-null"
+
+    @property
+    def stream_head(self) -> bytes:
+        return STREAM_HEAD if self.server_header == SERVER_HEADER else stream_head(self.server_header)
+
+    def json_response(self, status: int, obj: object) -> bytes:
+        return json_response(status, obj, self.server_header)
 
 
 async def serve(sock: socket.socket, state: ServerState) -> None:
@@ -357,6 +378,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-s", type=float, default=30.0)
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--truncate-every", type=int, default=0)
+    ap.add_argument("--cut-every", type=int, default=0, help="every Nth stream ends with [DONE], no finish reason")
+    ap.add_argument("--no-health", action="store_true", help="no GET /health (404)")
+    ap.add_argument("--no-models", action="store_true", help="no GET /v1/models (404)")
+    ap.add_argument("--no-usage", action="store_true", help="no usage (token counts) in the stream")
+    ap.add_argument("--server-header", default=SERVER_HEADER, help="the Server header of every answer")
+    ap.add_argument("--owned-by", default="perfsuite-null", help="owned_by of /v1/models (empty: none)")
     a = ap.parse_args(argv)
     if a.chunks < 1 or a.processes < 1 or not 0 <= a.event_gap_ms < 60_000 or not 0 <= a.first_event_ms < 60_000:
         print(
@@ -364,8 +391,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every)
+    faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every, a.cut_every)
     state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3, a.first_event_ms / 1e3)
+    state.health, state.models, state.usage = not a.no_health, not a.no_models, not a.no_usage
+    state.server_header, state.owned_by = a.server_header, a.owned_by
     if a.batching:
         if not a.event_gap_ms > 0:
             print("error: --batching needs --event-gap-ms above 0 (the step)", file=sys.stderr)

@@ -35,7 +35,9 @@ class ServingParams:
     )
     api: str = param("completions", "OpenAI API: completions or chat", choices=APIS)
     api_key_env: str = param("", "environment variable holding an API key (sent as a bearer token, never recorded)")
-    health_path: str = param("/health", "GET path that answers 200 once the server is ready")
+    health_path: str = param(
+        "", "GET path that answers 200 once the server is ready ('': /health, else /v1/models, whichever answers)"
+    )
     server_ready_timeout_s: float = param(900.0, "longest wait for a started server's health endpoint")
     ignore_eos: bool = param(False, "send ignore_eos (vLLM, SGLang): answers run to max_tokens")
     tokenizer: str = param(
@@ -67,7 +69,7 @@ class ServingParams:
     )
     # -- sweeps
     rates: tuple[float, ...] = param((), "request-rate sweep (requests/s, open loop)")
-    burstiness: float = param(1.0, "gamma shape of the gaps between arrivals (1: Poisson; inf: even)")
+    burstiness: str = param("1", "gamma shape of the gaps between arrivals (1: Poisson; inf: even), a number above 0")
     concurrencies: tuple[int, ...] = param((), "concurrency sweep (requests in flight, closed loop)")
     sweep_requests: int = param(200, "requests per sweep step")
     sweep_duration_s: float = param(
@@ -108,7 +110,7 @@ class ServingParams:
             raise ValueError(f"url {self.url!r} is not an http:// or https:// URL")
         if self.build_model and not self.server_command:
             raise ValueError("build_model writes a model for server_command's {model_dir}: give server_command")
-        if not self.health_path.startswith("/"):
+        if self.health_path and not self.health_path.startswith("/"):
             raise ValueError(f"health_path must start with '/', not {self.health_path!r}")
         positive = {
             "num_prompts": self.num_prompts,
@@ -121,7 +123,6 @@ class ServingParams:
             "peak_steps": self.peak_steps,
             "slo_ttft_ms": self.slo_ttft_ms,
             "slo_tpot_ms": self.slo_tpot_ms,
-            "burstiness": self.burstiness,
             "client_processes": self.client_processes,
             "stall_timeout_s": self.stall_timeout_s,
             "request_timeout_s": self.request_timeout_s,
@@ -147,6 +148,7 @@ class ServingParams:
         ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, not {value:g}")
+        self.gamma_shape  # noqa: B018 (a bad burstiness is refused here, before anything runs)
         for r in self.rates:
             if not (r > 0 and math.isfinite(r)):
                 raise ValueError(f"rates must be finite and greater than 0, not {r:g}")
@@ -160,14 +162,33 @@ class ServingParams:
             raise ValueError(f"target_latency_percentile must lie strictly between 0 and 1, not {pct:g}")
         if len(set(self.scenarios)) != len(self.scenarios):
             raise ValueError(f"scenarios repeat: {','.join(self.scenarios)}")
-        if not (self.scenarios or self.rates or self.concurrencies or self.find_peak):
-            raise ValueError("nothing to measure: name scenarios, rates, concurrencies or find_peak")
         if self.api_key_env and self.api_key_env not in os.environ:
             raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
         if self.build_model:
             from perfsuite.workloads.inference.serving.model import refuse_unless_it_fits
 
             refuse_unless_it_fits(self.model_shape)
+
+    @property
+    def measures_alone(self) -> bool:
+        """Whether the run measures something without a cross-check (under ``perfsuite
+        crosscheck`` the cross-check's rounds are a measurement of their own)."""
+        return bool(self.scenarios or self.rates or self.concurrencies or self.find_peak)
+
+    @property
+    def gamma_shape(self) -> float:
+        """``burstiness`` as a number: ``inf`` (evenly spaced arrivals) is a value a record cannot
+        hold as a number, so the parameter is text and this is its reading."""
+        text = str(self.burstiness).strip().lower()
+        if text in ("inf", "+inf", "infinity", "even"):
+            return math.inf
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"burstiness must be a number above 0 or inf, not {self.burstiness!r}") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"burstiness must be a number above 0 or inf, not {self.burstiness!r}")
+        return value
 
     @property
     def model_shape(self) -> Any:

@@ -39,6 +39,41 @@ SELF_REPORT_TIMEOUT_S = 5.0  # every path of the self-report together
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1"}
 # What engines expose about themselves, tried in turn (each missing one is recorded as such).
 SELF_REPORT_PATHS = ("/v1/models", "/version", "/server_info", "/get_server_info", "/info")
+# Readiness endpoints tried in turn when ``health_path`` is not set: vLLM, SGLang, TGI and
+# llama.cpp answer /health; every OpenAI-compatible engine answers /v1/models.
+HEALTH_PATHS = ("/health", "/v1/models")
+# Web frameworks and HTTP servers an engine is built on: their name in a ``Server`` header says
+# nothing of the engine, so it never names one.
+FRAMEWORKS = frozenset(
+    {
+        "uvicorn",
+        "hypercorn",
+        "gunicorn",
+        "aiohttp",
+        "python",
+        "werkzeug",
+        "tornado",
+        "granian",
+        "daphne",
+        "nginx",
+        "envoy",
+        "caddy",
+        "apache",
+        "cherrypy",
+        "waitress",
+        "starlette",
+        "fastapi",
+        "axum",
+        "hyper",
+        "actix-web",
+        "go",
+        "node",
+        "express",
+        "jetty",
+    }
+)
+# ``owned_by`` values of /v1/models that name an organisation or a default, not an engine.
+GENERIC_OWNERS = frozenset({"", "system", "organization-owner", "openai", "user", "owner", "me", "none", "null"})
 
 
 class ServerUnavailable(RuntimeError):
@@ -87,6 +122,32 @@ def probe(base_url: str, health_path: str, headers: dict[str, str] | None = None
     return status
 
 
+def health_paths(health_path: str) -> tuple[str, ...]:
+    """The readiness endpoints to try: the one the user set, else :data:`HEALTH_PATHS`."""
+    return (health_path,) if health_path else HEALTH_PATHS
+
+
+def find_ready(base_url: str, health_path: str, headers: dict[str, str] | None = None) -> str:
+    """The first readiness endpoint of :func:`health_paths` that answers 200; raises
+    ServerUnavailable (one line naming each path's answer and the option that fixes it)."""
+    answers = []
+    for path in health_paths(health_path):
+        status = probe(base_url, path, headers)
+        if status == 200:
+            return path
+        answers.append(f"{path}: HTTP {status}")
+    raise ServerUnavailable(not_ready_line(base_url, health_path, answers))
+
+
+def not_ready_line(base_url: str, health_path: str, answers: list[str]) -> str:
+    fix = (
+        "set -p health_path=... to a path that answers 200 once the server is ready"
+        if not health_path
+        else "set -p health_path=... to another path, or leave it unset to try " + " and ".join(HEALTH_PATHS)
+    )
+    return f"no readiness endpoint of {base_url} answered 200 ({', '.join(answers)}): {fix}"
+
+
 class ServerProcess:
     """A server started by the suite for one run."""
 
@@ -99,6 +160,7 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
         self.ready_s: float | None = None
+        self.ready_path: str | None = None  # the readiness endpoint that answered 200
         self.exit_code: int | None = None
 
     def start(self) -> None:
@@ -119,9 +181,10 @@ class ServerProcess:
     def wait_ready(self, timeout_s: float) -> float:
         """Seconds until the health endpoint answered 200; raises ServerUnavailable."""
         assert self.proc is not None
-        url = self.base_url.rstrip("/") + self.health_path
+        paths = health_paths(self.health_path)
+        url = self.base_url.rstrip("/") + paths[0]
         deadline = self.started_at + timeout_s
-        last = "no answer yet"
+        last: dict[str, str] = dict.fromkeys(paths, "no answer yet")
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
@@ -130,18 +193,23 @@ class ServerProcess:
                     f"the server exited with code {code} before {url} answered; "
                     f"last log line: {self.last_log_line()!r} (log: {self.log_path})"
                 )
-            try:
-                status, _, _ = http_get(url, max(0.01, min(PROBE_TIMEOUT_S, deadline - time.monotonic())))
-                if status == 200:
-                    self.ready_s = time.monotonic() - self.started_at
-                    return self.ready_s
-                last = f"HTTP {status}"
-            except (OSError, ValueError) as exc:
-                last = str(getattr(exc, "reason", exc))
+            for path in paths:
+                try:
+                    left = max(0.01, min(PROBE_TIMEOUT_S, deadline - time.monotonic()))
+                    status, _, _ = http_get(self.base_url.rstrip("/") + path, left)
+                    if status == 200:
+                        self.ready_s = time.monotonic() - self.started_at
+                        self.ready_path = path
+                        return self.ready_s
+                    last[path] = f"HTTP {status}"
+                except (OSError, ValueError) as exc:
+                    last[path] = str(getattr(exc, "reason", exc))
             time.sleep(POLL_S)
+        answers = [f"{path}: {why}" for path, why in last.items()]
         raise ServerUnavailable(
-            f"the server was not ready within {timeout_s:g} s ({url}: {last}); last log line: "
-            f"{self.last_log_line()!r} (log: {self.log_path})"
+            f"the server was not ready within {timeout_s:g} s; "
+            + not_ready_line(self.base_url, self.health_path, answers)
+            + f"; last log line: {self.last_log_line()!r} (log: {self.log_path})"
         )
 
     def last_log_line(self) -> str:
@@ -189,7 +257,8 @@ class ServerProcess:
             "pid": self.proc.pid if self.proc else None,
             "log": self.log_path.name,
             "ready_after_s": self.ready_s,
-            "health_path": self.health_path,
+            "health_path": self.ready_path,
+            "health_paths_tried": list(health_paths(self.health_path)),
             "env_set": self.env_defaults,
         }
 
@@ -237,18 +306,40 @@ def _trim(obj: Any, depth: int = 0) -> Any:
 
 
 def engine_from_report(report: dict) -> dict:
-    """The engine's name and version as far as the report tells them."""
-    engine: dict[str, Any] = {"name": None, "version": None}
-    header = report.get("server_header") or ""
+    """The engine's name and version as far as what it exposes tells them, and where each came
+    from (``source``): a version endpoint (vLLM ``/version``, SGLang ``/get_server_info``, TGI
+    ``/info``), the ``Server`` header unless it names a web framework (uvicorn and the like,
+    which say nothing of the engine), ``owned_by`` of ``/v1/models``; else unknown (None)."""
+    engine: dict[str, Any] = {"name": None, "version": None, "source": None}
     version = (report.get("/version") or {}).get("body") or {}
     if isinstance(version, dict) and version.get("version"):
-        engine.update(name="vllm", version=version["version"])
+        engine.update(name="vllm", version=str(version["version"]), source="/version")
     info = (report.get("/get_server_info") or report.get("/server_info") or {}).get("body")
     if isinstance(info, dict) and info.get("version") and engine["name"] is None:
-        engine.update(name="sglang", version=info["version"])
+        engine.update(name="sglang", version=str(info["version"]), source="/get_server_info")
     tgi = (report.get("/info") or {}).get("body")
     if isinstance(tgi, dict) and tgi.get("version") and engine["name"] is None:
-        engine.update(name="text-generation-inference", version=tgi["version"])
-    if engine["name"] is None and header:
-        engine["name"] = header
+        engine.update(name="text-generation-inference", version=str(tgi["version"]), source="/info")
+    header = str(report.get("server_header") or "").strip()
+    name, _, rest = header.partition("/")
+    if header and name.strip().lower() not in FRAMEWORKS:
+        if engine["name"] is None:
+            engine.update(name=name.strip(), version=rest.split()[0] if rest.strip() else None, source="server header")
+    elif header:
+        engine["server_header_ignored"] = f"{header!r} names a web framework, not the engine"
+    if engine["name"] is None:
+        owner = _owned_by(report)
+        if owner is not None:
+            engine.update(name=owner, source="/v1/models owned_by")
+    if engine["name"] is None:
+        engine["source"] = "unknown: the server names no engine (no version endpoint, Server header or owned_by)"
     return engine
+
+
+def _owned_by(report: dict) -> str | None:
+    body = (report.get("/v1/models") or {}).get("body")
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        return None
+    owner = str(data[0].get("owned_by") or "").strip()
+    return owner if owner.lower() not in GENERIC_OWNERS else None

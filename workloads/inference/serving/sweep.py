@@ -43,7 +43,7 @@ class StepRules:
 
 def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: float | None) -> dict:
     """One step's row: its figures, verdict and reasons (JSON-ready)."""
-    s = summarize(results, rules.slo)
+    s = summarize(results, rules.slo, len(results) / load if mode == "rate" and load > 0 else None)
     reasons = []
     failed = s["errors"]["count"]
     if s["requests"] and failed / s["requests"] > rules.error_budget:

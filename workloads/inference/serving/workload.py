@@ -81,6 +81,7 @@ class Serving(Workload):
         self.details: dict[str, Any] = {}
         self.tokenizer: str | None = None
         self.energy_local = False
+        self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
 
     def unmet(self, ctx: "RunContext") -> str | None:
         """A started ``transformers serve`` needs the serving extra; without it the run is a skip."""
@@ -101,6 +102,12 @@ class Serving(Workload):
         from perfsuite.workloads.inference.serving.prompts import Lengths, describe, synthetic_prompts
 
         p = self.params
+        if not (p.measures_alone or ctx.crosscheck.requested):
+            # the parameters alone cannot tell: a cross-check (perfsuite crosscheck) needs no other step
+            raise ValueError(
+                "nothing to measure: name scenarios, rates, concurrencies or find_peak, "
+                "or run it under perfsuite crosscheck"
+            )
         root = ctx.artifact_dir()
         d: dict[str, Any] = {"artifact_dir": str(root)}
         self.details = ctx.details["serving"] = d
@@ -116,11 +123,11 @@ class Serving(Workload):
             headers["Authorization"] = f"Bearer {os.environ[p.api_key_env]}"
         if p.url:
             base_url = p.url.rstrip("/")
-            status = srv.probe(base_url, p.health_path, headers)
-            if status != 200:
-                raise srv.ServerUnavailable(f"{base_url}{p.health_path} answered HTTP {status}, not 200")
+            ready = srv.find_ready(base_url, p.health_path, headers)
             d["endpoint"] = {
                 "base_url": base_url,
+                "health_path": ready,
+                "health_paths_tried": list(srv.health_paths(p.health_path)),
                 "started_by_suite": False,
                 "note": "a server already running when the run started",
             }
@@ -246,7 +253,10 @@ class Serving(Workload):
             "succeeded": len(good),
             "seconds": time.perf_counter() - t0,
             "first_e2e_s": results[0].e2e_s if results else None,
+            "token_count_source": sorted({r.token_source for r in good}),
         }
+        # whether the server streams its own token counts: the cross-check asks AIPerf for them only then
+        self.server_usage = bool(good) and all(r.token_source == "usage" for r in good)
         if not good:
             r = results[0]
             raise ServerUnavailable(
@@ -319,7 +329,7 @@ class Serving(Workload):
         n = p.sweep_requests
         if mode == "rate":
             n = max(n, math.ceil(load * p.sweep_duration_s))
-            job = self._job(n, offsets=arrival_offsets_s(n, load, p.burstiness, ctx.controls.seed))
+            job = self._job(n, offsets=arrival_offsets_s(n, load, p.gamma_shape, ctx.controls.seed))
         else:
             job = self._job(n, concurrency=int(load))
         ctx.log(f"{mode} {load:g}: {n} requests")
@@ -388,12 +398,14 @@ class Serving(Workload):
         n = p.crosscheck_requests
         prompts = [self.prompts[i % len(self.prompts)] for i in range(n)]
         rate, seed = p.crosscheck_rate, ctx.controls.seed
-        offsets = arrival_offsets_s(n, rate, p.burstiness, seed) if rate else None
+        offsets = arrival_offsets_s(n, rate, p.gamma_shape, seed) if rate else None
 
         def suite_once() -> dict:
             job = self._job(n, p.crosscheck_concurrency, offsets)
-            s = summarize(self.pool.run(job), self._slo())
+            s = summarize(self.pool.run(job), self._slo(), n / rate if rate else None)
             return {
+                "token_count_source": s["token_count_source"],
+                "rate_span": s["rate_span"],
                 "client_processes": self.pool.senders(job),
                 "ttft_p50_ms": s["ttft_ms"].get("p50"),
                 "ttft_p99_ms": s["ttft_ms"].get("p99"),
@@ -415,6 +427,7 @@ class Serving(Workload):
             "burstiness": p.burstiness,
             "seed": ctx.controls.seed,
             "tokenizer": self.tokenizer,
+            "server_token_counts": self.server_usage,
             "ignore_eos": p.ignore_eos,
             "api_key_env": p.api_key_env or None,
             "timeout_s": p.request_timeout_s,
