@@ -26,6 +26,7 @@ without importing the host.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,9 +167,35 @@ def _check_passed(record: Mapping[str, Any], label: str) -> bool | None:
     return all(c["passed"] for c in found) if found else None
 
 
+def statistic_of(metric: Mapping[str, Any]) -> str | None:
+    """Which statistic of its samples a metric's value is, so that its label can name it:
+    ``"median"`` (what a run records), ``"best"`` (its fastest call: ``kernels.ceilings`` keeps it,
+    as a ceiling is an upper bound), or None (a figure computed otherwise, or no statistics)."""
+    s = metric.get("statistics") or {}
+    value = metric.get("value")
+    if value is None:
+        return None
+    if s.get("median") is not None and math.isclose(value, s["median"], rel_tol=1e-12, abs_tol=0.0):
+        return "median"
+    best = s.get("max") if metric.get("higher_is_better", True) else s.get("min")
+    if best is not None and math.isclose(value, best, rel_tol=1e-12, abs_tol=0.0):
+        return "best"
+    return None
+
+
+def value_ci(metric: Mapping[str, Any]) -> list[float] | None:
+    """The 95% CI to print beside a metric's value: its samples' bootstrap CI of the median, shown
+    only where the value is that median. A best call's value lies above the median's interval (a
+    ceiling's 347 GFLOP/s beside 2.79-4.58), so it gets none: an interval is only ever printed
+    beside the statistic it is of."""
+    s = metric.get("statistics") or {}
+    if s.get("n", 0) > 1 and s.get("ci95_low") is not None and statistic_of(metric) == "median":
+        return [s["ci95_low"], s["ci95_high"]]
+    return None
+
+
 def _row(record: Mapping[str, Any], metric: Mapping[str, Any], decl: Headline | None) -> dict[str, Any]:
     case = metric["case"]
-    s = metric.get("statistics") or {}
     beside = []
     for name in decl.beside if decl else ():
         found = next((m for m in record["metrics"] if m["case"] == case and m["name"] == name), None)
@@ -181,7 +208,8 @@ def _row(record: Mapping[str, Any], metric: Mapping[str, Any], decl: Headline | 
         "unit": metric["unit"],
         "value": metric["value"],
         "higher_is_better": metric["higher_is_better"],
-        "ci95": [s["ci95_low"], s["ci95_high"]] if s.get("n", 0) > 1 and "ci95_low" in s else None,
+        "statistic": statistic_of(metric),
+        "ci95": value_ci(metric),
         "valid": _check_passed(record, decl.validity.format(case=case)) if decl and decl.validity else None,
         "beside": beside,
     }
@@ -205,6 +233,7 @@ def _sweep_rows(record: Mapping[str, Any], decl: Headline) -> list[dict[str, Any
                     "unit": unit,
                     "value": cell[name],
                     "higher_is_better": True,
+                    "statistic": None,
                     "ci95": None,
                     "valid": None if wrong is None else wrong == 0,
                     "beside": [
@@ -222,9 +251,11 @@ def headline_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     size and mode for a sweep, in the record's order. Each row is a dict:
 
     ``case`` (str), ``size_bytes`` (int, a sweep row; else None), ``metric``, ``unit``, ``value``
-    (float), ``higher_is_better`` (bool), ``ci95`` ([low, high] of the run's median where it has
-    several samples, else None), ``valid`` (LoadGen's VALID/INVALID for a scenario, #wrong == 0 for
-    a sweep row, else None: verification is the record's), ``beside`` (a list of ``{metric, unit,
+    (float), ``higher_is_better`` (bool), ``statistic`` (which statistic of the samples ``value``
+    is: ``"median"``, ``"best"`` or None, :func:`statistic_of`), ``ci95`` ([low, high] of the
+    run's median where it has several samples and ``value`` is that median, else None),
+    ``valid`` (LoadGen's VALID/INVALID for a scenario, #wrong == 0 for a sweep row, else None:
+    verification is the record's), ``beside`` (a list of ``{metric, unit,
     value}`` shown next to it, never ranked).
 
     A case without any of its declared metrics has no row, unless no case has one (a record written

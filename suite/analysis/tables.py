@@ -16,8 +16,8 @@ from rich.text import Text
 
 from perfsuite.analysis import figures
 from perfsuite.analysis.layout import Column, FittedTable, refit
-from perfsuite.analysis.units import interval, number, parts, quantity, scale_for
-from perfsuite.schemas.headline import headline_rows
+from perfsuite.analysis.units import alike, interval, number, parts, quantity
+from perfsuite.schemas.headline import headline_rows, statistic_of, value_ci
 from perfsuite.schemas.regime import POWER_CAPPED, UNOBSERVED, case_regime
 from perfsuite.text import plain
 
@@ -132,18 +132,34 @@ def beside_cell(row: dict) -> str:
     return ", ".join(f"{b['metric']} {quantity(b['value'], b['unit'])}" for b in row.get("beside") or ())
 
 
+def metric_cell(name: str, statistic: str | None) -> str:
+    """A metric's name with the statistic its value is where that is not the median the suite
+    records (``tflops (best)``: a ceiling's fastest call), so that the label names the figure."""
+    return f"{name} ({statistic})" if statistic not in (None, "median") else name
+
+
+def ci_cell(low: float | None, high: float | None, value: float, unit: str, statistic: str | None) -> str:
+    """The 95% CI beside a value in its unit, or for a best call (which has no interval of the
+    median to stand in) ``best call``: the column that is never left out says what the figure is."""
+    if statistic == "best":
+        return "best call"
+    return interval(low, high, value, unit)
+
+
+# The suite's own columns (value, CI, % of ceiling, regime, status) are never left out for the
+# width: decoration (the metric's name, what is shown beside, time per call, the datasheet) goes first.
 SUMMARY_COLUMNS = (
     Column("workload"),
     Column("case", wrap=True),
     Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
-    Column("95% CI", justify="right", drop=4),
+    Column("95% CI", justify="right"),
     Column("beside", wrap=True, drop=6),
     Column("time/call", justify="right", drop=5),
-    Column("% of ceiling", wrap=True, drop=6),
+    Column("% of ceiling", wrap=True),
     Column("% of spec", wrap=True, drop=8),
-    Column("regime", wrap=True, drop=3),
+    Column("regime", wrap=True),
     Column("vs baseline", wrap=True, drop=5),
     Column("valid", drop=2),
     Column("status"),
@@ -183,10 +199,10 @@ def results_table(records: list[dict], ids: Mapping[str, str] | None = None) -> 
             t.add_row(
                 name,
                 case_cell(row),
-                row["metric"],
+                metric_cell(row["metric"], row.get("statistic")),
                 value,
                 unit,
-                interval(low, high, row["value"], row["unit"]),
+                ci_cell(low, high, row["value"], row["unit"], row.get("statistic")),
                 beside_cell(row),
                 _time_cell(r, case) if metric is not None and row["metric"] != "time_ms" else "",
                 figures.ceiling_cell(metric) if metric else "",
@@ -211,7 +227,9 @@ RUNS_COLUMNS = (
     Column("metric", drop=7),
     Column("value", justify="right"),
     Column("unit"),
-    Column("regime", wrap=True, drop=2),  # qualifies the figure (burst, sustained, power-capped): before the date
+    Column("95% CI", justify="right"),
+    Column("% of ceiling", wrap=True),
+    Column("regime", wrap=True),  # qualifies the figure (burst, sustained, power-capped): before the date
     Column("valid", drop=2),
     Column("status"),
     Column("error", wrap=True, drop=4),
@@ -219,25 +237,31 @@ RUNS_COLUMNS = (
 CASE_INDENT = "  "  # a case under its run's workload, in the nested layout
 
 
-def _run_lines(r: dict, record: dict | None) -> list[tuple[str, str, str, str, str, str, str]]:
-    """(case, metric, value, unit, regime, valid, status) per headline row of a stored run: from
-    its record where given, else the registry's one-line summary; none for a run without a figure."""
+def _run_lines(r: dict, record: dict | None) -> list[tuple[str, ...]]:
+    """(case, metric, value, unit, CI, % of ceiling, regime, valid, status) per headline row of a
+    stored run: from its record where given, else the registry's one-line summary (no CI, no
+    ceiling); none for a run without a figure."""
     if r["status"] != "success":
         return []
     if record is not None:
-        out = []
+        out: list[tuple[str, ...]] = []
         for row in summary_rows(record):
             case = case_cell(row)
             regime = regime_cell(record, row["case"])  # power-capped with the SM clocks seen
             status = status_cell(r["status"], _check_for(record, row["case"]))
             value, unit = parts(row["value"], row["unit"])
-            out.append((case, row["metric"], value, unit, regime, valid_cell(row["valid"]), status))
+            low, high = row["ci95"] or (None, None)
+            ci = ci_cell(low, high, row["value"], row["unit"], row.get("statistic"))
+            metric = _metric(record, row["case"], row["metric"]) if row.get("at") is None else None
+            ceiling = figures.ceiling_cell(metric) if metric else ""
+            name = metric_cell(row["metric"], row.get("statistic"))
+            out.append((case, name, value, unit, ci, ceiling, regime, valid_cell(row["valid"]), status))
         return out
     if r.get("value") is None:
         return []
     value, unit = parts(r["value"], r["unit"])
     status = status_cell(r["status"], r["verification"])
-    return [(r.get("case") or "", r.get("metric") or "", value, unit, r.get("throttled") or "", "", status)]
+    return [(r.get("case") or "", r.get("metric") or "", value, unit, "", "", r.get("throttled") or "", "", status)]
 
 
 def runs_table(
@@ -267,13 +291,13 @@ def runs_table(
         error = r.get("error") or ""
         if not nested:
             status = status_cell(r["status"], r["verification"])
-            for case, metric, value, unit, regime, valid, line_status in lines or [("",) * 6 + (status,)]:
-                t.add_row(*shared, r["device"], case, metric, value, unit, regime, valid, line_status, error)
+            for line in lines or [("",) * 8 + (status,)]:
+                t.add_row(*shared, r["device"], *line, error)
             continue
         run_status = "" if lines else status_cell(r["status"], r["verification"])
-        t.add_row(*shared, r["device"], "", "", "", "", "", run_status, error)
-        for case, metric, value, unit, regime, valid, status in lines:
-            t.add_row("", "", CASE_INDENT + case, "", "", metric, value, unit, regime, valid, status, "")
+        t.add_row(*shared, r["device"], "", "", "", "", "", "", "", run_status, error)
+        for case, *rest in lines:
+            t.add_row("", "", CASE_INDENT + case, "", "", *rest, "")
     return t
 
 
@@ -329,37 +353,40 @@ def sweep_tables(records: list[dict], ids: Mapping[str, str] | None = None) -> l
 METRIC_COLUMNS = (
     Column("case"),
     Column("metric"),
-    Column("median", justify="right"),
+    Column("value", justify="right"),  # the median, or the statistic the metric's cell names
     Column("unit"),
-    Column("95% CI", justify="right", drop=2),
+    Column("95% CI", justify="right"),
     Column("mean", justify="right", drop=5),
     Column("stdev", justify="right", drop=4),
     Column("min", justify="right", drop=6),
     Column("max", justify="right", drop=6),
     Column("p95", justify="right", drop=7),
     Column("n", justify="right", drop=3),
-    Column("% of ceiling", wrap=True, drop=1),
+    Column("% of ceiling", wrap=True),
     Column("% of spec", wrap=True, drop=3),
 )
 
 
 def metrics_table(record: dict) -> FittedTable:
-    """Every metric of a record with its statistics, each row in the unit its median reads best in."""
+    """Every metric of a record with its statistics, each row in the unit its value reads best in
+    (the statistics beside it in the same unit, with the same prefix). The value is the median,
+    or the statistic the metric's cell names (``tflops (best)``); the CI is shown only beside the
+    median it is of."""
     t = FittedTable(METRIC_COLUMNS, title="metrics")
     for m in record["metrics"]:
         s = m["statistics"] or {}
-        factor, _ = scale_for(m["value"], m["unit"]) if m["unit"] != "fraction" else (100.0, "%")
         value, unit = parts(m["value"], m["unit"])
 
-        def same(key: str, s: dict = s, factor: float = factor) -> str:
-            return number(s[key] * factor) if s.get(key) is not None else ""
+        def same(key: str, s: dict = s, m: dict = m) -> str:
+            return alike(s.get(key), m["value"], m["unit"])
 
+        low, high = value_ci(m) or (None, None)
         t.add_row(
             m["case"],
-            m["name"],
+            metric_cell(m["name"], statistic_of(m)),
             value,
             unit,
-            interval(s.get("ci95_low"), s.get("ci95_high"), m["value"], m["unit"]).rstrip("%"),
+            ci_cell(low, high, m["value"], m["unit"], statistic_of(m)).rstrip("%"),
             same("mean"),
             same("stdev"),
             same("min"),

@@ -72,6 +72,11 @@ def scale_for(value: float, unit: str) -> tuple[float, str]:
     return 10.0 ** (exp - new), shown
 
 
+def _count_prefix(shown: str) -> str:
+    """The prefix letter of a count rate (``k`` of ``k images/s``), written on each number."""
+    return shown[0] if shown[:2] in ("k ", "M ", "G ") else ""
+
+
 def parts(value: float | None, unit: str) -> tuple[str, str]:
     """(number, unit) scaled, for a value column beside a unit column: ``("779", "MFLOP/s")``,
     ``("16.3k", "images/s")``, ``("74.1", "%")``; ``("", "")`` for no value."""
@@ -80,8 +85,9 @@ def parts(value: float | None, unit: str) -> tuple[str, str]:
     if unit == "fraction":
         return number(value * 100), "%"
     factor, shown = scale_for(value, unit)
-    if shown[:2] in ("k ", "M ", "G "):  # a count rate: the prefix on the number, "16.3k images/s"
-        return f"{number(value * factor)}{shown[0]}", shown[2:]
+    prefix = _count_prefix(shown)
+    if prefix:  # a count rate: the prefix on the number, "16.3k images/s"
+        return f"{number(value * factor)}{prefix}", shown[2:]
     return number(value * factor), shown
 
 
@@ -91,11 +97,24 @@ def quantity(value: float | None, unit: str) -> str:
     return num + shown if shown == "%" else f"{num} {shown}".strip()
 
 
+def alike(x: float | None, value: float, unit: str) -> str:
+    """``x`` in the unit :func:`parts` chose for ``value``, with the prefix it wrote on the number
+    (a count rate's ``k``), so that a figure beside the value reads in the same unit: the mean
+    ``171k`` beside ``175k images/s``, never ``171``. '' for None."""
+    if x is None:
+        return ""
+    if unit == "fraction":
+        return number(x * 100)
+    factor, shown = scale_for(value, unit)
+    return f"{number(x * factor)}{_count_prefix(shown)}"
+
+
 def interval(low: float | None, high: float | None, value: float, unit: str) -> str:
-    """A confidence interval in the unit :func:`quantity` chose for ``value``: ``770–790``."""
+    """A confidence interval in the unit :func:`quantity` chose for ``value``: ``770–790``
+    (beside ``779 MFLOP/s``), ``171k–215k`` (beside ``175k images/s``: each end carries the
+    prefix the value carries)."""
     if low is None or high is None:
         return ""
     if unit == "fraction":
         return f"{number(low * 100)}–{number(high * 100)}%"
-    factor, _ = scale_for(value, unit)
-    return f"{number(low * factor)}–{number(high * factor)}"
+    return f"{alike(low, value, unit)}–{alike(high, value, unit)}"
