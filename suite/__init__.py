@@ -16,6 +16,7 @@ exports (``__all__``) and the public modules named here::
     from perfsuite.inputs import datasets, images, tensors   # data sets; batches of images or tensors
     from perfsuite.inputs import cache    # the cache folder for what a run makes once (data sets, models)
     from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
+    from perfsuite.convergence import verdict   # MLPerf-style reference convergence points: a run's verdict
 
 For code that drives perfsuite (a notebook, a CI script): ``perfsuite.run(name, params=...,
 controls=...)`` runs a workload as ``perfsuite run`` does and returns its stored record;

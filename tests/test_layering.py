@@ -33,6 +33,7 @@ ROOTS = {
 # The host's public modules: those named in __all__, the check helpers, the inputs and testing.
 PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[0].isupper() and name[0] != "_"} | {
     "perfsuite.checks",
+    "perfsuite.convergence",
     "perfsuite.inputs.cache",
     "perfsuite.inputs.datasets",
     "perfsuite.inputs.images",
@@ -379,6 +380,7 @@ FLOORS = (
         (
             "perfsuite.case",
             "perfsuite.checks",
+            "perfsuite.convergence",  # MLPerf's reference convergence points, which training checks against
             "perfsuite.context",
             "perfsuite.workload",
             "perfsuite.distributed",

@@ -17,7 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfsuite.analysis import convergence, scoring  # noqa: E402
+from perfsuite import convergence  # noqa: E402
+from perfsuite.analysis import scoring  # noqa: E402
 from perfsuite.schemas.comparability import comparability_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -412,17 +412,17 @@ class TimeToTarget(Workload):
         return ctx.crosscheck.bare_loop(args)
 
     def _check_convergence(self, ctx: "RunContext", samples: float) -> None:
-        """MLPerf's reference-convergence-point check (``perfsuite.analysis.convergence``): a run
+        """MLPerf's reference-convergence-point check (``perfsuite.convergence``): a run
         that reached its target on fewer samples than the reference points for its global batch
         allow fails it, so it is ``invalid`` and never ranked; where there is no reference for
         this benchmark or batch the record says so and nothing is checked."""
         from dataclasses import asdict
 
-        from perfsuite.analysis import convergence
+        from perfsuite.convergence import PointsError, verdict
 
         try:
-            found = convergence.verdict(self.name, asdict(self.params), [samples])
-        except convergence.PointsError as exc:
+            found = verdict(self.name, asdict(self.params), [samples])
+        except PointsError as exc:
             found = {"status": "unchecked", "reason": str(exc)}
         ctx.details["convergence"] = found
         if found["status"] == "unchecked":

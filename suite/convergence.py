@@ -6,8 +6,8 @@ fewer samples than the reference's seeds needed, or its time to target would com
 easier optimisation problem (a tuned-away warm-up, a lucky schedule) rather than from speed.
 MLPerf ships RCPs built from its reference implementation's runs; perfsuite ships its own,
 built from its filed seeds (the records under ``submissions/``) and kept as data beside this
-module (``convergence_points.json``, rebuilt with ``python -m perfsuite.analysis.convergence
-build submissions/ > suite/analysis/convergence_points.json``).
+module (``convergence_points.json``, rebuilt with ``python -m perfsuite.convergence
+build submissions/ > suite/convergence_points.json``).
 
 A benchmark is a workload with the parameters that define its problem (model, data, target);
 the hyperparameters a submitter may tune (:data:`TUNABLE`: batch, learning rate and schedule,
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     """``build DIR``: the points file of the training records under DIR, on stdout."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] != "build":
-        print("usage: python -m perfsuite.analysis.convergence build SUBMISSIONS_DIR", file=sys.stderr)
+        print("usage: python -m perfsuite.convergence build SUBMISSIONS_DIR", file=sys.stderr)
         return 2
     root = Path(args[1])
     if not root.is_dir():
