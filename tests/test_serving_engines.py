@@ -216,3 +216,25 @@ def test_a_fixed_rate_step_reads_its_rate_and_burstiness_inf_sends_evenly(tmp_pa
     rows = [json.loads(line) for line in (Path(d["artifact_dir"]) / step["requests_file"]).read_text().splitlines()]
     sched = sorted(r["sched_ns"] for r in rows)
     assert {b - a for a, b in pairwise(sched)} <= {499_999_999, 500_000_000, 500_000_001}
+
+
+def test_a_rate_steps_capacity_check_is_an_open_loop_at_that_rate():
+    """Not the closed loop (which reads 5 to 8 times what an open loop holds): the client's open
+    loop against a null server at the step's own rate, whose verdict the step carries."""
+    from perfsuite.workloads.inference.serving.capacity import CHECK_MIN_RPS, CHECK_S
+
+    with null_server() as server:
+        d = _sweep(server.url, rates="50,200", sweep_requests=20, measure_client=True, output_tokens=4)
+    closed = d["client"]["capacity"]["requests_per_s"]
+    slow, fast = d["rate_sweep"]["steps"]
+    assert (
+        slow["client_rate_check"]["held"] is None and f"below {CHECK_MIN_RPS:g}/s" in slow["client_rate_check"]["note"]
+    )
+    check = fast["client_rate_check"]
+    if closed < 200:  # a machine too busy to stream 200/s even closed loop: beyond it, unmeasured
+        assert check["held"] is False and "exceeds the client's measured capacity" in check["why"]
+    else:
+        assert check["offered_rps"] == 200 and check["requests"] == int(200 * CHECK_S) and "send_lag_p99_ms" in check
+    # the verdict is the check's: a check that did not hold makes the step invalid with its words
+    assert (check["held"] is False) == (check.get("why") in fast["invalid_reasons"])
+    assert not any("capacity" in why or "open loop" in why for why in slow["invalid_reasons"])

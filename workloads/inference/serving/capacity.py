@@ -45,6 +45,11 @@ CONCURRENCY_PER_PROCESS = 32
 IDLE_REQUESTS = 200
 OPEN_LOOP_RPS = 2000.0  # the open-loop rate every run's record shows the client holding (or not)
 START_TIMEOUT_S = 30.0
+# A rate step's capacity check: the client's open loop at the step's own rate against the null
+# server, this long; below CHECK_MIN_RPS the step's own send lag is the check (the client idles).
+CHECK_S = 0.5
+CHECK_MIN_RPS = 100.0
+HELD_FRACTION = 0.95  # an open loop holding less than this share of its rate fell behind
 
 
 @dataclass
@@ -204,12 +209,13 @@ def measure(
 
 
 def open_loop(pool: ClientPool, server: NullServer, rate: float, seconds: float) -> dict:
-    """One open-loop step at ``rate`` (Poisson arrivals) against ``server``, with its CPU cost."""
+    """One open-loop step at ``rate`` (Poisson arrivals) against ``server``, with its CPU cost;
+    ``achieved_rps`` over the schedule's span (n requests at ``rate``: n / rate seconds)."""
     n = max(1, int(rate * seconds))
     job = _job(server.url, n, offsets=arrival_offsets_s(n, rate, 1.0, seed=0))
     with CPUMeter(pool, server) as meter:
         results = pool.run(job)
-    s = summarize(results, SLO())
+    s = summarize(results, SLO(), n / rate)
     return {
         "offered_rps": rate,
         "achieved_rps": s["completed_rps"],
@@ -223,6 +229,42 @@ def open_loop(pool: ClientPool, server: NullServer, rate: float, seconds: float)
         "reads_per_request": _reads_per_request(results),
         **meter.figures(n),
     }
+
+
+def rate_check(pool: ClientPool, rate: float, closed_loop_rps: float | None) -> dict:
+    """Whether the client holds ``rate`` open loop, the check a sweep's rate step is judged by:
+    a rate above the closed loop (``closed_loop_rps``, the most the client streams with requests
+    always in flight) is beyond it unmeasured; from ``CHECK_MIN_RPS`` up to it, an open loop at
+    ``rate`` for ``CHECK_S`` against a null server of its own must hold ``HELD_FRACTION`` of the
+    rate with no failure and a send lag p99 within the step's own bound (the closed loop reads
+    5 to 8 times what an open loop holds, so it is never the bound of one); below, the client
+    idles and the step's own send lag is the check (``held`` None)."""
+    from perfsuite.workloads.inference.serving.sweep import MAX_SEND_LAG_MS
+
+    if closed_loop_rps is not None and rate > closed_loop_rps:
+        return {
+            "offered_rps": rate,
+            "held": False,
+            "why": f"the offered rate {rate:g}/s exceeds the client's measured capacity {closed_loop_rps:.0f}/s",
+        }
+    if rate < CHECK_MIN_RPS:
+        return {
+            "offered_rps": rate,
+            "held": None,
+            "note": f"below {CHECK_MIN_RPS:g}/s not measured: the step's own send lag is the check",
+        }
+    with null_server() as server:
+        out = open_loop(pool, server, rate, CHECK_S)
+    lag = out["send_lag_p99_ms"]
+    out["held"] = (
+        out["failed"] == 0 and out["achieved_rps"] >= HELD_FRACTION * rate and (lag is None or lag <= MAX_SEND_LAG_MS)
+    )
+    if not out["held"]:
+        out["why"] = (
+            f"the client held {out['achieved_rps']:.0f}/s of the offered {rate:g}/s open loop against the null "
+            f"server (send lag p99 {lag or 0:.1f} ms, {out['failed']} failed)"
+        )
+    return out
 
 
 def client_capacity(pool: ClientPool, seconds: float = 1.0) -> dict:

@@ -39,6 +39,7 @@ class StepRules:
     goodput_target: float  # least SLO attainment of a step within the SLO
     error_budget: float  # most failed requests, as a fraction of those sent
     client_capacity_rps: float | None  # the client's measured streamed requests/s (None: not measured)
+    client_rate_check: dict | None = None  # capacity.rate_check at the step's rate: judges it in place of the above
 
 
 def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: float | None) -> dict:
@@ -57,7 +58,11 @@ def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: flo
             f"the client fell behind its schedule: send lag p99 {lag:.1f} ms (more than {MAX_SEND_LAG_MS:g} ms)"
         )
     offered = load if mode == "rate" else None
-    if offered is not None and rules.client_capacity_rps is not None and offered > rules.client_capacity_rps:
+    check = rules.client_rate_check
+    if offered is not None and check is not None:
+        if check.get("held") is False:
+            reasons.append(check["why"])
+    elif offered is not None and rules.client_capacity_rps is not None and offered > rules.client_capacity_rps:
         reasons.append(
             f"the offered rate {offered:g}/s exceeds the client's measured capacity {rules.client_capacity_rps:.0f}/s"
         )
@@ -70,6 +75,8 @@ def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: flo
         "within_slo": not reasons and s["slo_attainment"] >= rules.goodput_target,
         **s,
     }
+    if check is not None:
+        row["client_rate_check"] = check
     if energy_j is not None and s["completed"]:
         row["energy"] = {
             "energy_j": energy_j,

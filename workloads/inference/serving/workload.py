@@ -81,6 +81,7 @@ class Serving(Workload):
         self.details: dict[str, Any] = {}
         self.tokenizer: str | None = None
         self.energy_local = False
+        self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
 
     def unmet(self, ctx: "RunContext") -> str | None:
@@ -284,6 +285,17 @@ class Serving(Workload):
             return None
         return cap["requests_per_s_per_process"] if one_loop else cap["requests_per_s"]
 
+    def _rate_check(self, mode: str, load: float) -> dict | None:
+        """The client's open loop at a rate step's rate (``capacity.rate_check``), once per rate;
+        None where the client's capacity is not measured (``measure_client``) or the step is no rate."""
+        if mode != "rate" or not self.params.measure_client:
+            return None
+        from perfsuite.workloads.inference.serving.capacity import rate_check
+
+        if load not in self.rate_checks:
+            self.rate_checks[load] = rate_check(self.pool, load, self._capacity())
+        return self.rate_checks[load]
+
     def _loadgen(self, ctx: "RunContext") -> None:
         import mlperf_loadgen
 
@@ -338,7 +350,7 @@ class Serving(Workload):
             results = self.pool.run(job)
         e1 = ctx.energy_j() if self.energy_local else None
         energy = e1 - e0 if e0 is not None and e1 is not None and e1 > e0 else None
-        rules = StepRules(self._slo(), p.goodput_target, p.error_budget, self._capacity())
+        rules = StepRules(self._slo(), p.goodput_target, p.error_budget, self._capacity(), self._rate_check(mode, load))
         row = judge(mode, load, results, rules, energy)
         row["gpu"] = sampler.summary()
         row["client_processes"] = self.pool.senders(job)
