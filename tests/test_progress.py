@@ -5,6 +5,7 @@ stderr is not a terminal). Real processes: a child that writes notes, a real CLI
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from perfsuite.engine import progress
-from perfsuite.engine.progress import Note, eta_s
+from perfsuite.engine.progress import Note, Pace, duration, eta_s
 from perfsuite.processes import SPEC_ENV
 
 NOTER = """
@@ -87,6 +88,21 @@ def test_a_run_prints_a_line_per_step_with_the_time_left_when_not_on_a_terminal(
     lines = [line.strip() for line in proc.stderr.splitlines()]
     assert "running demo.slow_cases on cpu" in lines
     steps = [line for line in lines if line.startswith("demo.slow_cases: ")]
-    assert steps[0] == "demo.slow_cases: first (0/3)"
-    assert any(line.startswith("demo.slow_cases: second (1/3), about ") and line.endswith(" s left") for line in steps)
-    assert any(line.startswith("demo.slow_cases: third (2/3), about ") for line in steps)
+    assert re.fullmatch(r"demo\.slow_cases: first \(0/3\), \d+ s elapsed", steps[0]), steps[0]
+    assert any(re.fullmatch(r"demo\.slow_cases: second \(1/3\), \d+ s elapsed, about \d+ s left", ln) for ln in steps)
+    assert any(re.fullmatch(r"demo\.slow_cases: third \(2/3\), \d+ s elapsed, about \d+ s left", ln) for ln in steps)
+
+
+def test_the_progress_line_shows_the_time_elapsed_and_left_once_a_rate_is_known():
+    """A training run notes epoch 1 at step 0 after a minute of start-up and compilation, then
+    every few seconds within the epoch: the time left comes from the steps' own rate."""
+    pace = Pace(started=1000.0)
+    assert pace.line(Note("epoch 1", 0, 400), 1060.0) == "epoch 1 (0/400), 1 min 00 s elapsed"
+    # 40 steps in 20 s: 360 more take 3 min, not the 9 min that the start-up would make them
+    assert pace.line(Note("epoch 1", 40, 400), 1080.0) == "epoch 1 (40/400), 1 min 20 s elapsed, about 3 min 00 s left"
+    assert pace.line(Note("epoch 2", 200, 400), 1160.0).endswith("2 min 40 s elapsed, about 1 min 40 s left")
+    # a phase without a count, and a new count measured afresh
+    assert pace.line(Note("evaluating"), 1170.0) == "evaluating, 2 min 50 s elapsed"
+    fresh = Pace(started=0.0)
+    assert fresh.line(Note("bf16", 1, 3), 30.0) == "bf16 (1/3), 30 s elapsed, about 1 min 00 s left"
+    assert duration(3 * 3600 + 5 * 60) == "3 h 05 min"

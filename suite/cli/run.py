@@ -327,6 +327,8 @@ class ProgressDisplay:
             TimeRemainingColumn,
         )
 
+        from perfsuite.engine.progress import Pace
+
         self.live, self.lines = live, lines
         self.bar = Progress(
             TextColumn("{task.description}"),
@@ -341,6 +343,7 @@ class ProgressDisplay:
         self.runs = self.bar.add_task("runs", total=total)
         self.steps = self.bar.add_task("", total=None, visible=False)
         self.started = 0.0
+        self.pace = Pace(0.0)
         self.current = ""
 
     def __enter__(self) -> "ProgressDisplay":
@@ -353,12 +356,15 @@ class ProgressDisplay:
     def start(self, req) -> None:
         import time
 
+        from perfsuite.engine.progress import Pace
+
         if self.started:
             self.bar.advance(self.runs)
         c = req.controls
         repeat = f" (repeat {c.repeat_index + 1}/{c.repeat_count})" if c.repeat_count > 1 else ""
         self.current = f"{req.entry.name}{repeat}"
         self.started = time.monotonic()
+        self.pace = Pace(self.started)
         self.bar.update(self.runs, description=self.current)
         self.bar.reset(self.steps, total=None, description="  starting", visible=True)
         if self.lines and not self.live:
@@ -367,23 +373,12 @@ class ProgressDisplay:
     def note(self, req, note) -> None:
         import time
 
-        from perfsuite.engine.progress import eta_s
-
-        self.bar.update(self.steps, description=f"  {clean(note.phase)}", total=note.total, completed=note.done or 0)
+        # the line carries the elapsed time and, once a rate is known, the time left: rich's own
+        # estimate needs several updates inside its window, which an epoch's note does not give
+        line = clean(self.pace.line(note, time.monotonic()))
+        self.bar.update(self.steps, description=f"  {line}", total=note.total, completed=note.done or 0)
         if self.lines and not self.live:
-            left = eta_s(time.monotonic() - self.started, note)
-            eta = f", about {_duration(left)} left" if left is not None else ""
-            click.echo(f"  {self.current}: {clean(note.text())}{eta}", err=True)
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``3 min 20 s``, ``1 h 05 min``."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+            click.echo(f"  {self.current}: {line}", err=True)
 
 
 def summary_ids(ctx: click.Context, records: list[dict]) -> dict[str, str] | None:

@@ -59,6 +59,7 @@ PRECISIONS = ("fp32", "bf16")
 MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
 FLOP_COUNT_BATCH = 2
 UNTIMED_WARMUP_STEPS = 2  # the compiling step, then one more (a recompilation would show there)
+NOTE_EVERY_S = 2.0  # a progress note within an epoch at most this often: one small file write
 
 
 @dataclass(frozen=True)
@@ -257,11 +258,15 @@ class TimeToTarget(Workload):
                 x, y = next(stream)
             one_step(x, y, clock.compute if timed else (lambda _name: _Null()))
 
+        noted_at = time.monotonic()
         for step in range(p.max_steps):
             samples = step * p.global_batch
             if step % spe == 0:
                 ev.start("epoch_start", epoch_num=step // spe + 1, samples_count=samples)
+            if step % spe == 0 or time.monotonic() - noted_at >= NOTE_EVERY_S:
+                # within an epoch too, so that the time left is known before the epoch ends
                 distributed.note_progress(f"epoch {step // spe + 1}", step, p.max_steps)  # at most max_steps
+                noted_at = time.monotonic()
             if step % p.eval_every == 0:
                 ev.start(
                     "block_start",
