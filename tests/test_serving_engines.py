@@ -164,6 +164,8 @@ def test_a_crosscheck_with_only_scenarios_empty_runs_and_names_the_token_source(
     c = record["details"]["crosscheck"]
     assert c["status"] == "measured", c
     assert c["rounds"][0]["suite"]["token_count_source"] == "chunks"
+    assert c["rounds"][0]["reference"]["token_count_source"] == "chunks"
+    assert c["server_token_counts"] is False and c["not_produced"] == []  # the bare reference gives every figure
     assert record["details"]["serving"]["warm_up"]["token_count_source"] == ["chunks"]
     # without rates, concurrencies or scenarios and no cross-check there is nothing to measure: one line
     with null_server() as server:

@@ -23,6 +23,12 @@ endpoint (it needs a local tokenizer: no download is made), the reference is the
 client in the repository (``perfsuite.crosscheck.serving_reference``, the standard library only), and the
 record says which ran and why.
 
+AIPerf counts tokens with the server's own counts (``--use-server-token-count``) only where the
+server streams them (the serving run's warm-up saw usage in the stream); otherwise with the
+tokenizer, since a server without counts leaves AIPerf with no tokens/s and no inter-token
+latency. Each figure is compared only where both sides produced it; one the reference did not
+produce is named (``not produced by aiperf``), never counted as a difference.
+
 AIPerf 0.13 resolves a local tokenizer folder as a hub repository id when ``HF_HUB_OFFLINE`` is
 set, so it runs with that variable removed from its environment; the tokenizer is a local folder
 and nothing is downloaded (recorded as ``env_removed``).
@@ -217,6 +223,9 @@ def versus_reference(
         },
         "prompts_file": Path(spec["prompts_file"]).name,
         "tolerance": AGREEMENT,
+        # whether the server streamed usage token counts (the suite's warm-up saw): AIPerf is asked
+        # to use the server's counts only then (--use-server-token-count), else counts with the tokenizer
+        "server_token_counts": spec.get("server_token_counts"),
     }
     if why is not None:
         out["aiperf_not_used"] = why

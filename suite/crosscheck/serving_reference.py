@@ -226,6 +226,7 @@ def summarize(rows: list[dict]) -> dict:
         "itl_p50_ms": percentile(itl, 50),
         "output_tokens_per_s": tokens / (end - start) if end > start else 0.0,
         "duration_s": end - start,
+        "token_count_source": "/".join(sorted({"usage" if r.get("usage") else "chunks" for r in ok})) or None,
     }
 
 
