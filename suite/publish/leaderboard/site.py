@@ -161,7 +161,9 @@ def board_rows(boards: list[Board]) -> list[dict]:
     return out
 
 
-def _write_downloads(rows: list[dict], out: Path) -> None:
+def _write_downloads(rows: list[dict], out: Path) -> list[str]:
+    """The board as JSONL, CSV and (with perfsuite[parquet]) Parquet; the names written, which are
+    the only ones the front page links: a link to a file that was not written is a 404."""
     with open(out / "board.jsonl", "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
@@ -170,12 +172,14 @@ def _write_downloads(rows: list[dict], out: Path) -> None:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    written = ["board.jsonl", "board.csv"]
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        return  # the Parquet download needs perfsuite[parquet]; the page says so when it is absent
+        return written  # the Parquet download needs perfsuite[parquet]; the page says so when it is absent
     pq.write_table(pa.Table.from_pylist(rows), out / "board.parquet")
+    return [*written, "board.parquet"]
 
 
 def _family_charts(session, board: Board) -> dict:
@@ -227,9 +231,29 @@ def _family_charts(session, board: Board) -> dict:
             if series:
                 out[config.id] = {"kind": "latency", "series": series}
         else:
-            bars = {row.system.name: {case: c.value for case, c in row.cells.items()} for row in config.rows}
-            out[config.id] = {"kind": "time_to_target", "series": bars}
+            out[config.id] = {"kind": "time_to_target", "series": _seed_points(config)}
     return out
+
+
+def _score_label(cell) -> str:
+    return "olympic mean" if "olympic" in cell.note else ("median" if cell.count > 1 else "the run")
+
+
+def _seed_points(config: Config) -> dict[str, dict[str, dict]]:
+    """Per system and case, each run's time to target (each seed a point: the spread is the
+    point of MLPerf's five runs) and the figure the table ranks (the olympic mean from 3 runs,
+    else their median), named by how it was made."""
+    return {
+        row.system.name: {
+            case: {
+                "runs": [r.value for r in cell.runs],
+                "score": cell.value,
+                "score_label": _score_label(cell),
+            }
+            for case, cell in row.cells.items()
+        }
+        for row in config.rows
+    }
 
 
 def _latest_runs(config: Config) -> dict[str, str]:
@@ -281,11 +305,14 @@ def _busbw_charts(session, board: Board) -> dict:
 
 
 def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
-    """TTFT and TPOT (p99) against the offered rate, per system, from the latest run's rate
-    sweep (``inference.serving``'s ``details.serving.rate_sweep.steps``), and the SLOs on both
-    as level lines over the rates drawn (``SLO TTFT``, ``SLO TPOT``; one table shares its SLOs,
-    which are parameters of its key). A sweep's own rates are drawn; the steps of its peak
-    search only where the sweep has no rates of its own."""
+    """TTFT and TPOT (p99) against the throughput each step achieved (output tokens/s), per
+    system, from the latest run's rate sweep (``inference.serving``'s
+    ``details.serving.rate_sweep.steps``), and the SLOs on both as level lines over the
+    throughputs drawn (``SLO TTFT``, ``SLO TPOT``; one table shares its SLOs, which are
+    parameters of its key). Achieved, not offered: past saturation a higher offered rate buys no
+    more tokens, only latency, and the curve bends back where the offered rate would hide it. A
+    sweep's own rates are drawn; the steps of its peak search only where the sweep has no rates
+    of its own."""
     curves: dict[str, list] = {}
     slos: dict[str, float] = {}
     for chunk in _chunks(list(latest.items())):
@@ -301,9 +328,9 @@ def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
             by_rate = {step["load"]: step for step in (own or steps) if step.get("load")}
             for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
                 points = sorted(
-                    [rate, step[key]["p99"]]
-                    for rate, step in by_rate.items()
-                    if isinstance(step.get(key), dict) and step[key].get("p99")
+                    [step["output_tokens_per_s"], step[key]["p99"]]
+                    for step in by_rate.values()
+                    if isinstance(step.get(key), dict) and step[key].get("p99") and step.get("output_tokens_per_s")
                 )
                 if points:
                     curves[f"{system} {label}"] = points
@@ -311,10 +338,10 @@ def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
                 for label, key in (("SLO TTFT", "ttft_ms"), ("SLO TPOT", "tpot_ms")):
                     if (details.get("slo") or {}).get(key):
                         slos[label] = float(details["slo"][key])
-    rates = sorted({point[0] for points in curves.values() for point in points})
-    if rates:
+    throughputs = sorted({point[0] for points in curves.values() for point in points})
+    if throughputs:
         for label, bound in slos.items():
-            curves[label] = [[rates[0], bound], [rates[-1], bound]]
+            curves[label] = [[throughputs[0], bound], [throughputs[-1], bound]]
     return curves
 
 
@@ -494,12 +521,14 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
     with registry.session() as session:
         boards, systems = load(session)
         rows = board_rows(boards)
-        _write_downloads(rows, out)
+        downloads = _write_downloads(rows, out)
         system_list = sorted(systems.values(), key=lambda s: (s.submitter, s.name))
         front = [front_card(board) for board in boards]
         _write(
             out / "index.html",
-            env.get_template("index.html").render(root="", boards=front, systems=system_list, board_count=len(boards)),
+            env.get_template("index.html").render(
+                root="", boards=front, systems=system_list, board_count=len(boards), downloads=downloads
+            ),
         )
         for board in boards:
             data = board_data(session, board)

@@ -86,7 +86,10 @@
       var y = u.scales.y;
       if (y.min !== null && y.max !== null) {
         el.setAttribute("aria-label", opts.title + "; " + yLabel + " axis from " + +y.min.toPrecision(3) + " to " + +y.max.toPrecision(3));
+        el.setAttribute("data-y", y.min + " " + y.max);
       }
+      var x = u.scales.x;  // the span drawn along x, for whoever reads the page without its canvas
+      if (x.min !== null && x.max !== null) el.setAttribute("data-x", x.min + " " + x.max);
     }] };
     var plot = new uPlot(opts, data, el);
     el.setAttribute("data-series", String(opts.series.length - 1));
@@ -145,10 +148,11 @@
       }, align(list));
     } else if (chart.kind === "serving") {
       drawChart(el, {
-        title: "time to first token and time per output token (p99) against the offered rate, with the SLOs",
+        // against the throughput achieved: past saturation more offered load buys latency, not tokens
+        title: "time to first token and time per output token (p99) against the achieved throughput, with the SLOs",
         scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
-        axes: [{ label: "offered rate (requests/s)" }, { label: "ms" }],
-        series: [{ label: "rate" }].concat(names.map(function (n, i) {
+        axes: [{ label: "achieved output tokens/s" }, { label: "ms" }],
+        series: [{ label: "output tokens/s" }].concat(names.map(function (n, i) {
           var s = lineSeries(n, i, true);
           if (n.indexOf("SLO ") === 0) { s.dash = [6, 4]; s.points = { show: false }; s.stroke = "#555"; s.width = 1; }
           return s;
@@ -163,12 +167,26 @@
         series: [{ label: "throughput" }].concat(names.map(function (n, i) { return lineSeries(n, i, false); }))
       }, align(lat));
     } else if (chart.kind === "time_to_target") {
-      var cases = {};
-      names.forEach(function (n) { Object.keys(chart.series[n]).forEach(function (c) { cases[c] = true; }); });
-      var caseList = Object.keys(cases);
-      var data = [names.map(function (_, i) { return i; })];
-      caseList.forEach(function (c) { data.push(names.map(function (n) { var v = chart.series[n][c]; return v === undefined ? null : v; })); });
-      // Bars from zero (a bar's length is its figure), each whole and under its own system's name.
+      // Each run (each seed) a point over its system, the figure the table ranks (the olympic
+      // mean of five runs) a ring: the spread across seeds is part of the result.
+      var cases = {}, most = 0;
+      names.forEach(function (n) {
+        Object.keys(chart.series[n]).forEach(function (c) { cases[c] = true; most = Math.max(most, chart.series[n][c].runs.length); });
+      });
+      var caseList = Object.keys(cases), tData = [names.map(function (_, i) { return i; })], tSeries = [];
+      caseList.forEach(function (c, ci) {
+        var colour = PALETTE[ci % PALETTE.length], prefix = caseList.length > 1 ? c + " " : "";
+        for (var k = 0; k < most; k++) {
+          tData.push(names.map(function (n) { var s = chart.series[n][c]; return s && k < s.runs.length ? s.runs[k] : null; }));
+          tSeries.push({ label: prefix + "run " + (k + 1), stroke: colour, fill: colour, width: 0,
+                         points: { show: true, size: 7, fill: colour, stroke: colour }, paths: function () { return null; } });
+        }
+        var labels = {};
+        names.forEach(function (n) { var s = chart.series[n][c]; if (s) labels[s.score_label] = true; });
+        tData.push(names.map(function (n) { var s = chart.series[n][c]; return s ? s.score : null; }));
+        tSeries.push({ label: prefix + Object.keys(labels).join(" or "), stroke: "#111", width: 0,
+                       points: { show: true, size: 16, fill: "transparent", stroke: "#111", width: 2 }, paths: function () { return null; } });
+      });
       drawChart(el, {
         title: "time to target per system",
         scales: { x: { time: false, range: [-0.5, names.length - 0.5] },
@@ -176,10 +194,11 @@
         axes: [{ label: "system", splits: function () { return names.map(function (_, i) { return i; }); },
                  values: function (u, vals) { return vals.map(function (v) { return names[v] || ""; }); } },
                { label: "seconds" }],
-        series: [{ label: "system", value: function (u, v) { return names[v] || ""; } }].concat(caseList.map(function (c, i) {
-          return { label: c, stroke: PALETTE[i % PALETTE.length], fill: PALETTE[i % PALETTE.length], paths: uPlot.paths.bars({ size: [0.6] }), points: { show: false } };
-        }))
-      }, data);
+        series: [{ label: "system", value: function (u, v) { return names[v] || ""; } }].concat(tSeries)
+      }, tData);
+      el.setAttribute("data-runs", String(names.reduce(function (t, n) {
+        return t + Object.keys(chart.series[n]).reduce(function (a, c) { return a + chart.series[n][c].runs.length; }, 0);
+      }, 0)));
     }
   }
 
@@ -344,6 +363,9 @@
     // shows the table with that value that agrees with the other selects most (the standard
     // table first among equals), then every select shows that table's own settings.
     var facetSelects = doc.querySelectorAll("select[data-facet]");
+    // on a phone the filters start folded: the table, not a screenful of drop-downs, comes first
+    var facetBox = doc.getElementById("facets-box");
+    if (facetBox && window.matchMedia && window.matchMedia("(max-width: 600px)").matches) facetBox.removeAttribute("open");
     function facetValue(cfg, name) { var v = cfg.shown[name]; return v === undefined ? "\u2014" : v; }
     function syncFacets(id) {
       facetSelects.forEach(function (sel) { sel.value = facetValue(configs[id], sel.getAttribute("data-facet")); });
