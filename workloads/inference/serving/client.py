@@ -128,6 +128,7 @@ class RequestResult:
     chunk_ns: list[int] = field(default_factory=list)  # every content chunk's arrival
     output_tokens: int = 0
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: the engine gave none)
     token_source: str = "chunks"
     finish_reason: str | None = None
     text: str = ""
@@ -169,6 +170,7 @@ class RequestResult:
             "done_ns": self.done_ns,
             "tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "source": self.token_source,
             "itl_ms": [round(x * 1e3, 4) for x in self.itl_s],
             "reason": self.reason,
@@ -234,6 +236,9 @@ class StreamParser:
             r.output_tokens = int(usage["completion_tokens"])
             r.prompt_tokens = usage.get("prompt_tokens")
             r.token_source = "usage"
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                r.cached_tokens = details["cached_tokens"]
         choices = obj.get("choices")
         if not isinstance(choices, list):
             self.fail("malformed_chunk", f"a stream chunk has no choices list: {payload[:80]!r}")

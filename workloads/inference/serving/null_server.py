@@ -8,6 +8,10 @@ adds to TTFT. With ``--fail-every`` / ``--stall-every`` / ``--malformed-every`` 
 stalls mid-stream, sends a chunk that is not JSON, or drops the connection mid-stream; with
 ``--cut-every`` every Nth stream ends properly (``[DONE]``, the end chunk) after half its tokens
 and no finish reason, as an engine that gives up mid-answer does. Other engines' shapes:
+``--prefix-cache BLOCK`` (a prefix cache: a prompt's leading
+whole blocks of BLOCK words that an earlier prompt began with are reported as
+``usage.prompt_tokens_details.cached_tokens``, its words as ``prompt_tokens``, and each answer's
+words name the request, `` r{n}w{i}``, so that a conversation's history can be traced),
 ``--no-health`` (no ``/health``), ``--no-models`` (no ``/v1/models`` either), ``--no-usage`` (no
 token counts in the stream), ``--server-header TEXT`` (the ``Server`` header, ``uvicorn`` for one
 built on a web framework), ``--owned-by TEXT`` (``/v1/models``' ``owned_by``; empty: none).
@@ -194,6 +198,8 @@ class NullHTTP(asyncio.Protocol):
         fault = self.state.faults.pick(self.state.count)
         n = int(req.get("max_tokens") or req.get("max_completion_tokens") or self.state.chunks)
         events = stream_events(n, path.endswith("chat/completions"), st.usage)
+        if st.cache is not None:
+            events = st.cache.answer(req, n, path.endswith("chat/completions"), st.count, st.usage)
         head = st.stream_head
         if fault == "fail":
             t.write(json_response(500, {"error": "injected failure (--fail-every)"}))
@@ -315,6 +321,67 @@ class Batcher:
         self._step()
 
 
+class PrefixCache:
+    """A prefix cache as an engine keeps one (vLLM's, in blocks): a prompt's words in whole
+    blocks; the leading blocks some earlier prompt began with are a hit, the last word never is
+    (an engine always computes the prompt's last token). Bounded: past ``MAX_BLOCKS`` remembered
+    prefixes it forgets them all, as a full cache evicts."""
+
+    MAX_BLOCKS = 1_000_000
+
+    def __init__(self, block: int) -> None:
+        self.block = block
+        self.seen: set[int] = set()
+
+    def lookup(self, words: list[str]) -> int:
+        """Words of ``words`` served from the cache; remembers every whole block's prefix."""
+        cached = 0
+        hits = True
+        for end in range(self.block, len(words) + 1, self.block):
+            key = hash(tuple(words[:end]))
+            if hits and key in self.seen and end < len(words):
+                cached = end
+            else:
+                hits = False
+            self.seen.add(key)
+        if len(self.seen) > self.MAX_BLOCKS:
+            self.seen.clear()
+        return cached
+
+    def answer(self, req: dict, n: int, chat: bool, count: int, usage: bool) -> tuple[bytes, ...]:
+        """The events of an answer whose words name the request and whose usage gives the
+        prompt's words and the cached ones."""
+        if chat:
+            messages = req.get("messages") or []
+            text = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        else:
+            text = str(req.get("prompt", ""))
+        words = text.split()
+        cached = self.lookup(words)
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def choice(piece: str | None, finish: str | None) -> dict:
+            if chat:
+                return {"index": 0, "delta": {} if piece is None else {"content": piece}, "finish_reason": finish}
+            return {"index": 0, "text": piece or "", "finish_reason": finish}
+
+        events = [
+            _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" r{count}w{i}", None)]})
+            for i in range(n)
+        ]
+        end: dict[str, Any] = {"id": "null", "object": kind, "model": MODEL, "choices": [choice(None, "length")]}
+        if usage:
+            end["usage"] = {
+                "prompt_tokens": len(words),
+                "completion_tokens": n,
+                "total_tokens": len(words) + n,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
+        events.append(_event(end))
+        events.append(_chunk(b"data: [DONE]\n\n"))
+        return tuple(events)
+
+
 @dataclass
 class ServerState:
     chunks: int
@@ -329,6 +396,7 @@ class ServerState:
     usage: bool = True  # token counts in the stream
     server_header: str = SERVER_HEADER
     owned_by: str = "perfsuite-null"
+    cache: PrefixCache | None = None  # --prefix-cache
 
     @property
     def stream_head(self) -> bytes:
@@ -379,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--truncate-every", type=int, default=0)
     ap.add_argument("--cut-every", type=int, default=0, help="every Nth stream ends with [DONE], no finish reason")
+    ap.add_argument(
+        "--prefix-cache", type=int, default=0, metavar="BLOCK", help="a prefix cache of BLOCK-word blocks (0: none)"
+    )
     ap.add_argument("--no-health", action="store_true", help="no GET /health (404)")
     ap.add_argument("--no-models", action="store_true", help="no GET /v1/models (404)")
     ap.add_argument("--no-usage", action="store_true", help="no usage (token counts) in the stream")
@@ -395,6 +466,10 @@ def main(argv: list[str] | None = None) -> int:
     state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3, a.first_event_ms / 1e3)
     state.health, state.models, state.usage = not a.no_health, not a.no_models, not a.no_usage
     state.server_header, state.owned_by = a.server_header, a.owned_by
+    if a.prefix_cache < 0:
+        print("error: --prefix-cache must be 0 (none) or a block of at least 1 word", file=sys.stderr)
+        return 2
+    state.cache = PrefixCache(a.prefix_cache) if a.prefix_cache else None
     if a.batching:
         if not a.event_gap_ms > 0:
             print("error: --batching needs --event-gap-ms above 0 (the step)", file=sys.stderr)

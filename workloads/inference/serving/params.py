@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from perfsuite import param
 from perfsuite.workloads.inference.serving.prompts import DISTRIBUTIONS
+from perfsuite.workloads.inference.serving.traffic import MAX_INPUT_TOKENS, TRACE_FORMATS, load_trace
 
 SCENARIOS = ("Server", "Offline", "SingleStream")
 APIS = ("completions", "chat")
@@ -80,6 +81,23 @@ class ServingParams:
     find_peak: bool = param(False, "search the highest request rate that is VALID and within the SLOs")
     peak_start_rps: float = param(1.0, "find_peak: first rate tried")
     peak_steps: int = param(8, "find_peak: most steps (doubling, then bisection)")
+    # -- traffic shapes (serving.traffic, serving.sessions); single-turn prompts when none is given
+    trace: str = param("", "JSONL trace to replay at its timestamps (one request a line, see trace_format; '': none)")
+    trace_format: str = param(
+        "mooncake",
+        "trace's format: mooncake (timestamp ms, input_length, output_length, hash_ids) or jsonl "
+        "(timestamp_s, input_tokens, output_tokens)",
+        choices=TRACE_FORMATS,
+    )
+    trace_time_scale: float = param(1.0, "trace replay: a request leaves at its trace time x this (0.5: twice as fast)")
+    prefixes: int = param(
+        0, "shared-prefix traffic: N prefixes (0: none), each followed by suffixes_per_prefix suffixes of input_tokens"
+    )
+    suffixes_per_prefix: int = param(4, "shared-prefix traffic: M suffixes (requests) per prefix")
+    prefix_tokens: int = param(256, "shared-prefix traffic: words of each prefix")
+    turns: int = param(0, "multi-turn sessions of this many turns (0: single-turn); sessions in flight: concurrencies")
+    think_time_s: float = param(0.0, "multi-turn: a session waits this long after an answer before its next turn")
+    sessions: int = param(8, "multi-turn: sessions per concurrency step")
     # -- SLOs and validity
     slo_ttft_ms: float = param(2000.0, "SLO on time to first token (also LoadGen Server's TTFT bound)")
     slo_tpot_ms: float = param(200.0, "SLO on time per output token (also LoadGen Server's TPOT bound)")
@@ -164,16 +182,59 @@ class ServingParams:
             raise ValueError(f"scenarios repeat: {','.join(self.scenarios)}")
         if self.api_key_env and self.api_key_env not in os.environ:
             raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
+        self._check_traffic()
         if self.build_model:
             from perfsuite.workloads.inference.serving.model import refuse_unless_it_fits
 
             refuse_unless_it_fits(self.model_shape)
 
+    def _check_traffic(self) -> None:
+        """One traffic shape at a time, with the load it runs under; a trace is read and checked
+        here, so that a bad line is refused before a server starts."""
+        given = [n for n, on in (("trace", bool(self.trace)), ("prefixes", self.prefixes), ("turns", self.turns)) if on]
+        if len(given) > 1:
+            raise ValueError(f"one traffic shape at a time: {' and '.join(given)} were both given")
+        for name, value, low, top in (
+            ("prefixes", self.prefixes, 0, 100_000),
+            ("suffixes_per_prefix", self.suffixes_per_prefix, 1, 100_000),
+            ("prefix_tokens", self.prefix_tokens, 1, MAX_INPUT_TOKENS),
+            ("turns", self.turns, 0, 1_000),
+            ("sessions", self.sessions, 1, 100_000),
+        ):
+            if not low <= value <= top:
+                raise ValueError(f"{name} must lie from {low} to {top}, not {value}")
+        if not (0 <= self.think_time_s <= 3600):
+            raise ValueError(f"think_time_s must lie from 0 to 3600, not {self.think_time_s:g}")
+        if not (self.trace_time_scale > 0 and math.isfinite(self.trace_time_scale)):
+            raise ValueError(f"trace_time_scale must be a finite number above 0, not {self.trace_time_scale:g}")
+        if self.prefixes * self.suffixes_per_prefix > 1_000_000:
+            raise ValueError("prefixes x suffixes_per_prefix must be at most 1,000,000 requests a step")
+        shape = self.traffic_shape
+        if shape != "single_turn" and self.scenarios:
+            raise ValueError(f"LoadGen's scenarios send single-turn prompts: give scenarios= (none) with {given[0]}")
+        if shape == "trace":
+            if self.rates or self.concurrencies or self.find_peak:
+                raise ValueError("a trace sets its own arrival times: give no rates, concurrencies or find_peak")
+            load_trace(self.trace, self.trace_format)
+        if shape == "shared_prefix" and not (self.rates or self.concurrencies or self.find_peak):
+            raise ValueError("shared-prefix traffic runs at each of rates and concurrencies: give one")
+        if shape == "multi_turn" and (self.rates or self.find_peak or not self.concurrencies):
+            raise ValueError("multi-turn sessions run at each of concurrencies (sessions in flight): give those only")
+
+    @property
+    def traffic_shape(self) -> str:
+        """single_turn, trace, shared_prefix or multi_turn."""
+        if self.trace:
+            return "trace"
+        if self.prefixes:
+            return "shared_prefix"
+        return "multi_turn" if self.turns else "single_turn"
+
     @property
     def measures_alone(self) -> bool:
         """Whether the run measures something without a cross-check (under ``perfsuite
         crosscheck`` the cross-check's rounds are a measurement of their own)."""
-        return bool(self.scenarios or self.rates or self.concurrencies or self.find_peak)
+        return bool(self.scenarios or self.rates or self.concurrencies or self.find_peak or self.trace)
 
     @property
     def gamma_shape(self) -> float:

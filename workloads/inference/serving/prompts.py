@@ -99,3 +99,15 @@ def describe(prompts: list[Prompt], inputs: Lengths, outputs: Lengths, seed: int
             "drawn_mean": sum(outs) / len(outs),
         },
     }
+
+
+def words_text(n: int, seed: int, first: int | None = None) -> str:
+    """``n`` words drawn from :data:`WORDS` by a generator seeded with ``seed`` (the same text for
+    the same arguments everywhere); ``first`` fixes the first word's index (a prompt's own word,
+    so that two prompts share no prefix)."""
+    import numpy as np
+
+    picks = np.random.default_rng(seed).integers(0, len(WORDS), n)
+    if first is not None and n:
+        picks[0] = first % len(WORDS)
+    return " ".join(WORDS[k] for k in picks)

@@ -83,6 +83,7 @@ class Serving(Workload):
         self.energy_local = False
         self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
+        self.steps_run = 0  # a step's number seeds its shared prefixes and sessions: no step warms the next
 
     def unmet(self, ctx: "RunContext") -> str | None:
         """A started ``transformers serve`` needs the serving extra; without it the run is a skip."""
@@ -173,6 +174,7 @@ class Serving(Workload):
         outputs = Lengths(p.output_tokens, p.output_stddev, p.length_distribution)
         self.prompts = synthetic_prompts(p.num_prompts, inputs, outputs, p.prompt_seed)
         d["prompts"] = describe(self.prompts, inputs, outputs, p.prompt_seed)
+        d["traffic"] = self._traffic()
         d["slo"] = {**self._slo().describe(), "goodput_target": p.goodput_target, "error_budget": p.error_budget}
         self._warm_up(ctx)
         self.pool = ClientPool(p.client_processes)
@@ -191,6 +193,23 @@ class Serving(Workload):
                 f"({cap['client_cpu_ms_per_request']:.3f} ms of CPU each), idle TTFT p50 "
                 f"{cap['idle_ttft_p50_ms']:.2f} ms (load {cap['machine']['load_1m']:.1f})"
             )
+
+    def _traffic(self) -> dict:
+        """The run's traffic shape and the parameters that define it (each step states its own too)."""
+        p = self.params
+        shape = p.traffic_shape
+        if shape == "trace":
+            return {
+                "shape": shape,
+                "trace_format": p.trace_format,
+                "time_scale": p.trace_time_scale,
+                "file": os.path.basename(p.trace),
+            }
+        if shape == "shared_prefix":
+            return self._shared_prefix().describe()
+        if shape == "multi_turn":
+            return {"shape": shape, "turns": p.turns, "think_time_s": p.think_time_s, "sessions": p.sessions}
+        return {"shape": shape, "prompts": "synthetic single-turn prompts (serving.prompts), none sharing a prefix"}
 
     def _slo(self) -> Any:
         from perfsuite.workloads.inference.serving.metrics import SLO
@@ -274,6 +293,8 @@ class Serving(Workload):
             self._rate_sweep(ctx)
         if p.concurrencies:
             self._concurrency_sweep(ctx)
+        if p.trace:
+            self._trace_replay(ctx)
         if ctx.crosscheck.requested:
             self._crosscheck(ctx)
 
@@ -333,28 +354,51 @@ class Serving(Workload):
 
     def _step(self, ctx: "RunContext", mode: str, load: float, label: str = "") -> dict:
         """One sweep step measured and judged (its metrics are recorded after the sweep's own)."""
-        from perfsuite.workloads.inference.serving.load import arrival_offsets_s
-        from perfsuite.workloads.inference.serving.loadgen import write_requests
-        from perfsuite.workloads.inference.serving.sweep import StepRules, judge
+        from perfsuite.workloads.inference.serving.load import Job, arrival_offsets_s
 
         p = self.params
+        self.steps_run += 1
+        if p.traffic_shape == "multi_turn":
+            return self._session_step(ctx, int(load), label)
+        traffic: dict[str, Any] = {"shape": p.traffic_shape}
         n = p.sweep_requests
-        if mode == "rate":
+        bodies, order = self.bodies(), None
+        if p.traffic_shape == "shared_prefix":
+            design = self._shared_prefix()
+            texts = design.prompts(p.prompt_seed, self.steps_run)
+            bodies = {k: self.endpoint.body(t, p.output_tokens) for k, t in enumerate(texts)}
+            n, order = len(texts), list(range(len(texts)))
+            traffic.update(design.describe(), step_seed=self.steps_run)
+        elif mode == "rate":
             n = max(n, math.ceil(load * p.sweep_duration_s))
-            job = self._job(n, offsets=arrival_offsets_s(n, load, p.gamma_shape, ctx.controls.seed))
-        else:
-            job = self._job(n, concurrency=int(load))
-        ctx.log(f"{mode} {load:g}: {n} requests")
+        offsets = arrival_offsets_s(n, load, p.gamma_shape, ctx.controls.seed) if mode == "rate" else None
+        order = order or [i % len(self.prompts) for i in range(n)]
+        job = Job(self.endpoint, self.timeouts(), bodies, order, offsets, int(load) if offsets is None else 1)
+        job.tokenizer = self.tokenizer
+        ctx.log(f"{mode} {load:g}: {n} requests ({p.traffic_shape})")
+        return self._measure(ctx, mode, load, label, lambda: self.pool.run(job), traffic, self.pool.senders(job))
+
+    def _measure(
+        self, ctx: "RunContext", mode: str, load: float, label: str, send: Any, traffic: dict, processes: int
+    ) -> dict:
+        """Run ``send`` (it returns the step's results), judge the step and write its requests."""
+        from perfsuite.workloads.inference.serving.loadgen import write_requests
+        from perfsuite.workloads.inference.serving.sweep import StepRules, judge
+        from perfsuite.workloads.inference.serving.traffic import hit_rate
+
+        p = self.params
         e0 = ctx.energy_j() if self.energy_local else None
         with ctx.gpu_sampler() as sampler:
-            results = self.pool.run(job)
+            results = send()
         e1 = ctx.energy_j() if self.energy_local else None
         energy = e1 - e0 if e0 is not None and e1 is not None and e1 > e0 else None
         rules = StepRules(self._slo(), p.goodput_target, p.error_budget, self._capacity(), self._rate_check(mode, load))
         row = judge(mode, load, results, rules, energy)
         row["gpu"] = sampler.summary()
-        row["client_processes"] = self.pool.senders(job)
-        row["requests"] = n
+        row["client_processes"] = processes
+        row["requests"] = len(results)
+        row["traffic"] = traffic
+        row["prefix_cache"] = hit_rate(results)
         name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
@@ -362,6 +406,60 @@ class Serving(Workload):
         row["requests_file"] = f"sweeps/{name}.jsonl"
         row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
         return row
+
+    def _shared_prefix(self) -> Any:
+        from perfsuite.workloads.inference.serving.traffic import SharedPrefix
+
+        p = self.params
+        return SharedPrefix(p.prefixes, p.suffixes_per_prefix, p.prefix_tokens, p.input_tokens, p.output_tokens)
+
+    def _session_step(self, ctx: "RunContext", concurrency: int, label: str) -> dict:
+        """One multi-turn step: ``sessions`` sessions, ``concurrency`` in flight (``serving.sessions``)."""
+        from perfsuite.workloads.inference.serving.sessions import Conversation, run_sessions, summarize_turns
+
+        p = self.params
+        conv = Conversation(p.sessions, p.turns, p.think_time_s, p.input_tokens, p.output_tokens)
+        seed = p.prompt_seed * 1_000 + self.steps_run
+        ctx.log(f"concurrency {concurrency}: {p.sessions} sessions of {p.turns} turns (multi_turn)")
+        turns: list = []
+
+        def send() -> list:
+            turns.extend(run_sessions(conv, concurrency, self.endpoint, self.timeouts(), seed, self.tokenizer))
+            return [t.result for t in turns]
+
+        row = self._measure(ctx, "concurrency", concurrency, label, send, conv.describe(concurrency), 1)
+        import json
+
+        row["sessions"] = summarize_turns(conv, turns)
+        path = ctx.artifact_dir() / row["requests_file"]
+        with open(path, "w") as f:  # the requests with their session and turn
+            for t in turns:
+                f.write(json.dumps({**t.result.to_row(), "session": t.session, "turn": t.turn + 1}) + "\n")
+        return row
+
+    def _trace_replay(self, ctx: "RunContext") -> None:
+        """The trace's requests at its timestamps x ``trace_time_scale`` (``serving.traffic``)."""
+        from perfsuite.workloads.inference.serving.load import Job
+        from perfsuite.workloads.inference.serving.sweep import record_sweep
+        from perfsuite.workloads.inference.serving.traffic import load_trace, trace_prompt
+
+        p = self.params
+        trace = load_trace(p.trace, p.trace_format)
+        scale = p.trace_time_scale
+        bodies = {
+            k: self.endpoint.body(trace_prompt(r, k, p.prompt_seed), r.output_tokens)
+            for k, r in enumerate(trace.requests)
+        }
+        order = list(range(len(trace.requests)))
+        job = Job(self.endpoint, self.timeouts(), bodies, order, trace.offsets_s(scale), 1, self.tokenizer)
+        design = {"shape": "trace", **trace.describe(scale)}
+        ctx.log(f"trace {trace.path.name}: {len(order)} requests over {design['scaled_span_s']:.3f} s")
+        self.steps_run += 1
+        row = self._measure(ctx, "trace", scale, "trace", lambda: self.pool.run(job), design, self.pool.senders(job))
+        row["case"] = f"trace x{scale:g}"
+        row["trace_lines"] = [r.line for r in trace.requests]  # request k of the requests file: this line
+        self.details["trace_replay"] = {**design, "steps": [row]}
+        record_sweep(ctx, "trace replay", [row], row if row["within_slo"] else None, "trace_time_scale", "x")
 
     def _rate_sweep(self, ctx: "RunContext") -> None:
         from perfsuite.workloads.inference.serving.sweep import find_peak, record_sweep
