@@ -11,6 +11,7 @@ import json
 from itertools import pairwise
 
 import pytest
+from rich.console import Console
 
 from perfsuite.engine import params as params_mod
 from perfsuite.testing import run_in_process
@@ -113,6 +114,10 @@ def test_shared_prefix_traffic_states_its_design_and_the_servers_hit_rate(cached
     expected = (m - 1) * p / (m * (p + s))
     assert step["prefix_cache"]["hit_rate"] == pytest.approx(expected)
     assert design["expected_hit_rate_if_every_prefix_stays_cached"] == pytest.approx(expected)
+    console = Console(width=250, record=True)  # what `perfsuite show` prints of the step
+    console.print(Serving.render_details({"details": ctx.details}))
+    shown = console.export_text()
+    assert "concurrency 1 (shared_prefix)" in shown and "60%" in shown
 
 
 def test_a_server_that_reports_no_cached_tokens_is_not_reported_and_the_shape_is_single_turn():

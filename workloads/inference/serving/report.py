@@ -20,6 +20,12 @@ that the leaderboard reads to draw latency against throughput.
   ``examples``), ``energy`` (``per_request_j``, ``per_output_token_j``, ``power_w``) where
   measured, ``requests_file`` (every request's row, JSONL, beside the record). The rate sweep
   adds ``peak_rps`` and, with find_peak, ``find_peak`` (``peak_rps``, ``lowest_failing_rps``).
+  Every step also states ``traffic`` (``shape``: single_turn, trace, shared_prefix or
+  multi_turn, with the shape's parameters) and ``prefix_cache`` (``hit_rate``, None where the
+  engine reports no cached tokens, and its ``source``); a multi-turn step adds ``sessions``
+  (``per_turn``, ``per_session``).
+- ``traffic``: the run's traffic shape; ``trace_replay``: the trace (``file``, ``sha256``,
+  ``requests``, ``time_scale``, spans) and its one step in ``steps``.
 
 :func:`curve` flattens the steps into the points a latency-throughput chart draws.
 """
@@ -49,9 +55,11 @@ def curve(record: Mapping[str, Any]) -> dict:
     tpot_p99_ms, itl_p50_ms, e2e_p99_ms}, ...]}`` (points in the order measured)."""
     serving = (record.get("details") or {}).get("serving") or {}
     points = []
-    for key in ("rate_sweep", "concurrency_sweep"):
+    for key in ("rate_sweep", "concurrency_sweep", "trace_replay"):
         for row in (serving.get(key) or {}).get("steps", []):
             point = {f: row.get(f) for f in CURVE_FIELDS}
+            point["traffic_shape"] = (row.get("traffic") or {}).get("shape", "single_turn")
+            point["prefix_cache_hit_rate"] = (row.get("prefix_cache") or {}).get("hit_rate")
             for kind in ("ttft", "tpot", "itl", "e2e"):
                 for pct in ("p50", "p99"):
                     point[f"{kind}_{pct}_ms"] = (row.get(f"{kind}_ms") or {}).get(pct)
@@ -152,6 +160,7 @@ def render(record: Mapping[str, Any]) -> Any:
             "TPOT p99",
             "ITL p50",
             "E2E p99",
+            "cache hit",
             "verdict",
         ):
             t.add_column(col, justify="left" if col in ("load", "verdict") else "right")
@@ -161,7 +170,8 @@ def render(record: Mapping[str, Any]) -> Any:
                 *(
                     Text(c)
                     for c in (
-                        f"{p['mode']} {p['load']:g}",
+                        f"{p['mode']} {p['load']:g}"
+                        + ("" if p["traffic_shape"] == "single_turn" else f" ({p['traffic_shape']})"),
                         _f(p["offered_rps"]),
                         _f(p["completed_rps"]),
                         _f(p["output_tokens_per_s"], ".1f"),
@@ -173,6 +183,7 @@ def render(record: Mapping[str, Any]) -> Any:
                         _f(p["tpot_p99_ms"]),
                         _f(p["itl_p50_ms"]),
                         _f(p["e2e_p99_ms"]),
+                        _f(p["prefix_cache_hit_rate"], ".0%"),
                         verdict,
                     )
                 )
