@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-import pg_cluster  # noqa: E402
-from factories import make_metric, make_record  # noqa: E402
+from support import pg_cluster  # noqa: E402
+from support.factories import make_metric, make_record  # noqa: E402
 
 from perfsuite.schemas.canonical import record_sha256  # noqa: E402
 

@@ -14,7 +14,7 @@ if [ ! -x "$chromium" ]; then
     exit 1
   fi
 fi
-# The SLURM tests start a one-node cluster from Debian's slurm-wlm and munge (tests/slurm_cluster.py):
+# The SLURM tests start a one-node cluster from Debian's slurm-wlm and munge (tests/support/slurm_cluster.py):
 # install them when missing and root can; otherwise say so, and those tests skip with the reason.
 if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

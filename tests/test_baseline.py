@@ -8,13 +8,13 @@ import time
 
 import pytest
 from rich.console import Console
+from support.factories import make_metric, make_record
 
 from perfsuite import Case, Work
 from perfsuite.analysis.tables import results_table
 from perfsuite.context import RunContext
 from perfsuite.controls import Controls
 from perfsuite.measure.speedup import BaselineSpeedups
-from tests.factories import make_metric, make_record
 
 
 def test_speedups_come_once_both_times_are_known_whatever_the_order():

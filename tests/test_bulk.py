@@ -6,8 +6,8 @@ all or none, and what it stores read back by the ordinary queries."""
 from __future__ import annotations
 
 import pytest
-from factories import make_record, sign
-from registry_support import table_counts
+from support.factories import make_record, sign
+from support.registry_support import table_counts
 
 from perfsuite.registry import RecordInvalid, RegistryError, open_registry
 from perfsuite.registry.bulk import store_many

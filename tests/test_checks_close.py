@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from support.factories import make_record, sign
 
 from perfsuite.checks import close, equal
-from tests.factories import make_record, sign
 
 torch = pytest.importorskip("torch")
 

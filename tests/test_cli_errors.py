@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_record, sign
+from support.factories import make_record, sign
 
 from perfsuite.registry import RegistryError, check_url, open_registry
 from perfsuite.schemas.reading import MAX_RECORD_BYTES

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from factories import make_record
+from support.factories import make_record
 
 from perfsuite.registry import open_registry
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import gemm_metrics, make_record, sign
+from support.factories import gemm_metrics, make_record, sign
 
 from perfsuite.registry import open_registry
 from perfsuite.schemas.comparability import comparability_key, is_self_test, iteration_policy, key_settings

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from factories import gemm_metrics, make_record
+from support.factories import gemm_metrics, make_record
 
 from perfsuite.analysis.compare import NO_CHANGE, SLOWER, NotComparable, compare_records
 from perfsuite.measure import stats
@@ -66,7 +66,7 @@ def test_mann_whitney_and_ratio_ci_agree_with_scipy():
 
 def test_a_metric_whose_baseline_is_zero_is_left_out_not_divided_by():
     """busbw at world size one is zero by nccl-tests' formula: no ratio, and no error."""
-    from factories import make_metric
+    from support.factories import make_metric
 
     from perfsuite.analysis.compare import compare_runs
 
@@ -263,7 +263,7 @@ def test_compare_by_system_takes_the_newest_runs_of_the_baselines_settings(cli, 
     newest run (an L2-flushed run on B is not among them); B 10% slower: exit 3 with --fail-on."""
     from datetime import timedelta
 
-    from factories import DEFAULT_START
+    from support.factories import DEFAULT_START
 
     from perfsuite.publish.submissions.tree import record_text
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_metric, make_record, sign
+from support.factories import make_metric, make_record, sign
 
 from perfsuite.publish.submissions.tree import (
     check_tree,

@@ -13,7 +13,7 @@ import sys
 
 import pandas as pd
 import pytest
-from factories import make_record
+from support.factories import make_record
 from test_record_stored_hook import JSONL_SINK, WORKLOAD
 
 from perfsuite.analysis.export import COLUMN_NAMES, SWEEP_COLUMNS

@@ -2,7 +2,7 @@
 lies inside the interval printed beside it (a ceiling's best call is labelled best and gets no
 interval of the median); a figure's CI carries the prefix its value carries (``171k–215k`` beside
 ``175k``); at 100 and 80 columns the tables keep the suite's own columns (value, CI, % of ceiling,
-regime, status) and leave decoration out first. Records from ``tests/factories.py`` in a real
+regime, status) and leave decoration out first. Records from ``tests/support/factories.py`` in a real
 registry, read back by the real ``perfsuite results``, ``show`` and ``compare``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from factories import gemm_metrics, make_metric, make_record
+from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.analysis.units import alike, interval
 from perfsuite.registry import open_registry

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import DEFAULT_START, gemm_metrics, make_record
+from support.factories import DEFAULT_START, gemm_metrics, make_record
 
 from perfsuite.analysis.history import change_points
 from perfsuite.publish.submissions.tree import record_text

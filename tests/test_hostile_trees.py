@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from factories import make_record
-from safety_support import ANSI_NAME, hostile_tree
+from support.factories import make_record
+from support.safety_support import ANSI_NAME, hostile_tree
 
 from perfsuite.registry import open_registry
 from tests.conftest import run_cli

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from factories import make_record
-from safety_support import can_mount, is_root, tmpfs
+from support.factories import make_record
+from support.safety_support import can_mount, is_root, tmpfs
 
 from perfsuite.registry import open_registry
 

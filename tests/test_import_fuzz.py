@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from factories import make_record, sign
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from registry_support import table_counts
+from support.factories import make_record, sign
+from support.registry_support import table_counts
 
 from perfsuite.registry import (
     RegistryError,

@@ -17,7 +17,7 @@ import sys
 
 import click
 import pytest
-from factories import make_record, sign
+from support.factories import make_record, sign
 
 from perfsuite.engine.plan import MAX_PLAN_BYTES, MAX_RUNS, shipped
 from tests.conftest import run_cli

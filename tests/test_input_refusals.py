@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 import pytest
-from safety_support import BAD_DATES, BAD_PLANS, RUN, bad_plan, dated_record
-from safety_support import BAD_OPTIONS as REFUSED
+from support.safety_support import BAD_DATES, BAD_PLANS, RUN, bad_plan, dated_record
+from support.safety_support import BAD_OPTIONS as REFUSED
 
 from tests.conftest import run_cli
 

@@ -285,8 +285,8 @@ def test_attention_is_unmet_when_no_backend_runs():
 
 def test_show_renders_the_skipped_cases_of_a_record():
     """``perfsuite show`` renders ``details.skipped_cases`` in the host, for any workload."""
-    from factories import make_record
     from rich.console import Console
+    from support.factories import make_record
 
     from perfsuite.analysis.tables import show_record, skipped_cases_table
 

@@ -10,13 +10,13 @@ from datetime import timedelta
 
 import click
 import pytest
+from support.factories import DEFAULT_START, make_metric, make_record
 
 from perfsuite.analysis.roofline_plot import plot
 from perfsuite.analysis.roofline_report import Roof, kernel_records, place, report
 from perfsuite.cli.roofline import require_matplotlib
 from perfsuite.measure.roofline import roofline_metric_name
 from tests.conftest import run_cli
-from tests.factories import DEFAULT_START, make_metric, make_record
 
 GPU_KEY = "00aa00aa00aa00aa"
 PEAK_BF16 = 800.0  # TFLOP/s

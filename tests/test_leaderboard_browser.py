@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import gemm_metrics, make_metric, make_record
+from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry

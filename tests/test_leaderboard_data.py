@@ -6,7 +6,7 @@ aggregated in SQL."""
 
 from __future__ import annotations
 
-from factories import gemm_metrics, make_metric, make_record
+from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.publish.leaderboard.data import load, shown_settings

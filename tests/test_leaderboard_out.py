@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from factories import make_record
-from safety_support import can_mount, tmpfs
+from support.factories import make_record
+from support.safety_support import can_mount, tmpfs
 
 from perfsuite.registry import open_registry
 

@@ -4,7 +4,7 @@ only where it was), the serving page draws TTFT and TPOT p99 against the through
 achieved (output tokens/s) with the SLO lines, training's time to target shows each seed as a
 point with the olympic mean marked, and a phone gets the table before the filters.
 
-``reader_site`` builds the site from ``tests/factories.py`` records (:func:`build_reader_site`, which
+``reader_site`` builds the site from ``tests/support/factories.py`` records (:func:`build_reader_site`, which
 also builds the site that screenshots are taken of)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from factories import gemm_metrics, make_metric, make_record
+from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry

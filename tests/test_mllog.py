@@ -9,9 +9,9 @@ import json
 import logging
 
 import pytest
+from support.factories import make_record
 
 from perfsuite.engine import mllog
-from tests.factories import make_record
 
 FIELDS = ["namespace", "time_ms", "event_type", "key", "value", "metadata"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from factories import gemm_metrics, make_metric, make_record
-from safety_support import extreme_records
 from sqlalchemy import text
+from support.factories import gemm_metrics, make_metric, make_record
+from support.safety_support import extreme_records
 
 from perfsuite.registry import RecordInvalid, open_registry
 from perfsuite.schemas import physics

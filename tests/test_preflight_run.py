@@ -11,12 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.factories import make_record, sign
 
 from perfsuite.doctor import host_facts
 from perfsuite.doctor.host_facts import Fact
 from perfsuite.registry import RecordInvalid
 from perfsuite.schemas.validate import validate_record
-from tests.factories import make_record, sign
 from tests.test_cli_errors import one_error_line
 
 GEMM_CPU = ["run", "kernels.gemm", "--quick", "-p", "dtypes=fp32", "--device", "cpu"]

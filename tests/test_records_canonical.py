@@ -9,7 +9,7 @@ import random
 
 import orjson
 import pytest
-from factories import make_record
+from support.factories import make_record
 
 from perfsuite.registry.errors import RecordInvalid
 from perfsuite.schemas.canonical import _MAY_DIFFER, _may_differ, canonical_bytes, canonical_json, hashed_body

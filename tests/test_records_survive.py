@@ -21,7 +21,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from safety_support import PLUGIN, RUN_ARGS, can_mount, leftovers, signal_in_window, tmpfs, wait_for_no_leftovers
+from support.safety_support import (
+    PLUGIN,
+    RUN_ARGS,
+    can_mount,
+    leftovers,
+    signal_in_window,
+    tmpfs,
+    wait_for_no_leftovers,
+)
 
 from perfsuite.schemas.validate import check_record
 from tests.conftest import run_cli

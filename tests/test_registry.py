@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from factories import gemm_metrics, make_metric, make_record, sign
-from registry_support import (
+from sqlalchemy import inspect, select
+from support.factories import gemm_metrics, make_metric, make_record, sign
+from support.registry_support import (
     open_fresh_files_at_once,
     run_concurrent_stores,
     table_counts,
 )
-from sqlalchemy import inspect, select
 
 from perfsuite import registry
 from perfsuite.registry import (

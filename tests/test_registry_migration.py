@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from registry_support import git, run_older_code
+from support.registry_support import git, run_older_code
 
 from perfsuite.registry import open_registry
 from perfsuite.registry.db import head_revision
@@ -28,7 +28,7 @@ MAKE_OLD_REGISTRY = r"""
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from registry import open_registry  # the old commit's registry (not perfsuite.registry)
-from factories import gemm_metrics, make_record
+from support.factories import gemm_metrics, make_record
 records = [json.load(open(sys.argv[4]))]
 records += [make_record(host=f"box{i}", device="cuda", controls={"seed": i},
                         metrics=gemm_metrics(time_ms=tuple(1.0 + 0.01 * i + 0.001 * k for k in range(9))))

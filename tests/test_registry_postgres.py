@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-import pg_cluster
 import pytest
-from factories import make_record, sign
-from registry_support import run_concurrent_stores, table_counts
 from sqlalchemy import inspect, text
+from support import pg_cluster
+from support.factories import make_record, sign
+from support.registry_support import run_concurrent_stores, table_counts
 
 from perfsuite.registry import (
     RecordInvalid,
@@ -190,7 +190,7 @@ MAKE_MAIN_REGISTRY = r"""
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from registry import open_registry  # that commit's registry code and migrations (not perfsuite.registry)
-from factories import make_record
+from support.factories import make_record
 records = [make_record(host=f"box{i}", device="cuda", controls={"seed": i}) for i in range(3)]
 with open_registry(sys.argv[3]) as reg:
     print(json.dumps(reg.store_all(records)))
@@ -207,7 +207,7 @@ def _column_compression(connection) -> str:
 def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_compressed(pg_url, tmp_path):
     import json
 
-    from registry_support import run_older_code
+    from support.registry_support import run_older_code
 
     lines = run_older_code(MAIN_BEFORE_LZ4, ("registry",), MAKE_MAIN_REGISTRY, [pg_url], tmp_path)
     stored, before = (json.loads(line) for line in lines[-2:])

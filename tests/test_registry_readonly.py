@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from factories import make_record
-from safety_support import can_mount, tmpfs
+from support.factories import make_record
+from support.safety_support import can_mount, tmpfs
 
 from perfsuite.registry import open_registry
 from tests.conftest import run_cli

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from safety_support import PLUGIN, RUN_ARGS, wait_for_no_leftovers
+from support.safety_support import PLUGIN, RUN_ARGS, wait_for_no_leftovers
 
 from tests.conftest import run_cli
 

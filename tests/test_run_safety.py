@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from safety_support import leftovers
+from support.safety_support import leftovers
 
 from tests.conftest import run_cli
 
@@ -271,7 +271,7 @@ def test_pythonhashseed_stays_in_its_range():
 def stoppable_pg():
     """A throwaway cluster of this test's own (the session's shared one must keep running):
     yields its database URL and the command that stops it at once."""
-    import pg_cluster
+    from support import pg_cluster
 
     if pg_cluster.server_bin() is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed")

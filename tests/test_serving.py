@@ -24,7 +24,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from host_load import OtherLoad
+from support.host_load import OtherLoad
 
 from perfsuite.engine import params as params_mod
 from perfsuite.testing import run_in_process

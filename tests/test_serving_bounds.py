@@ -37,7 +37,7 @@ GRACE_S = PROBE_TIMEOUT_S + SELF_REPORT_TIMEOUT_S  # what the serving page state
 def hostile(mode: str) -> Iterator[str]:
     """A ``hostile_http`` server in its own process; its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "hostile_http.py"), mode, "--lifetime", str(SERVER_LIFETIME_S)],
+        [sys.executable, str(HERE / "support" / "hostile_http.py"), mode, "--lifetime", str(SERVER_LIFETIME_S)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -17,7 +17,7 @@ import statistics
 
 import psutil
 import pytest
-from host_load import OtherLoad
+from support.host_load import OtherLoad
 
 from perfsuite.crosscheck.aiperf import AGREEMENT, reference_once
 from perfsuite.workloads.inference.serving.capacity import null_server

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-import slurm_cluster
 from conftest import run_cli
+from support import slurm_cluster
 
 from perfsuite.engine import launcher
 from perfsuite.engine.plan import load
@@ -367,7 +367,7 @@ def test_a_plan_submitted_as_a_job_array_stores_every_run(env, tmp_path, pg_regi
 @pytest.fixture
 def pg_registry():
     """A PostgreSQL registry URL where the server and driver are installed, else None."""
-    import pg_cluster
+    from support import pg_cluster
 
     if pg_cluster.server_bin() is None or find_spec("psycopg") is None:
         yield None

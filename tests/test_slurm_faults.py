@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-import slurm_cluster
 from conftest import run_cli
+from support import slurm_cluster
 
 from perfsuite.registry import open_registry
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from factories import make_record, sign
+from support.factories import make_record, sign
 
 from perfsuite.publish.submissions.tree import (
     MLLOG_REQUIRED_TRAINING_KEYS,

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import make_metric, make_record
 from rich.console import Console
+from support.factories import make_metric, make_record
 
 from perfsuite.analysis.layout import Column, FittedTable, markdown, widths
 from perfsuite.analysis.tables import id_prefixes, results_table, runs_table, sweep_tables
@@ -290,8 +290,8 @@ def test_markdown_escapes_pipes_and_keeps_empty_columns_out():
 
 
 def test_results_table_flags_a_power_capped_result_and_names_the_ceiling_regime():
-    from factories import make_record
     from rich.console import Console
+    from support.factories import make_record
 
     from perfsuite.analysis.tables import results_table
 
@@ -311,7 +311,7 @@ def throttled_copy(record: dict, case: str, reasons: tuple[str, ...]) -> dict:
     import copy
     import uuid
 
-    from factories import sign
+    from support.factories import sign
 
     out = copy.deepcopy(record)
     out["run_id"] = uuid.uuid4().hex

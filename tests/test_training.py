@@ -121,7 +121,7 @@ def test_goodput_other_is_the_unnamed_rest_of_the_wall_time():
 # -- scoring ------------------------------------------------------------------------------
 def _rec(seed, status, t=None, world=1, key="k"):
     """A time-to-target record; ``key`` is a parameter, so records of different ``key`` differ in key."""
-    from factories import make_metric, make_record
+    from support.factories import make_metric, make_record
 
     metrics = [make_metric("target", "time_to_target_s", "s", [t], higher_is_better=False)] if t is not None else []
     return make_record(

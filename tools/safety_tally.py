@@ -38,8 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from factories import make_record  # noqa: E402
-from safety_support import (  # noqa: E402
+from support.factories import make_record  # noqa: E402
+from support.safety_support import (  # noqa: E402
     BAD_DATES,
     BAD_OPTIONS,
     BAD_PLANS,
