@@ -53,7 +53,7 @@ def judge(mode: str, load: float, results: list, rules: StepRules, energy_j: flo
             f"{failed} of {s['requests']} requests failed ({by}): over the error budget of {rules.error_budget:.1%}"
         )
     lag = s["send_lag_ms"].get("p99")
-    if mode == "rate" and lag is not None and lag > MAX_SEND_LAG_MS:
+    if mode in ("rate", "trace") and lag is not None and lag > MAX_SEND_LAG_MS:  # a schedule to keep
         reasons.append(
             f"the client fell behind its schedule: send lag p99 {lag:.1f} ms (more than {MAX_SEND_LAG_MS:g} ms)"
         )

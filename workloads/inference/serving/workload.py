@@ -15,6 +15,11 @@ serving engineers measure it and judged as MLPerf judges a run.
 - Sweeps: an open-loop request-rate sweep (``rates``, gamma arrivals with ``burstiness``), a
   search of the highest rate within the SLOs (``find_peak``), and a closed-loop concurrency
   sweep (``concurrencies``): TTFT, TPOT, ITL and E2E percentiles, SLO goodput per step.
+- Traffic shapes beside single-turn prompts, one at a time, with the sweeps: trace replay
+  (``trace``, Mooncake's format or a plain JSONL, at ``trace_time_scale``), shared prefixes
+  (``prefixes`` x ``suffixes_per_prefix``, ``serving.traffic``) and multi-turn sessions
+  (``turns``, ``serving.sessions``); every step states its shape and the engine's prefix-cache
+  hit rate where it reports cached tokens. The cross-check sends single-turn prompts.
 - Failures (HTTP errors, stalls, malformed chunks, truncated streams, timeouts) are counted
   per request with their reasons; past ``error_budget`` a scenario or step is INVALID.
 - The client's own capacity against the null streaming server is measured and recorded; a rate
