@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from itertools import pairwise
 
 import pytest
@@ -19,6 +21,7 @@ from perfsuite.workloads.inference.serving import Serving
 from perfsuite.workloads.inference.serving.capacity import null_server
 from perfsuite.workloads.inference.serving.client import Endpoint, Timeouts
 from perfsuite.workloads.inference.serving.sessions import Conversation, run_sessions
+from perfsuite.workloads.inference.serving.traffic import TraceError, load_trace
 
 pytest.importorskip("httptools")
 
@@ -96,6 +99,35 @@ def test_a_malformed_trace_is_refused_in_one_line_naming_the_line(tmp_path, cli)
         params_mod.resolve(Serving, {**over, "turns": 2}, quick=False)
     with pytest.raises(params_mod.ParamError, match="LoadGen's scenarios send single-turn prompts"):
         params_mod.resolve(Serving, {**over, "scenarios": "Server"}, quick=False)
+
+
+def test_a_trace_is_read_within_its_bounds(tmp_path):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)  # a reader would block on it: refused before a byte is read
+    with pytest.raises(TraceError, match="not a regular file"):
+        load_trace(fifo, "mooncake")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(TraceError, match="holds no requests"):
+        load_trace(empty, "jsonl")
+    bad = tmp_path / "bad.jsonl"
+    for line, why in (
+        ('{"timestamp": -1, "input_length": 4, "output_length": 2}', "'timestamp' must lie from 0"),
+        ('{"timestamp": 0, "input_length": 0, "output_length": 2}', "'input_length' must lie from 1"),
+        (
+            '{"timestamp": 0, "input_length": 4, "output_length": 2, "hash_ids": [1, "x"]}',
+            "'hash_ids' must be a list of integers",
+        ),
+        ('{"timestamp": 0, "input_length": 4}', "no 'output_length'"),
+        ("[1, 2]", "not a JSON object"),
+    ):
+        bad.write_text('{"timestamp": 0, "input_length": 4, "output_length": 2}\n' + line + "\n")
+        with pytest.raises(TraceError, match=rf"bad\.jsonl line 2: {re.escape(why)}"):
+            load_trace(bad, "mooncake")
+    big = ['{"timestamp": 0, "input_length": 1000000, "output_length": 1}'] * 251
+    bad.write_text("\n".join(big))
+    with pytest.raises(TraceError, match="251,000,000 input tokens in all"):
+        load_trace(bad, "mooncake")
 
 
 def test_shared_prefix_traffic_states_its_design_and_the_servers_hit_rate(cached):

@@ -9,7 +9,8 @@ shared-prefix traffic, and the prefix-cache hit rate every step states.
   share a prefix here too) and a plain one (``timestamp_s``, ``input_tokens``,
   ``output_tokens``). A trace is read within bounds (a regular file of at most
   ``MAX_TRACE_BYTES``, at most ``MAX_TRACE_REQUESTS`` requests, lengths up to
-  ``MAX_INPUT_TOKENS`` / ``MAX_OUTPUT_TOKENS``); a line that breaks a rule is refused in one line
+  ``MAX_INPUT_TOKENS`` / ``MAX_OUTPUT_TOKENS``, at most ``MAX_TRACE_INPUT_TOKENS`` input tokens
+  in all); a line that breaks a rule is refused in one line
   naming its number. Requests leave in timestamp order (a stable sort), the first at once.
 - **Shared prefixes** (``prefixes`` x ``suffixes_per_prefix``, ``prefix_tokens``): N prefixes of
   P words, each followed by M suffixes of ``input_tokens`` words; request (i, j) is prefix i and
@@ -30,6 +31,7 @@ import math
 import os
 import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,9 @@ MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_TRACE_REQUESTS = 100_000
 MAX_INPUT_TOKENS = 1_000_000
 MAX_OUTPUT_TOKENS = 100_000
+# every prompt is built before the replay starts: about 5 bytes a word, so this bounds the
+# prompts' memory near 1.25 GB (the Mooncake conversation trace holds about 150 million tokens)
+MAX_TRACE_INPUT_TOKENS = 250_000_000
 MAX_TRACE_SPAN_S = 7 * 86_400.0  # a week of traffic, scaled or not, is longer than any run
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids name blocks of this many tokens
 # the fields of each format: time (and its unit in seconds), input length, output length
@@ -147,6 +152,9 @@ def load_trace(path: str | Path, fmt: str) -> Trace:
         rows.append(TraceRequest(number, float(t) * unit, n_in, n_out, ids))
     if not rows:
         raise TraceError(f"trace {p} holds no requests")
+    total = sum(r.input_tokens for r in rows)
+    if total > MAX_TRACE_INPUT_TOKENS:
+        raise TraceError(f"trace {p} asks for {total:,} input tokens in all: at most {MAX_TRACE_INPUT_TOKENS:,}")
     rows.sort(key=lambda r: r.time_s)  # stable: equal times keep the file's order
     if rows[-1].time_s - rows[0].time_s > MAX_TRACE_SPAN_S:
         raise TraceError(f"trace {p} spans more than {MAX_TRACE_SPAN_S:g} s")
@@ -164,11 +172,17 @@ def trace_prompt(req: TraceRequest, index: int, seed: int) -> str:
         if left <= 0:
             break
         take = min(left, MOONCAKE_BLOCK_TOKENS)
-        parts.append(" ".join(words_text(MOONCAKE_BLOCK_TOKENS, seed * 1_000_003 + block).split()[:take]))
+        parts.append(" ".join(_block(seed, block)[:take]))
         left -= take
     if left > 0:
         parts.append(words_text(left, seed * 1_000_003 + 10**9 + index))
     return " ".join(parts)
+
+
+@lru_cache(maxsize=65_536)
+def _block(seed: int, block: int) -> tuple[str, ...]:
+    """The words of one Mooncake block (a trace repeats its blocks: each is drawn once)."""
+    return tuple(words_text(MOONCAKE_BLOCK_TOKENS, seed * 1_000_003 + block).split())
 
 
 @dataclass(frozen=True)
