@@ -187,7 +187,7 @@ def test_a_plan_key_or_value_of_100000_characters_is_quoted_short(bounds, tmp_pa
     ):
         plan = write_plan(tmp_path, text)
         line = refused(run_cli(bounds, "run", "--plan", str(plan)), expected)
-        assert len(line) < 400, len(line)
+        assert len(line.replace(str(plan), "PLAN")) < 400, line  # the plan's own path is as long as the folder
     nothing_ran(tmp_path)
 
 

@@ -305,12 +305,13 @@ def test_a_rank_killed_mid_collective_is_named_in_the_record_and_the_summary(env
 def test_a_sweep_cut_by_its_time_limit_is_resubmitted_for_its_unfinished_runs_only(env, tmp_path):
     """A plan of two indices under a one-minute limit: index 0 finishes, index 1 (eight runs of
     15 s) is killed part way. `resubmit` runs index 1's missing runs and nothing
-    else; the registry then holds every run of the plan, each once."""
+    else; the registry then holds every run of the plan, each once. Index 1 copies 256 MiB a
+    call, so that its 15 s of timed calls come long before the 10,000-call cap on any machine."""
     plan = tmp_path / "sweep.toml"
     plan.write_text(
         'name = "sweep"\n[defaults]\ndevice = "cpu"\nquick = true\n'
         '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "1M", ops = "copy" }\n'
-        '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "2M", ops = "copy" }\n'
+        '[[run]]\nworkloads = ["kernels.memory"]\nparams = { size_bytes = "256M", ops = "copy" }\n'
         "min_time_s = 15\nrepeat = 8\n"
     )
     first = run_cli(env, "run", "--plan", str(plan), "--slurm", "--time", "1", "--wait", timeout=JOB_TIMEOUT_S)
@@ -329,12 +330,12 @@ def test_a_sweep_cut_by_its_time_limit_is_resubmitted_for_its_unfinished_runs_on
     (task,) = job["tasks"]
     assert task["workloads"] == ["kernels.memory"]
     assert task["repeat"] == 9 - done_before
-    assert "size_bytes=2M" in " ".join(task["argv"])
+    assert "size_bytes=256M" in " ".join(task["argv"])
     records = _records(env)
     assert len(records) == 9
     assert len({r["run_id"] for r in records}) == 9
     sizes = sorted(r["workload"]["params"]["size_bytes"] for r in records)
-    assert sizes == [1 << 20] + [2 << 20] * 8
+    assert sizes == [1 << 20] + [256 << 20] * 8
 
 
 @pytest.mark.slow

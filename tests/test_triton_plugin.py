@@ -454,7 +454,18 @@ def test_triton_info_command_comes_from_the_plugin(triton_plugin_env):
 
 
 # -- packaging: a fresh virtual environment with the suite and the plugin, no torch ------------
-CORE_DEPS = ["pluggy", "click", "sqlalchemy", "alembic", "jsonschema", "rich", "numpy", "nvidia-ml-py", "psutil"]
+CORE_DEPS = [
+    "pluggy",
+    "click",
+    "sqlalchemy",
+    "alembic",
+    "jsonschema",
+    "rich",
+    "numpy",
+    "nvidia-ml-py",
+    "psutil",
+    "orjson",
+]
 
 
 def _copy_sources(dest: Path) -> tuple[Path, Path]:
