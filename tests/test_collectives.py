@@ -846,7 +846,10 @@ def test_a_real_gloo_sweep_is_judged_against_a_reference_flat_at_its_floor(cli, 
         if c["verdict"] != launch_floor.AGREES:
             assert expected is not None and c["verdict"] == f"differs, {launch_floor.SIDE_NAMES[expected]} launch-bound"
     assert slow["verdict"]["explained"] is True
-    assert slow["compare"][-1]["launch_bound"] is None  # 4 MiB over loopback is far above three 8 B calls
+    # a size whose own time is far above the held floor (its bytes dominate) names no side; which
+    # sizes those are is the machine's (4 MiB over loopback on a busy machine may not be one)
+    above = [c for c in slow["compare"] if c["suite_time_us"] > launch_floor.LAUNCH_FACTOR * held]
+    assert all(c["launch_bound"] is None for c in above), above
 
 
 def test_collectives_time_one_loop_per_repeat_by_default_and_per_call_on_request(cli):

@@ -127,13 +127,17 @@ def test_a_gigabyte_with_no_line_end_fails_each_request_at_the_event_bound(cli):
     print(f"no-newline: the run ended after {wall:.1f} s")
 
 
+# The client's own peak: VmHWM, the high-water mark of this program's memory. Not ru_maxrss, which
+# Linux carries over from the forked copy of the parent through exec, so that a client started by
+# a pytest worker of 1.5 GB reads 1.5 GB whatever the client itself holds.
 CLIENT = """
-import json, resource, sys
+import json, re, sys
 from perfsuite.workloads.inference.serving.client import Endpoint, Timeouts
 from perfsuite.workloads.inference.serving.load import Job, run_here
 endpoint = Endpoint(sys.argv[1], "hostile")
 results = run_here(Job(endpoint, Timeouts(stall_s=60, request_s=120), {0: endpoint.body("a", 4)}, [0, 0], None, 2))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with open("/proc/self/status") as status:
+    peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)) * 1024
 print(json.dumps({"reasons": [r.reason for r in results], "peak_rss_bytes": peak}))
 """
 

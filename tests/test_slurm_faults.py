@@ -26,6 +26,9 @@ from support import slurm_cluster
 from perfsuite.registry import open_registry
 
 SMALL_COPY = ["kernels.memory", "--quick", "--device", "cpu", "-p", "size_bytes=1M", "-p", "ops=copy"]
+# Runs whose --min-time is what they last: a 64 MiB copy takes long enough a call that the
+# timed calls reach their minimum time before the 10,000-call cap on any machine.
+TIMED_COPY = ["kernels.memory", "--quick", "--device", "cpu", "-p", "size_bytes=64M", "-p", "ops=copy"]
 JOB_TIMEOUT_S = 240
 FIFTY_MB = 50_000_000
 # The longest line a bad answer may come back as: one line a terminal can show.
@@ -208,7 +211,7 @@ def test_a_node_whose_slurmd_is_killed_mid_job_has_its_ranks_fenced_and_nothing_
     """slurmd SIGKILLed: the controller declares the node down and the job NODE_FAIL, but
     nothing on the node kills the job's processes. Each rank's step-watch sees its step gone
     and ends them; `wait` returns only once rank 0 has stopped, so no record lands later."""
-    job_id, folder = _first_record(env, *SMALL_COPY, "--min-time", "2", "--repeat", "8")
+    job_id, folder = _first_record(env, *TIMED_COPY, "--min-time", "2", "--repeat", "8")
     cluster.kill("slurmd")
     try:
         waited = run_cli(env, "slurm", "wait", job_id, timeout=JOB_TIMEOUT_S)
@@ -232,7 +235,7 @@ def test_wait_outlasts_a_controller_outage_and_collects_when_it_returns(env, clu
     """slurmctld stopped mid-job: a `wait` whose retry window is shorter than the outage
     stops with exit 3 and the command that resumes watching; that command, run while the
     controller is still down, retries until it returns and then collects every run."""
-    job_id, folder = _first_record(env, *SMALL_COPY, "--min-time", "2", "--repeat", "3")
+    job_id, folder = _first_record(env, *TIMED_COPY, "--min-time", "2", "--repeat", "3")
     cluster.kill("slurmctld", signal.SIGTERM)
     log = tmp_path / "resumed.err"
     try:

@@ -402,7 +402,11 @@ class Runner:
             return WorkerResult(status="skipped", started_at=started, finished_at=now())  # not reported here
         rank_errors = distributed.read_rank_errors(spec_path)
         if timed_out or proc.returncode != 0 or rank_errors:  # a rank that died is named first
-            rank_errors = launcher.dead_ranks(launch, log_path) + rank_errors
+            # ... unless it wrote its own error: a rank that raised may abort as it exits (SIGABRT),
+            # and its exception, not the signal, is the cause
+            reported = {error.split(":", 1)[0] for error in rank_errors}  # "rank 1"
+            died = [d for d in launcher.dead_ranks(launch, log_path) if d.split(" died", 1)[0] not in reported]
+            rank_errors = died + rank_errors
         if timed_out:
             msg = f"timed out after {req.controls.timeout_s:g} s; process tree killed"
             where = rank_errors + (distributed.read_rank_progress(spec_path) if launch.world_size > 1 else [])
