@@ -19,11 +19,11 @@ import psutil
 import pytest
 from conftest import run_cli
 from support import slurm_cluster
+from support.slurm_cluster import stored_records, submitted
 
 from perfsuite.engine import launcher
 from perfsuite.engine.plan import load
 from perfsuite.engine.slurm.script import JobOptions
-from perfsuite.registry import open_registry
 
 # one all_reduce of 8-256 B, 2 calls a loop: the collective over gloo, in seconds
 SMALL_ALL_REDUCE = ["collectives.all_reduce", "--quick", "--device", "cpu", "-p", "max_bytes=256", "-p", "iters=2"]
@@ -47,19 +47,6 @@ def cluster():
 @pytest.fixture
 def env(perfsuite_env, cluster):
     return cluster.env(perfsuite_env)
-
-
-def _submitted(proc: subprocess.CompletedProcess) -> tuple[str, Path]:
-    """(job id, job folder) from 'Submitted batch job ID: FOLDER/job.sbatch'."""
-    line = next(s for s in proc.stdout.splitlines() if s.startswith("Submitted batch job "))
-    job_id, _, script = line.removeprefix("Submitted batch job ").partition(": ")
-    return job_id, Path(script).parent
-
-
-def _records(env: dict) -> list[dict]:
-    """Every record in the test's registry (read here: what the job stored is under test)."""
-    with open_registry(env["PERFSUITE_DB"]) as reg:
-        return [reg.get(r["run_id"]) for r in reg.results(limit=100)]
 
 
 def _job_processes(job_id: str) -> list[str]:
@@ -306,10 +293,10 @@ def test_the_record_states_the_job_from_slurms_variables(monkeypatch):
 def test_run_slurm_stores_a_record_naming_the_job_and_two_ranks_over_gloo(env, cluster):
     proc = run_cli(env, "run", *SMALL_ALL_REDUCE, "--slurm", "--ntasks", "2", "--wait", timeout=JOB_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
-    job_id, folder = _submitted(proc)
+    job_id, folder = submitted(proc)
     assert f"job {job_id} [0] COMPLETED" in proc.stderr
     assert "collectives.all_reduce" in proc.stdout  # the summary table
-    (record,) = _records(env)
+    (record,) = stored_records(env)
     launch = record["launch"]
     assert record["status"] == "success"
     assert record["verification"]["status"] == "passed"
@@ -351,10 +338,10 @@ def test_a_plan_submitted_as_a_job_array_stores_every_run(env, tmp_path, pg_regi
     )
     proc = run_cli(env, "run", "--plan", str(plan), "--slurm", "--wait", timeout=JOB_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
-    job_id, folder = _submitted(proc)
+    job_id, folder = submitted(proc)
     assert "#SBATCH --array=0-1" in (folder / "job.sbatch").read_text()
     assert ("SQLite" in proc.stderr) is not bool(pg_registry)  # the one line where the nodes may not reach it
-    by_index = {r["launch"]["slurm"]["array_index"]: r for r in _records(env)}
+    by_index = {r["launch"]["slurm"]["array_index"]: r for r in stored_records(env)}
     assert sorted(by_index) == [0, 1]
     assert by_index[0]["workload"]["name"] == "kernels.memory"
     assert by_index[0]["status"] == "success"
@@ -384,7 +371,7 @@ def _three_runs_one_finished(env: dict) -> tuple[str, Path]:
     the second is under way: (job id, job folder)."""
     proc = run_cli(env, "run", *SMALL_COPY, "--min-time", "2", "--repeat", "3", "--slurm", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    job_id, folder = _submitted(proc)
+    job_id, folder = submitted(proc)
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not list((folder / "records" / "0").glob("*.json")):
         assert time.monotonic() < deadline, (folder / "logs" / f"{job_id}.out").read_text()
@@ -394,7 +381,7 @@ def _three_runs_one_finished(env: dict) -> tuple[str, Path]:
 
 
 def _only_the_first_run_stored(env: dict, job_id: str) -> None:
-    (record,) = _records(env)
+    (record,) = stored_records(env)
     assert record["status"] == "success"
     assert record["launch"]["slurm"]["job_id"] == job_id
 

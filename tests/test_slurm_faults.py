@@ -22,8 +22,7 @@ import psutil
 import pytest
 from conftest import run_cli
 from support import slurm_cluster
-
-from perfsuite.registry import open_registry
+from support.slurm_cluster import stored_records, submitted
 
 SMALL_COPY = ["kernels.memory", "--quick", "--device", "cpu", "-p", "size_bytes=1M", "-p", "ops=copy"]
 # Runs whose --min-time is what they last: a 64 MiB copy takes long enough a call that the
@@ -166,17 +165,6 @@ def env(perfsuite_env, cluster):
     return env
 
 
-def _submitted(proc: subprocess.CompletedProcess) -> tuple[str, Path]:
-    line = next(s for s in proc.stdout.splitlines() if s.startswith("Submitted batch job "))
-    job_id, _, script = line.removeprefix("Submitted batch job ").partition(": ")
-    return job_id, Path(script).parent
-
-
-def _records(env: dict) -> list[dict]:
-    with open_registry(env["PERFSUITE_DB"]) as reg:
-        return [reg.get(r["run_id"]) for r in reg.results(limit=1000)]
-
-
 def _measuring(job_id: str) -> list[str]:
     """perfsuite's processes still running for the job (each carries SLURM_JOB_ID)."""
     found = []
@@ -198,7 +186,7 @@ def _first_record(env: dict, *args: str) -> tuple[str, Path]:
     """Submit ``run ARGS --slurm``; (job id, folder) once its first record has landed."""
     proc = run_cli(env, "run", *args, "--slurm", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    job_id, folder = _submitted(proc)
+    job_id, folder = submitted(proc)
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not _job_files(folder):
         assert time.monotonic() < deadline, list((folder / "logs").glob("*"))
@@ -227,7 +215,7 @@ def test_a_node_whose_slurmd_is_killed_mid_job_has_its_ranks_fenced_and_nothing_
     assert left == []
     assert later == at_return
     assert 1 <= len(at_return) < 8
-    assert sorted(f"{r['run_id']}.json" for r in _records(env)) == at_return  # wait stored each
+    assert sorted(f"{r['run_id']}.json" for r in stored_records(env)) == at_return  # wait stored each
 
 
 @pytest.mark.slow
@@ -261,7 +249,7 @@ def test_wait_outlasts_a_controller_outage_and_collects_when_it_returns(env, clu
     assert resumed.returncode == 0, err
     assert "the scheduler answers again" in err
     assert f"job {job_id} [0] COMPLETED" in err
-    assert len(_records(env)) == 3
+    assert len(stored_records(env)) == 3
     assert len(_job_files(folder)) == 3
 
 
@@ -290,7 +278,7 @@ def test_a_rank_killed_mid_collective_is_named_in_the_record_and_the_summary(env
     args = ["collectives.all_reduce", "--device", "cpu", "-p", "max_bytes=256", "--min-time", "60"]
     proc = run_cli(env, "run", *args, "--slurm", "--ntasks", "2", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    job_id, _ = _submitted(proc)
+    job_id, _ = submitted(proc)
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while (worker := _rank_worker(job_id, "1")) is None:
         assert time.monotonic() < deadline
@@ -298,7 +286,7 @@ def test_a_rank_killed_mid_collective_is_named_in_the_record_and_the_summary(env
     worker.send_signal(signal.SIGKILL)
     waited = run_cli(env, "slurm", "wait", job_id, timeout=JOB_TIMEOUT_S)
     assert waited.returncode == 1, waited.stderr
-    (record,) = _records(env)
+    (record,) = stored_records(env)
     assert record["status"] == "failed"
     assert record["error"].startswith("rank 1 died (SIGKILL)"), record["error"]
     assert "rank 1 died (SIGKILL)" in waited.stderr
@@ -319,22 +307,22 @@ def test_a_sweep_cut_by_its_time_limit_is_resubmitted_for_its_unfinished_runs_on
     )
     first = run_cli(env, "run", "--plan", str(plan), "--slurm", "--time", "1", "--wait", timeout=JOB_TIMEOUT_S)
     assert first.returncode == 1, first.stderr
-    job_id, _ = _submitted(first)
+    job_id, _ = submitted(first)
     cut = [s for s in first.stderr.splitlines() if s.startswith("Not finished: ")]
     assert len(cut) == 1, first.stderr
     assert f"job {job_id} [1] TIMEOUT" in cut[0]
-    done_before = len(_records(env))
+    done_before = len(stored_records(env))
     assert 2 <= done_before < 9
     again = run_cli(env, "slurm", "resubmit", job_id, "--time", "10", "--wait", timeout=JOB_TIMEOUT_S)
     assert again.returncode == 0, again.stderr
-    new_id, new_folder = _submitted(again)
+    new_id, new_folder = submitted(again)
     assert new_id != job_id
     job = json.loads((new_folder / "job.json").read_text())
     (task,) = job["tasks"]
     assert task["workloads"] == ["kernels.memory"]
     assert task["repeat"] == 9 - done_before
     assert "size_bytes=256M" in " ".join(task["argv"])
-    records = _records(env)
+    records = stored_records(env)
     assert len(records) == 9
     assert len({r["run_id"] for r in records}) == 9
     sizes = sorted(r["workload"]["params"]["size_bytes"] for r in records)
@@ -361,7 +349,7 @@ def test_a_rank_killed_under_torchrun_is_named_from_torchruns_root_cause(perfsui
     worker.send_signal(signal.SIGKILL)
     _, err = run.communicate(timeout=JOB_TIMEOUT_S)
     assert run.returncode == 1, err
-    (record,) = _records(perfsuite_env)
+    (record,) = stored_records(perfsuite_env)
     assert record["error"].startswith("rank 1 died (SIGKILL); rank 0: "), record["error"]
     assert "rank 0 died" not in record["error"]
 

@@ -262,3 +262,18 @@ def _wait_for(ready, cluster: Cluster, what: str) -> None:
             reason = f"{', '.join(dead)} exited" if dead else f"not within {START_TIMEOUT_S:g} s"
             raise RuntimeError(f"SLURM test cluster: waiting for {what}: {reason}\n{logs}")
         time.sleep(0.2)
+
+
+def submitted(proc: subprocess.CompletedProcess) -> tuple[str, Path]:
+    """(job id, job folder) from 'Submitted batch job ID: FOLDER/job.sbatch'."""
+    line = next(s for s in proc.stdout.splitlines() if s.startswith("Submitted batch job "))
+    job_id, _, script = line.removeprefix("Submitted batch job ").partition(": ")
+    return job_id, Path(script).parent
+
+
+def stored_records(env: dict) -> list[dict]:
+    """Every record in the test's registry (read here: what the job stored is under test)."""
+    from perfsuite.registry import open_registry
+
+    with open_registry(env["PERFSUITE_DB"]) as reg:
+        return [reg.get(r["run_id"]) for r in reg.results(limit=1000)]
