@@ -41,17 +41,11 @@ def same_layout(ours, theirs) -> None:
     assert [(t.shape, t.dtype) for t in a.values()] == [(t.shape, t.dtype) for t in b.values()]
 
 
-@pytest.mark.parametrize("given", GPT_CASES, ids=lambda g: g["arch"])
-def test_the_bare_loops_language_model_is_the_workloads(monkeypatch, given):
-    pytest.importorskip("transformers")
-    from perfsuite.workloads.training.gpt import GPTTraining
-
-    workload = GPTTraining(params.resolve(GPTTraining, given, quick=False))
+def same_step(workload, built) -> None:
+    """The bare loop's model (``built``: what its ``build_*`` returns) has the workload's layout,
+    and from the workload's weights gives the same outputs and loss on the bare loop's batch."""
+    theirs, outputs, criterion, (inputs, labels), layout = built
     ours = workload.build_model().eval()
-    args = reference_args(monkeypatch, workload)
-    theirs, outputs, criterion, (inputs, labels), layout = training_reference.build_gpt(
-        args, torch.device("cpu"), per_rank=2, rank=0
-    )
     theirs.eval()
     assert type(theirs) is type(ours)
     same_layout(ours, theirs)
@@ -63,25 +57,24 @@ def test_the_bare_loops_language_model_is_the_workloads(monkeypatch, given):
         torch.testing.assert_close(criterion(got, y), workload.criterion(want, y))
 
 
+@pytest.mark.parametrize("given", GPT_CASES, ids=lambda g: g["arch"])
+def test_the_bare_loops_language_model_is_the_workloads(monkeypatch, given):
+    pytest.importorskip("transformers")
+    from perfsuite.workloads.training.gpt import GPTTraining
+
+    workload = GPTTraining(params.resolve(GPTTraining, given, quick=False))
+    args = reference_args(monkeypatch, workload)
+    same_step(workload, training_reference.build_gpt(args, torch.device("cpu"), per_rank=2, rank=0))
+
+
 @pytest.mark.parametrize("given", RESNET_CASES, ids=lambda g: f"resnet{g['depth']}")
 def test_the_bare_loops_resnet_is_the_workloads(monkeypatch, given):
     pytest.importorskip("torchvision")
     from perfsuite.workloads.training.resnet import ResNetTraining
 
     workload = ResNetTraining(params.resolve(ResNetTraining, given, quick=False))
-    ours = workload.build_model().eval()
     args = reference_args(monkeypatch, workload)
-    theirs, outputs, criterion, (images, labels), layout = training_reference.build_resnet(
-        args, torch.device("cpu"), per_rank=2, rank=0
-    )
-    theirs.eval()
-    same_layout(ours, theirs)
-    theirs.load_state_dict(ours.state_dict())
-    x, y = layout(images[:2]), labels[:2]
-    with torch.no_grad():
-        got, want = outputs(theirs, x), workload.outputs(ours, x)
-        torch.testing.assert_close(got, want)
-        torch.testing.assert_close(criterion(got, y), workload.criterion(want, y))
+    same_step(workload, training_reference.build_resnet(args, torch.device("cpu"), per_rank=2, rank=0))
 
 
 def test_a_model_that_drifts_from_the_workloads_is_caught(monkeypatch):
