@@ -12,6 +12,8 @@ and no finish reason, as an engine that gives up mid-answer does. Other engines'
 whole blocks of BLOCK words that an earlier prompt began with are reported as
 ``usage.prompt_tokens_details.cached_tokens``, its words as ``prompt_tokens``, and each answer's
 words name the request, `` r{n}w{i}``, so that a conversation's history can be traced),
+``--metrics`` (a Prometheus ``/metrics`` under vLLM's names whose figures move with the traffic:
+running and waiting requests, a TTFT histogram, prefix-cache hits; ``serving.null_metrics``),
 ``--no-health`` (no ``/health``), ``--no-models`` (no ``/v1/models`` either), ``--no-usage`` (no
 token counts in the stream), ``--server-header TEXT`` (the ``Server`` header, ``uvicorn`` for one
 built on a web framework), ``--owned-by TEXT`` (``/v1/models``' ``owned_by``; empty: none).
@@ -39,11 +41,14 @@ import os
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import orjson
+
+from perfsuite.workloads.inference.serving.null_metrics import NullMetrics
 
 MODEL = "null"
 MAX_HEADER_BYTES = 65536
@@ -129,6 +134,12 @@ def json_response(status: int, obj: object, server: str = SERVER_HEADER) -> byte
     )
 
 
+def text_response(text: str, server: str = SERVER_HEADER) -> bytes:
+    body = text.encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\nServer: %s\r\n\r\n"
+    return head % (len(body), server.encode("latin-1")) + body
+
+
 class NullHTTP(asyncio.Protocol):
     """One connection: requests parsed as they arrive, answered in order (keep-alive)."""
 
@@ -137,6 +148,9 @@ class NullHTTP(asyncio.Protocol):
         self.buffer = b""
         self.transport: Any = None  # asyncio's Transport, or uvloop's (not a subclass of it)
         self.busy = False  # a stalled answer is being written: later requests wait their turn
+        self.arrived = 0.0  # --metrics: when the answer under way was asked for (perf_counter)
+        self.first_due = False  # --metrics: its first token is still to be written
+        self.streaming = False  # --metrics: it counts as a stream under way
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -177,6 +191,11 @@ class NullHTTP(asyncio.Protocol):
         json_response = st.json_response
         if method == "GET" and path == "/health" and st.health:
             t.write(json_response(200, {"status": "ok"}))
+            return False
+        if method == "GET" and path == "/metrics" and st.metrics is not None:
+            waiting = len(st.batcher.waiting) if st.batcher is not None else 0
+            cache = (st.cache.queries, st.cache.hits) if st.cache is not None else None
+            t.write(text_response(st.metrics.text(waiting, cache), st.server_header))
             return False
         if method == "GET" and path == "/v1/models" and st.models:
             model: dict[str, Any] = {"id": MODEL, "object": "model"}
@@ -219,6 +238,8 @@ class NullHTTP(asyncio.Protocol):
                 )
             )
             return False
+        if st.metrics is not None and fault is None:
+            self._metered(st.metrics)
         half = max(1, n // 2)
         if fault == "cut":  # a proper end ([DONE], the end chunk) after half the tokens, no finish reason
             t.write(head + b"".join(events[:half]) + events[-1] + END)
@@ -256,20 +277,42 @@ class NullHTTP(asyncio.Protocol):
             t.write(END)
         else:
             t.write(head + b"".join(events) + END)
+        self._metered_end(first=True)
         return False
 
+    def _metered(self, metrics: NullMetrics) -> None:
+        """--metrics: a streamed answer starts (it is counted until its end or its connection's)."""
+        self.arrived, self.first_due, self.streaming = time.perf_counter(), True, True
+        metrics.streams += 1
+        if self.state.batcher is None:
+            metrics.queue.observe(0.0)  # admitted at once
+
+    def _metered_end(self, first: bool = False) -> None:
+        m = self.state.metrics
+        if m is None or not self.streaming:
+            return
+        if first and self.first_due:
+            m.ttft.observe(time.perf_counter() - self.arrived)
+        self.first_due = self.streaming = False
+        m.streams -= 1
+
     def _write(self, event: bytes) -> None:
+        if self.first_due and self.state.metrics is not None:
+            self.state.metrics.ttft.observe(time.perf_counter() - self.arrived)
+            self.first_due = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(event)
 
     def _resume(self, rest: tuple[bytes, ...]) -> None:
         self.busy = False
+        self._metered_end(first=bool(rest))
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(rest) + END)
             self._drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self._metered_end()
 
 
 class Batcher:
@@ -301,6 +344,11 @@ class Batcher:
             self.stepping = False
             return
         admitted, self.waiting = self.waiting, []
+        metrics = admitted[0][0].state.metrics if admitted else None
+        if metrics is not None:
+            now = time.perf_counter()
+            for conn, _ in admitted:
+                metrics.queue.observe(now - conn.arrived)
         batch = self.running + admitted
         self.running = []
         duration = self.prefill_s if admitted else self.step_s
@@ -332,11 +380,14 @@ class PrefixCache:
     def __init__(self, block: int) -> None:
         self.block = block
         self.seen: set[int] = set()
+        self.queries = 0  # prompt words looked up (--metrics reports them)
+        self.hits = 0  # of which served from the cache
 
     def lookup(self, words: list[str]) -> int:
         """Words of ``words`` served from the cache; remembers every whole block's prefix."""
         cached = 0
         hits = True
+        self.queries += len(words)
         for end in range(self.block, len(words) + 1, self.block):
             key = hash(tuple(words[:end]))
             if hits and key in self.seen and end < len(words):
@@ -346,6 +397,7 @@ class PrefixCache:
             self.seen.add(key)
         if len(self.seen) > self.MAX_BLOCKS:
             self.seen.clear()
+        self.hits += cached
         return cached
 
     def answer(self, req: dict, n: int, chat: bool, count: int, usage: bool) -> tuple[bytes, ...]:
@@ -397,6 +449,7 @@ class ServerState:
     server_header: str = SERVER_HEADER
     owned_by: str = "perfsuite-null"
     cache: PrefixCache | None = None  # --prefix-cache
+    metrics: NullMetrics | None = None  # --metrics
 
     @property
     def stream_head(self) -> bytes:
@@ -450,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--prefix-cache", type=int, default=0, metavar="BLOCK", help="a prefix cache of BLOCK-word blocks (0: none)"
     )
+    ap.add_argument("--metrics", action="store_true", help="GET /metrics: Prometheus text under vLLM's names")
     ap.add_argument("--no-health", action="store_true", help="no GET /health (404)")
     ap.add_argument("--no-models", action="store_true", help="no GET /v1/models (404)")
     ap.add_argument("--no-usage", action="store_true", help="no usage (token counts) in the stream")
@@ -470,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --prefix-cache must be 0 (none) or a block of at least 1 word", file=sys.stderr)
         return 2
     state.cache = PrefixCache(a.prefix_cache) if a.prefix_cache else None
+    state.metrics = NullMetrics() if a.metrics else None
     if a.batching:
         if not a.event_gap_ms > 0:
             print("error: --batching needs --event-gap-ms above 0 (the step)", file=sys.stderr)
