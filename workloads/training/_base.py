@@ -143,6 +143,10 @@ class TimeToTarget(Workload):
     def model_details(self, model: Any) -> dict:
         return {"parameters": sum(t.numel() for t in model.parameters())}
 
+    def trained(self, ctx: "RunContext", model: Any, reached: bool, accuracy: float) -> None:
+        """Called on rank 0 with the trained model once the run's figures are recorded: a
+        workload saves it where its parameters ask (``training.gpt``'s ``save_to``); nothing here."""
+
     # -- the harness side ------------------------------------------------------------
     def unmet(self, ctx: "RunContext") -> str | None:
         p = self.params
@@ -381,6 +385,7 @@ class TimeToTarget(Workload):
         )
         if rank == 0:
             ctx.details["mllog"] = ev.items
+            self.trained(ctx, model, reached, accuracy)
         if reached:
             ctx.add_check(
                 Check(

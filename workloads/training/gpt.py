@@ -53,6 +53,11 @@ class GPTParams(TrainingParams):
     target_accuracy: float = param(0.9, "answer-token accuracy that ends the run")
     train_samples: int = param(65536, "sequences in the training split")
     eval_samples: int = param(1024, "sequences in the held-out evaluation split")
+    save_to: str = param(
+        "",
+        "folder the trained model is saved in as `transformers serve` serves it, with a word-level tokenizer "
+        "of the language (training.export; '': not saved)",
+    )
 
     def __post_init__(self) -> None:
         drawn_symbols(self.vocab, self.symbols)  # a bad count is refused before the run starts
@@ -172,6 +177,17 @@ class GPTTraining(TimeToTarget):
             *("--arch", p.arch, "--layers", str(p.layers), "--width", str(p.width), "--heads", str(p.heads)),
             *("--context", str(p.context), "--vocab", str(p.vocab)),
         ]
+
+    def trained(self, ctx: Any, model: Any, reached: bool, accuracy: float) -> None:
+        """Save the trained model where ``save_to`` asks (``training.export``)."""
+        if not self.params.save_to:
+            return
+        from perfsuite.workloads.training.export import save_served
+
+        trained = {"eval_accuracy": accuracy, "reached_target": reached, "arch": self.params.arch}
+        save_served(model, self.params.save_to, self._task(), trained)
+        ctx.details["training"]["saved_to"] = os.path.abspath(self.params.save_to)
+        ctx.log(f"saved the trained model in {self.params.save_to}")
 
     def eval_sums(self, model: Any, x: Any, y: Any):
         import torch.nn.functional as F
