@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from perfsuite import param
+from perfsuite.workloads.inference.serving.accuracy import METRICS
 from perfsuite.workloads.inference.serving.prompts import DISTRIBUTIONS
 from perfsuite.workloads.inference.serving.traffic import MAX_INPUT_TOKENS, TRACE_FORMATS, load_trace
 
@@ -98,6 +99,18 @@ class ServingParams:
     turns: int = param(0, "multi-turn sessions of this many turns (0: single-turn); sessions in flight: concurrencies")
     think_time_s: float = param(0.0, "multi-turn: a session waits this long after an answer before its next turn")
     sessions: int = param(8, "multi-turn: sessions per concurrency step")
+    # -- accuracy beside speed (serving.accuracy): a scored pass at every sweep step's load
+    accuracy_data: str = param(
+        "",
+        "JSONL of questions with reference answers ({prompt, answer or answers, max_tokens?} a line), "
+        "or a shipped set (gpt-reverse: training.gpt's synthetic language); '': none",
+    )
+    accuracy_metric: str = param(
+        "exact", "exact: equal to a reference after normalisation; contains: a reference within it", choices=METRICS
+    )
+    accuracy_min: float = param(0.0, "least accuracy of a step that may rank (0: scored, no step flagged)")
+    accuracy_requests: int = param(0, "questions a step's scored pass sends (0: every line of accuracy_data)")
+    accuracy_max_tokens: int = param(32, "max_tokens of a question whose line gives none")
     # -- SLOs and validity
     slo_ttft_ms: float = param(2000.0, "SLO on time to first token (also LoadGen Server's TTFT bound)")
     slo_tpot_ms: float = param(200.0, "SLO on time per output token (also LoadGen Server's TPOT bound)")
@@ -183,6 +196,7 @@ class ServingParams:
         if self.api_key_env and self.api_key_env not in os.environ:
             raise ValueError(f"api_key_env names {self.api_key_env}, which is not set in the environment")
         self._check_traffic()
+        self._check_accuracy()
         if self.build_model:
             from perfsuite.workloads.inference.serving.model import refuse_unless_it_fits
 
@@ -220,6 +234,22 @@ class ServingParams:
             raise ValueError("shared-prefix traffic runs at each of rates and concurrencies: give one")
         if shape == "multi_turn" and (self.rates or self.find_peak or not self.concurrencies):
             raise ValueError("multi-turn sessions run at each of concurrencies (sessions in flight): give those only")
+
+    def _check_accuracy(self) -> None:
+        """The accuracy data read and checked here, so that a bad line is refused before a server starts."""
+        if not 0.0 <= self.accuracy_min <= 1.0:
+            raise ValueError(f"accuracy_min must lie from 0 to 1, not {self.accuracy_min:g}")
+        if not 0 <= self.accuracy_requests <= 100_000 or not 1 <= self.accuracy_max_tokens <= 100_000:
+            raise ValueError("accuracy_requests must lie from 0 to 100,000 and accuracy_max_tokens from 1 to 100,000")
+        if not self.accuracy_data:
+            return
+        if not (self.rates or self.concurrencies or self.find_peak or self.trace):
+            raise ValueError(
+                "accuracy_data is scored at each sweep step: give rates, concurrencies, find_peak or trace"
+            )
+        from perfsuite.workloads.inference.serving.accuracy import load
+
+        load(self.accuracy_data)
 
     @property
     def traffic_shape(self) -> str:

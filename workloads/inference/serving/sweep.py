@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfsuite import Check
+from perfsuite.workloads.inference.serving import accuracy
 from perfsuite.workloads.inference.serving.metrics import SLO, summarize
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -124,6 +125,8 @@ def record_step(ctx: "RunContext", case: str, row: dict) -> None:
             if pct in row[key]:
                 add(case, f"{label}_{pct}_ms", "ms", [row[key][pct]], higher_is_better=False)
     add(case, "failed_requests", "requests", [float(row["errors"]["count"])], higher_is_better=False)
+    if row.get("accuracy"):  # a check beside the speed, never the ranked figure
+        add(case, "accuracy", "fraction", [row["accuracy"]["score"]], higher_is_better=True)
     energy = row.get("energy")
     if energy:
         add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
@@ -146,6 +149,9 @@ def record_sweep(
         )
     for row in rows:
         record_step(ctx, row["case"], row)
+    scored = accuracy.check(case, rows)
+    if scored is not None:
+        ctx.add_check(scored)
     ctx.add_check(
         Check(
             label=f"{case}: a VALID step",

@@ -89,6 +89,7 @@ class Serving(Workload):
         self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
         self.steps_run = 0  # a step's number seeds its shared prefixes and sessions: no step warms the next
+        self.accuracy: Any = None  # serving.accuracy.ScoredPass where accuracy_data is given
 
     def unmet(self, ctx: "RunContext") -> str | None:
         """A started ``transformers serve`` needs the serving extra; without it the run is a skip."""
@@ -181,6 +182,9 @@ class Serving(Workload):
         d["prompts"] = describe(self.prompts, inputs, outputs, p.prompt_seed)
         d["traffic"] = self._traffic()
         d["slo"] = {**self._slo().describe(), "goodput_target": p.goodput_target, "error_budget": p.error_budget}
+        if p.accuracy_data:
+            self.accuracy = self._scored_pass(ctx)
+            d["accuracy"] = {**self.accuracy.data.describe(), **self.accuracy.rules.describe()}
         self._warm_up(ctx)
         self.pool = ClientPool(p.client_processes)
         libraries = _versions(("httptools", "orjson", "uvloop"))
@@ -198,6 +202,15 @@ class Serving(Workload):
                 f"({cap['client_cpu_ms_per_request']:.3f} ms of CPU each), idle TTFT p50 "
                 f"{cap['idle_ttft_p50_ms']:.2f} ms (load {cap['machine']['load_1m']:.1f})"
             )
+
+    def _scored_pass(self, ctx: "RunContext") -> Any:
+        """The questions scored at every step (``serving.accuracy``)."""
+        from perfsuite.workloads.inference.serving.accuracy import AccuracyRules, ScoredPass, load
+
+        p = self.params
+        rules = AccuracyRules(p.accuracy_metric, p.accuracy_min, p.accuracy_requests, p.accuracy_max_tokens)
+        data, seed = load(p.accuracy_data), ctx.controls.seed
+        return ScoredPass(data, rules, self.endpoint, self.timeouts(), self.tokenizer, p.gamma_shape, seed)
 
     def _traffic(self) -> dict:
         """The run's traffic shape and the parameters that define it (each step states its own too)."""
@@ -410,6 +423,10 @@ class Serving(Workload):
         write_requests(folder / f"{name}.jsonl", results)
         row["requests_file"] = f"sweeps/{name}.jsonl"
         row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
+        if self.accuracy is not None:  # after the timed requests, outside the step's figures
+            ctx.log(f"{row['case']}: scoring {self.accuracy.data.source}")
+            answers = f"{name}.accuracy.jsonl"
+            self.accuracy.score_step(row, self.pool.run, folder / answers, f"sweeps/{answers}")
         return row
 
     def _shared_prefix(self) -> Any:
