@@ -767,7 +767,9 @@ def test_the_suite_at_its_floor_where_nccl_tests_is_not_is_named_the_suite():
 
 
 def test_a_difference_with_neither_side_at_its_floor_is_reported_as_unexplained():
-    table = [*FOUR_RANKS[:2], (12 * MiB, 70.0, 80.0), (48 * MiB, 250.0, 252.7)]
+    # nccl-tests' 130 us over the suite at 12 MiB is far more than its fixed cost over the
+    # suite's (28 us at the floor sizes) and grows with the bytes: nothing excuses it
+    table = [*FOUR_RANKS[:2], (12 * MiB, 70.0, 200.0), (48 * MiB, 250.0, 252.7)]
     out = _judged(table)
     row = next(c for c in out["compare"] if c["size_bytes"] == 12 * MiB)
     assert (row["launch_bound"], row["verdict"]) == (None, "differs")

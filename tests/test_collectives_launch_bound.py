@@ -1,0 +1,116 @@
+"""Which side of the collectives cross-check was launch-bound, judged from each side's own
+per-size times: on the 4xH200 records filed under submissions/ (nccl-tests as one process
+driving four GPUs from threads, the suite one process per GPU) and on tables that isolate
+each rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfsuite.crosscheck import launch_floor
+from perfsuite.crosscheck.launch_floor import AGREES, attribute
+
+REPO = Path(__file__).resolve().parents[1]
+FILED = REPO / "submissions" / "perfsuite" / "results" / "h200-x4"
+MiB = 1 << 20
+KEYS = ("size_bytes", "mode", "suite_time_us", "nccl_tests_time_us", "suite_busbw_gbps", "nccl_tests_busbw_gbps")
+
+
+def _filed() -> list[tuple[str, list[dict]]]:
+    """Each filed 4-GPU collectives record whose cross-check ran nccl-tests in a recorded
+    layout: its per-size times as measured, stripped of the judgement stored with them."""
+    out = []
+    for path in sorted(FILED.glob("collectives.*/*.json")):
+        cc = json.loads(path.read_text())["details"].get("crosscheck") or {}
+        if cc.get("status") == "measured" and cc.get("layout"):
+            out.append((f"{path.parent.name}/{path.stem[:8]}", [{k: c[k] for k in KEYS} for c in cc["compare"]]))
+    return out
+
+
+FILED_RUNS = _filed()
+
+
+def test_the_filed_records_hold_the_sizes_this_judges():
+    names = {name.split("/")[0] for name, _ in FILED_RUNS}
+    assert {"collectives.all_reduce", "collectives.all_gather", "collectives.reduce_scatter"} <= names
+    assert len(FILED_RUNS) >= 6
+
+
+@pytest.mark.parametrize("name,compare", FILED_RUNS, ids=[n for n, _ in FILED_RUNS])
+def test_on_filed_4_gpu_records_every_size_from_1_to_4_mib_that_differs_names_its_side(name, compare):
+    """The 1-4 MiB sizes that read 1.03-1.30 apart were left as 'neither side is launch-bound';
+    each now names nccl-tests with its reason, and the large sizes that agree name no side."""
+    rows, verdict = attribute(compare)
+    mid = [r for r in rows if MiB <= r["size_bytes"] <= 4 * MiB]
+    assert mid
+    for r in mid:
+        if r["verdict"] != AGREES:
+            assert r["launch_bound"] == "reference", r
+            assert r["verdict"] == "differs, nccl-tests launch-bound"
+            assert r["launch_bound_why"].startswith("nccl-tests")
+    for r in rows:
+        if r["size_bytes"] >= 16 * MiB and r["verdict"] == AGREES:
+            assert (r["launch_bound"], r["launch_bound_why"]) == (None, None), r
+    assert verdict["explained"] is True and "neither side" not in verdict["summary"]
+
+
+def test_the_filed_cuda_graph_all_gather_names_nccl_tests_fixed_cost_up_to_16_mib():
+    """nccl-tests' all_gather under -G 1 read 2.2-3.0 µs more than the suite at every size to
+    16 MiB, as much as at its floor (8.49 against 5.55 µs): its fixed cost, not its bytes."""
+    (compare,) = [c for n, c in FILED_RUNS if n == "collectives.all_gather/f7b3b53f"]
+    rows, verdict = attribute(compare)
+    by = {r["size_bytes"]: r for r in rows if r["mode"] == "oop"}
+    assert [round(by[s]["time_ratio"], 3) for s in (MiB, 4 * MiB, 16 * MiB)] == [1.252, 1.084, 1.035]
+    assert all(by[s]["launch_bound"] == "reference" for s in (MiB, 4 * MiB, 16 * MiB))
+    assert "no more than its fixed cost over the suite's" in by[MiB]["launch_bound_why"]
+    assert by[64 * MiB]["verdict"] == AGREES and by[64 * MiB]["launch_bound"] is None
+    assert verdict["fixed_excess_us"]["oop"]["nccl_tests"] == pytest.approx(3.17, abs=0.01)
+    assert verdict["agrees_from_bytes"] == {"oop": 64 * MiB, "ip": 64 * MiB}
+
+
+def _row(size: int, suite_us: float, ref_us: float, mode: str = "ip") -> dict:
+    return {
+        "size_bytes": size,
+        "mode": mode,
+        "suite_time_us": suite_us,
+        "nccl_tests_time_us": ref_us,
+        "suite_busbw_gbps": size / suite_us / 1e3,
+        "nccl_tests_busbw_gbps": size / ref_us / 1e3,
+    }
+
+
+def test_a_side_whose_time_stays_flat_while_the_other_grows_is_named_though_its_floor_is_low():
+    """Both floors 10 µs, so neither fixed cost explains anything; nccl-tests then sits at 40 µs
+    from 3 to 6 MiB (as the bf16 all_gather of the 4xH200 report did) while the suite's time
+    grows with the bytes."""
+    rows, _ = attribute([_row(1024, 10.0, 10.0), _row(3 * MiB, 22.0, 40.0), _row(6 * MiB, 36.0, 40.5)])
+    by = {r["size_bytes"]: r for r in rows}
+    assert by[3 * MiB]["launch_bound"] is None and by[3 * MiB]["verdict"] == "differs"
+    assert by[6 * MiB]["launch_bound"] == "reference"
+    assert by[6 * MiB]["nccl_tests_growth"] <= launch_floor.FLAT_GROWTH < by[6 * MiB]["suite_growth"]
+    assert by[6 * MiB]["launch_bound_why"] == (
+        "nccl-tests stayed flat: its time x1.01 for x2 the bytes (size**0.02), the suite's x1.64 (size**0.71)"
+    )
+
+
+def test_a_side_slower_at_moving_bytes_is_not_excused_by_its_higher_floor():
+    """nccl-tests' floor is 3 µs higher, but from 16 MiB up it is 10% slower, a gap that grows
+    with the size: those sizes differ with no side named."""
+    table = [_row(1024, 7.0, 10.0), _row(MiB, 12.0, 15.0), _row(16 * MiB, 60.0, 69.0), _row(64 * MiB, 180.0, 201.0)]
+    rows, verdict = attribute(table)
+    by = {r["size_bytes"]: r for r in rows}
+    assert by[MiB]["launch_bound"] == "reference"
+    assert [by[s]["launch_bound"] for s in (16 * MiB, 64 * MiB)] == [None, None]
+    assert by[64 * MiB]["verdict"] == "differs"
+    assert verdict["explained"] is False and verdict["differs"]["none"] == [16 * MiB, 64 * MiB]
+
+
+def test_the_faster_side_is_never_named_for_a_gap_it_did_not_cause():
+    """The suite's floor is the higher one, yet nccl-tests is the slower at 1 MiB: the suite's
+    fixed cost cannot explain that, and nccl-tests' time grows there, so no side is named."""
+    rows, _ = attribute([_row(1024, 10.0, 7.0), _row(256 << 10, 11.0, 9.0), _row(MiB, 14.0, 20.0)])
+    row = next(r for r in rows if r["size_bytes"] == MiB)
+    assert (row["launch_bound"], row["verdict"]) == (None, "differs")
