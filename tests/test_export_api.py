@@ -1,5 +1,5 @@
 """A way out for the data: ``perfsuite export`` as CSV, Parquet and JSON Lines read back by
-pandas, a collective's sweep in nccl-tests' columns, and the Python API (``perfsuite.run`` in a
+pandas, a collective's sweep as nccl-tests' JSON, and the Python API (``perfsuite.run`` in a
 real process with a plugin workload, ``perfsuite.load`` as a DataFrame). Real SQLite registries,
 real CLI processes."""
 
@@ -16,7 +16,7 @@ import pytest
 from support.factories import make_record
 from test_record_stored_hook import JSONL_SINK, WORKLOAD
 
-from perfsuite.analysis.export import COLUMN_NAMES, SWEEP_COLUMNS
+from perfsuite.analysis.export import COLUMN_NAMES
 from perfsuite.measure.nvml_sampler import Reading, summarize
 from perfsuite.registry import open_registry
 
@@ -143,14 +143,13 @@ def test_export_csv_parquet_and_jsonl_read_back_by_pandas(cli, stored, tmp_path)
     assert set(only.run_id) == {stored["cpu"]["run_id"]}
 
 
-def test_a_collective_sweep_in_nccl_tests_columns(cli, stored):
+def test_a_collective_sweep_as_nccl_tests_json(cli, stored):
     sweep = stored["sweep"]
     text = cli("export", "--format", "nccl-tests", "--run", sweep["run_id"][:10], check=True).stdout
-    df = pd.read_csv(io.StringIO(text))
-    assert list(df.columns) == list(SWEEP_COLUMNS)
-    assert list(df["size"]) == [1024, 4096, 16384] and set(df["type"]) == {"float"}
-    assert df["in_place_bus_bw"].tolist() == pytest.approx([0.1024, 0.4096, 1.6384])
-    assert df["out_of_place_time"].isna().all()  # all_reduce has no out-of-place mode here
+    results = json.loads(text)["results"]
+    assert [r["size"] for r in results] == [1024, 4096, 16384] and {r["type"] for r in results} == {"float"}
+    assert [r["in_place"]["bus_bw"] for r in results] == pytest.approx([0.1024, 0.4096, 1.6384])
+    assert all(r["out_of_place"] is None for r in results)  # all_reduce has no out-of-place mode here
     refused = cli("export", "--format", "nccl-tests", "--run", stored["gemm"]["run_id"])
     assert refused.returncode == 2 and "collectives run" in refused.stderr
     no_file = cli("export", "--format", "parquet")

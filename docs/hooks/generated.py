@@ -202,10 +202,10 @@ def plans_table() -> str:
 def export_columns_table() -> str:
     """The export's columns from the one definition ``perfsuite export`` and ``perfsuite.load``
     share (imported here: the module needs nothing heavier than the schemas)."""
-    from perfsuite.analysis.export import COLUMNS
+    from perfsuite.analysis.export import COLUMN_TYPES, COLUMNS
 
-    lines = ["| column | what it holds |", "| --- | --- |"]
-    lines += [f"| `{name}` | {cell(what)} |" for name, what in COLUMNS]
+    lines = ["| column | type | what it holds |", "| --- | --- | --- |"]
+    lines += [f"| `{name}` | {COLUMN_TYPES[name]} | {cell(what)} |" for name, what in COLUMNS]
     return "\n".join(lines)
 
 

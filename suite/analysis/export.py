@@ -4,8 +4,12 @@ runs comparable (the comparability key, parameters, controls), the system it ran
 
 ``perfsuite export`` writes these rows as CSV, Parquet or JSON Lines, and ``perfsuite.load``
 returns them as a pandas DataFrame: one definition of the columns (:data:`COLUMNS`) for both.
-A collective's sweep also comes out in nccl-tests' own shape (:func:`sweep_rows`): one row per
-size, nccl-tests' field names (those of its ``-J`` JSON output), its units (us, GB/s).
+Each column has one type (:data:`COLUMN_TYPES`, the record schema's type of the field it is
+drawn from), declared rather than guessed from the values: two exports read side by side have
+the same Parquet schema whether or not a column happens to be empty in one of them.
+A collective's sweep also comes out in nccl-tests' own shape (:mod:`perfsuite.analysis.nccl_tests_json`
+writes the JSON document nccl-tests writes with ``-J``; :func:`sweep_rows` gives the flat rows
+the sweep table prints): one row per size, nccl-tests' field names, its units (us, GB/s).
 
 Raw samples stay in the records (``perfsuite show --json``): a row carries their statistics.
 """
@@ -83,6 +87,17 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 STATISTICS = ("n", "mean", "stdev", "min", "max", "p5", "p95", "ci95_low", "ci95_high")
+
+# The type of each column: the record schema's type of the field it comes from (integer: int64,
+# number: float64, boolean: bool; JSON held as text is a string), so that an empty column keeps
+# its type instead of becoming Arrow's null type (tests/test_export_types.py checks both against
+# result.schema.json). started_at is a UTC timestamp.
+FLOAT_COLUMNS = ("value", *(s for s in STATISTICS if s != "n"), "roofline_fraction", "min_time_s")
+INT_COLUMNS = ("version", "n", "seed", "repeat_index", "warmup", "iterations", "gpu_count", "world_size", "nnodes")
+BOOL_COLUMNS = ("higher_is_better", "headline", "quick", "l2_flush", "cuda_graph")
+KINDS = {**dict.fromkeys(FLOAT_COLUMNS, "float64"), **dict.fromkeys(INT_COLUMNS, "int64")}
+KINDS.update({**dict.fromkeys(BOOL_COLUMNS, "bool"), "started_at": "timestamp"})
+COLUMN_TYPES: dict[str, str] = {name: KINDS.get(name, "string") for name in COLUMN_NAMES}
 
 
 def _headlines(record: dict) -> set[tuple[str, str]]:
@@ -168,8 +183,23 @@ def metric_rows(record: dict) -> list[dict[str, Any]]:
                 **{k: s.get(k) for k in STATISTICS},
             }
         )
-        rows.append(row)
+        rows.append(_typed(row))
     return rows
+
+
+def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with each number in its column's type: a float column holds floats (a record's
+    value of 3 is 3.0), an integer column ints, so that CSV and JSON Lines read alike whatever
+    the record wrote."""
+    for name in FLOAT_COLUMNS:
+        v = row[name]
+        if v is not None and not isinstance(v, float):
+            row[name] = float(v)
+    for name in INT_COLUMNS:
+        v = row[name]
+        if isinstance(v, float) and v.is_integer():
+            row[name] = int(v)
+    return row
 
 
 def rows_of(records: Iterable[dict]) -> Iterator[dict[str, Any]]:
@@ -226,6 +256,46 @@ def csv_text(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> str:
     for row in rows:
         writer.writerow({k: (str(v).lower() if isinstance(v, bool) else v) for k, v in row.items()})
     return buffer.getvalue()
+
+
+def arrow_schema():
+    """:data:`COLUMN_TYPES` as an Arrow schema, every column nullable (pyarrow imported here)."""
+    import pyarrow as pa
+
+    kinds = {
+        "string": pa.string(),
+        "float64": pa.float64(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    return pa.schema([pa.field(name, kinds[COLUMN_TYPES[name]]) for name in COLUMN_NAMES])
+
+
+def arrow_table(rows: list[dict[str, Any]]):
+    """The rows as an Arrow table of :func:`arrow_schema`: its types are the declared ones, never
+    inferred, so an all-empty column is still a string, int64, float64 or bool column."""
+    from datetime import datetime
+
+    import pyarrow as pa
+
+    columns = {}
+    for field in arrow_schema():
+        values = [row[field.name] for row in rows]
+        if field.name == "started_at":
+            values = [None if v is None else datetime.fromisoformat(v) for v in values]
+        columns[field.name] = pa.array(values, type=field.type)
+    return pa.table(columns, schema=arrow_schema())
+
+
+def parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """The rows as a Parquet file (:func:`arrow_table`), in memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(arrow_table(rows), sink)
+    return sink.getvalue().to_pybytes()
 
 
 def frame(rows: Iterable[dict[str, Any]], columns: Iterable[str] = COLUMN_NAMES):

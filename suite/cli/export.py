@@ -1,6 +1,7 @@
 """``perfsuite export``: the registry's results as CSV, Parquet or JSON Lines, one row per
 metric and case with the comparability key, system and run settings (perfsuite.analysis.export
-lists the columns); a collective's sweep in nccl-tests' own columns with ``--format nccl-tests``."""
+lists the columns and their fixed types); a collective's sweep as the JSON file nccl-tests writes
+with ``-J`` (perfsuite.analysis.nccl_tests_json) with ``--format nccl-tests``."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def export_cmd(
     run_id: str | None,
 ) -> None:
     """Export results: one row per metric and case of each run (CSV, Parquet, JSON Lines), or a
-    collective run's sweep as nccl-tests reports it (--format nccl-tests --run RUN_ID)."""
+    collective run's sweep as the JSON file nccl-tests writes with -J (--format nccl-tests --run RUN_ID)."""
     from perfsuite.analysis import export
 
     registry = open_db(ctx)
@@ -73,7 +74,9 @@ def export_cmd(
         sweeps = [r for r in records if export.is_sweep(r)]
         if run_id is None or not sweeps:
             fail("--format nccl-tests needs --run RUN_ID of a collectives run (one sweep per file)")
-        write_out(out, parents=parents, data=export.csv_text(export.sweep_rows(sweeps[0]), export.SWEEP_COLUMNS))
+        from perfsuite.analysis.nccl_tests_json import document
+
+        write_out(out, parents=parents, data=json.dumps(document(sweeps[0]), indent=1) + "\n")
         return
     rows = list(export.rows_of(records))
     if fmt == "csv":
@@ -84,11 +87,7 @@ def export_cmd(
         if out is None:
             fail("--format parquet writes a binary file: give --out FILE")
         try:
-            import pyarrow  # noqa: F401 - pandas needs it for Parquet
+            import pyarrow  # noqa: F401 - the Parquet writer
         except ImportError:
-            fail("--format parquet needs pandas and pyarrow: pip install 'perfsuite[export]'")
-        import io
-
-        buffer = io.BytesIO()
-        export.frame(rows).to_parquet(buffer, index=False)
-        write_out(out, parents=parents, data=buffer.getvalue())
+            fail("--format parquet needs pyarrow: pip install 'perfsuite[export]'")
+        write_out(out, parents=parents, data=export.parquet_bytes(rows))
