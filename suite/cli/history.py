@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -148,41 +147,19 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
 
 
 def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
-    """The plot, drawn in memory and written as a regular file only (a device, FIFO or symlink
-    at ``path`` is refused: :func:`perfsuite.owned_output.write_file`)."""
-    import io
-
+    """The plot (perfsuite.analysis.history_plot: each series labelled by the settings that set it
+    apart), drawn in memory and written as a regular file only (a device, FIFO or symlink at
+    ``path`` is refused: :func:`perfsuite.owned_output.write_file`)."""
     from perfsuite.cli._common import fail
     from perfsuite.owned_output import OutputRefused, write_file
 
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401 - the plot's one dependency
     except ImportError:
         fail("--plot needs matplotlib: pip install 'perfsuite[plot]'", 1)
-    from datetime import datetime
+    from perfsuite.analysis.history_plot import figure_bytes
 
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    for s in series:
-        xs: list[Any] = [datetime.fromisoformat(p["started_at"]) for p in s["points"]]
-        ys = [p["median"] for p in s["points"]]
-        low = [p["median"] - p["ci_low"] if p["ci_low"] is not None else 0 for p in s["points"]]
-        high = [p["ci_high"] - p["median"] if p["ci_high"] is not None else 0 for p in s["points"]]
-        label = f"{s['case']} {s['metric']} [{s['key_settings'].get('regime', '')}, {s['comparability_key'][:6]}]"
-        ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=label)
-        for c in s["change_points"]:
-            ax.axvline(xs[c["index"]], color="red", linestyle="--", linewidth=1)
-    ax.set_title(f"{workload}: history (one series per comparability key; dashed: change points)")
-    ax.set_ylabel(", ".join(sorted({s["unit"] for s in series})))
-    ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=path.suffix.lower().lstrip("."))
     try:
-        write_file(path, buffer.getvalue(), parents=parents)
+        write_file(path, figure_bytes(series, workload, path.suffix.lower().lstrip(".")), parents=parents)
     except OutputRefused as exc:
         fail(f"--plot: {exc}")
-    plt.close(fig)
