@@ -129,6 +129,11 @@ class ServingParams:
     )
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
     measure_client: bool = param(True, "measure the client's capacity against the null server first")
+    # -- the curve: tokens/s per GPU against tokens/s per user, cost and energy (serving.curve)
+    gpus: int = param(0, "GPUs the engine uses, the curve's per-GPU divisor (0: the server command's, else 1, assumed)")
+    price_per_gpu_hour: float = param(0.0, "price of one GPU-hour, for the cost per million output tokens (0: none)")
+    currency: str = param("USD", "currency of price_per_gpu_hour")
+    power_w_per_gpu: float = param(0.0, "watts per GPU when NVML cannot sample the server's GPUs (0: unknown)")
     # -- the cross-check (perfsuite crosscheck)
     crosscheck_concurrency: int = param(4, "cross-check load: requests in flight (used when crosscheck_rate is 0)")
     crosscheck_rate: float = param(0.0, "cross-check load: open-loop requests/s (0: use crosscheck_concurrency)")
@@ -176,9 +181,14 @@ class ServingParams:
             ("warmup_requests", self.warmup_requests),
             ("crosscheck_rate", self.crosscheck_rate),
             ("sweep_duration_s", self.sweep_duration_s),
+            ("gpus", self.gpus),
+            ("price_per_gpu_hour", self.price_per_gpu_hour),
+            ("power_w_per_gpu", self.power_w_per_gpu),
         ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, not {value:g}")
+        if not self.currency.strip() or len(self.currency) > 16:
+            raise ValueError(f"currency must be a short name (USD, EUR, ...), not {self.currency!r}")
         self.gamma_shape  # noqa: B018 (a bad burstiness is refused here, before anything runs)
         for r in self.rates:
             if not (r > 0 and math.isfinite(r)):

@@ -23,7 +23,13 @@ that the leaderboard reads to draw latency against throughput.
   Every step also states ``traffic`` (``shape``: single_turn, trace, shared_prefix or
   multi_turn, with the shape's parameters) and ``prefix_cache`` (``hit_rate``, None where the
   engine reports no cached tokens, and its ``source``); a multi-turn step adds ``sessions``
-  (``per_turn``, ``per_session``).
+  (``per_turn``, ``per_session``). Each step's ``curve`` is its place in InferenceMAX's view
+  (``serving.curve``: ``output_tokens_per_s_per_gpu``, ``output_tokens_per_s_per_user``,
+  ``ttft_p50_ms``, ``cost_per_million_output_tokens`` and ``currency``,
+  ``joules_per_output_token`` and ``power_source``), ``server_power`` the NVML power sampled on
+  the server's GPUs where it was.
+- ``curve_basis``: what the curve divides by and prices with (``gpus``, ``gpus_source``,
+  ``gpus_assumed``, the definitions, price, currency, how power is known).
 - ``traffic``: the run's traffic shape; ``trace_replay``: the trace (``file``, ``sha256``,
   ``requests``, ``time_scale``, spans) and its one step in ``steps``.
 
@@ -48,6 +54,19 @@ CURVE_FIELDS = (
 )
 
 
+# Each step's place in InferenceMAX's view (``serving.curve``), carried by every point.
+INFERENCEMAX_FIELDS = (
+    "gpus",
+    "output_tokens_per_s_per_gpu",
+    "output_tokens_per_s_per_user",
+    "total_tokens_per_s_per_gpu",
+    "cost_per_million_output_tokens",
+    "currency",
+    "joules_per_output_token",
+    "power_source",
+)
+
+
 def curve(record: Mapping[str, Any]) -> dict:
     """The latency-throughput points of a record's sweeps, with the SLO lines:
     ``{"slo": {...}, "points": [{mode, load, offered_rps, completed_rps, output_tokens_per_s,
@@ -63,8 +82,11 @@ def curve(record: Mapping[str, Any]) -> dict:
             for kind in ("ttft", "tpot", "itl", "e2e"):
                 for pct in ("p50", "p99"):
                     point[f"{kind}_{pct}_ms"] = (row.get(f"{kind}_ms") or {}).get(pct)
+            inferencemax = row.get("curve") or {}
+            for f in INFERENCEMAX_FIELDS:
+                point[f] = inferencemax.get(f)
             points.append(point)
-    return {"slo": serving.get("slo") or {}, "points": points}
+    return {"slo": serving.get("slo") or {}, "basis": serving.get("curve_basis") or {}, "points": points}
 
 
 def _f(value: Any, fmt: str = ".2f") -> str:
@@ -189,7 +211,44 @@ def render(record: Mapping[str, Any]) -> Any:
                 )
             )
         parts.append(t)
+        parts += _per_gpu_table(points, serving.get("curve_basis") or {})
         peak = (serving.get("rate_sweep") or {}).get("peak_rps")
         if peak is not None:
             parts.append(Text(f"peak rate within the SLOs: {peak:g} requests/s"))
     return Group(*parts)
+
+
+def _per_gpu_table(points: list[dict], basis: Mapping[str, Any]) -> list[Any]:
+    """InferenceMAX's view of the steps: output tokens/s per GPU against per user, TTFT, cost and
+    energy, with what they divide by; nothing for a record made before the curve was kept."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not basis or not any(p.get("output_tokens_per_s_per_gpu") is not None for p in points):
+        return []
+    currency = basis.get("currency") or ""
+    t = Table(title=Text("output tokens/s per GPU against output tokens/s per user (InferenceMAX's view)"))
+    for col in ("load", "tok/s/user", "tok/s/GPU", "TTFT p50 ms", f"{currency} per M tok".strip(), "J/tok"):
+        t.add_column(col, justify="left" if col == "load" else "right")
+    for p in points:
+        t.add_row(
+            *(
+                Text(c)
+                for c in (
+                    f"{p['mode']} {p['load']:g}"
+                    + ("" if p["traffic_shape"] == "single_turn" else f" ({p['traffic_shape']})"),
+                    _f(p.get("output_tokens_per_s_per_user"), ".1f"),
+                    _f(p.get("output_tokens_per_s_per_gpu"), ".1f"),
+                    _f(p.get("ttft_p50_ms")),
+                    _f(p.get("cost_per_million_output_tokens"), ".4g"),
+                    _f(p.get("joules_per_output_token"), ".4g"),
+                )
+            )
+        )
+    gpus = f"{basis.get('gpus')} GPU(s) from {basis.get('gpus_source')}"
+    lines = [
+        t,
+        Text(f"per GPU: {gpus}; per user: {basis.get('per_user')}"),
+        Text(f"cost: {basis.get('cost')}; energy: {basis.get('power')}"),
+    ]
+    return lines

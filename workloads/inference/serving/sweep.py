@@ -127,11 +127,26 @@ def record_step(ctx: "RunContext", case: str, row: dict) -> None:
     add(case, "failed_requests", "requests", [float(row["errors"]["count"])], higher_is_better=False)
     if row.get("accuracy"):  # a check beside the speed, never the ranked figure
         add(case, "accuracy", "fraction", [row["accuracy"]["score"]], higher_is_better=True)
+    _record_curve(ctx, case, row.get("curve") or {})
     energy = row.get("energy")
     if energy:
         add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
         if energy["per_output_token_j"]:
             add(case, "energy_per_output_token_j", "J/token", [energy["per_output_token_j"]], higher_is_better=False)
+
+
+def _record_curve(ctx: "RunContext", case: str, point: dict) -> None:
+    """The step's place in InferenceMAX's view (``serving.curve``) as metrics, so that ``export``
+    carries it: tokens/s per GPU and per user, cost and energy per output token where known."""
+    figures = {
+        "output_tokens_per_s_per_gpu": ("tokens/s/GPU", True),
+        "output_tokens_per_s_per_user": ("tokens/s/user", True),
+        "cost_per_million_output_tokens": (f"{point.get('currency')}/million output tokens", False),
+        "joules_per_output_token": ("J/token", False),
+    }
+    for name, (unit, better) in figures.items():
+        if point.get(name):
+            ctx.add_metric(case, name, unit, [point[name]], higher_is_better=better)
 
 
 def record_sweep(

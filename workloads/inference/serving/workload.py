@@ -86,6 +86,7 @@ class Serving(Workload):
         self.details: dict[str, Any] = {}
         self.tokenizer: str | None = None
         self.energy_local = False
+        self.curve_basis: Any = None  # serving.curve.Basis: what the curve divides by and prices with
         self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
         self.steps_run = 0  # a step's number seeds its shared prefixes and sessions: no step warms the next
@@ -161,6 +162,12 @@ class Serving(Workload):
                 else f"the endpoint ({host}) is not on this machine"
             )
         )
+        from perfsuite.workloads.inference.serving.curve import basis
+
+        self.curve_basis = basis(
+            p.gpus, p.server_command, p.price_per_gpu_hour, p.currency, p.power_w_per_gpu, host in LOCAL_HOSTS
+        )
+        d["curve_basis"] = self.curve_basis.describe()
         report = srv.self_report(base_url, headers)
         d["endpoint"]["self_report"] = report
         d["endpoint"]["engine"] = self._engine(report)
@@ -405,8 +412,10 @@ class Serving(Workload):
         from perfsuite.workloads.inference.serving.traffic import hit_rate
 
         p = self.params
+        from perfsuite.workloads.inference.serving.curve import PowerSampler, point
+
         e0 = ctx.energy_j() if self.energy_local else None
-        with ctx.gpu_sampler() as sampler:
+        with ctx.gpu_sampler() as sampler, PowerSampler(self.curve_basis.power_gpus) as power:
             results = send()
         e1 = ctx.energy_j() if self.energy_local else None
         energy = e1 - e0 if e0 is not None and e1 is not None and e1 > e0 else None
@@ -417,6 +426,8 @@ class Serving(Workload):
         row["requests"] = len(results)
         row["traffic"] = traffic
         row["prefix_cache"] = hit_rate(results)
+        row["server_power"] = power.summary()
+        row["curve"] = point(row, self.curve_basis, row["server_power"])
         name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
