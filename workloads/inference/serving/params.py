@@ -129,6 +129,14 @@ class ServingParams:
     )
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
     measure_client: bool = param(True, "measure the client's capacity against the null server first")
+    # -- the engine's side of each step (serving.engine_metrics, serving.cache_guard)
+    metrics_path: str = param(
+        "/metrics", "the engine's Prometheus metrics, scraped during every step ('none': not scraped)"
+    )
+    metrics_interval_s: float = param(1.0, "seconds between scrapes of metrics_path in a step (and one at each end)")
+    cache_guard: bool = param(
+        True, "flag, and never rank, a step whose prefix-cache state departs from its traffic's design"
+    )
     # -- the curve: tokens/s per GPU against tokens/s per user, cost and energy (serving.curve)
     gpus: int = param(0, "GPUs the engine uses, the curve's per-GPU divisor (0: the server command's, else 1, assumed)")
     price_per_gpu_hour: float = param(0.0, "price of one GPU-hour, for the cost per million output tokens (0: none)")
@@ -190,6 +198,10 @@ class ServingParams:
         if not self.currency.strip() or len(self.currency) > 16:
             raise ValueError(f"currency must be a short name (USD, EUR, ...), not {self.currency!r}")
         self.gamma_shape  # noqa: B018 (a bad burstiness is refused here, before anything runs)
+        if self.metrics_path != "none" and not self.metrics_path.startswith("/"):
+            raise ValueError(f"metrics_path must start with '/' or be none, not {self.metrics_path!r}")
+        if not 0 < self.metrics_interval_s <= 3600:
+            raise ValueError(f"metrics_interval_s must lie above 0 and at most 3600, not {self.metrics_interval_s:g}")
         for r in self.rates:
             if not (r > 0 and math.isfinite(r)):
                 raise ValueError(f"rates must be finite and greater than 0, not {r:g}")

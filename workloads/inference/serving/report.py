@@ -215,6 +215,9 @@ def render(record: Mapping[str, Any]) -> Any:
         peak = (serving.get("rate_sweep") or {}).get("peak_rps")
         if peak is not None:
             parts.append(Text(f"peak rate within the SLOs: {peak:g} requests/s"))
+    from perfsuite.workloads.inference.serving.engine_report import engine_table
+
+    parts += engine_table(serving)  # the engine's own figures beside the client's, and the cache's state
     return Group(*parts)
 
 

@@ -90,6 +90,7 @@ class Serving(Workload):
         self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
         self.steps_run = 0  # a step's number seeds its shared prefixes and sessions: no step warms the next
+        self.prompts_sent: set[int] | None = None  # single-turn prompt indices sent so far (the cache guard's)
         self.accuracy: Any = None  # serving.accuracy.ScoredPass where accuracy_data is given
 
     def unmet(self, ctx: "RunContext") -> str | None:
@@ -171,6 +172,9 @@ class Serving(Workload):
         report = srv.self_report(base_url, headers)
         d["endpoint"]["self_report"] = report
         d["endpoint"]["engine"] = self._engine(report)
+        from perfsuite.workloads.inference.serving.engine_metrics import probe as metrics_probe
+
+        d["engine_metrics"] = metrics_probe(base_url, p.metrics_path, headers)
         model = p.model or model_dir or self._first_model(report)
         if not model:
             raise srv.ServerUnavailable("no model name: give model=..., the server's /v1/models named none")
@@ -414,6 +418,8 @@ class Serving(Workload):
         p = self.params
         from perfsuite.workloads.inference.serving.curve import PowerSampler, point
 
+        watch = self._watch(ctx, traffic)
+        send = watch.start(send)  # the cache probe before the step, the engine's scrape during it
         e0 = ctx.energy_j() if self.energy_local else None
         with ctx.gpu_sampler() as sampler, PowerSampler(self.curve_basis.power_gpus) as power:
             results = send()
@@ -434,6 +440,7 @@ class Serving(Workload):
         write_requests(folder / f"{name}.jsonl", results)
         row["requests_file"] = f"sweeps/{name}.jsonl"
         row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
+        watch.finish(row, results, self._sent_prompts(traffic))  # the engine's figures, the cache's state
         if self.accuracy is not None:  # after the timed requests, outside the step's figures
             ctx.log(f"{row['case']}: scoring {self.accuracy.data.source}")
             answers = f"{name}.accuracy.jsonl"
@@ -445,6 +452,30 @@ class Serving(Workload):
 
         p = self.params
         return SharedPrefix(p.prefixes, p.suffixes_per_prefix, p.prefix_tokens, p.input_tokens, p.output_tokens)
+
+    def _watch(self, ctx: "RunContext", traffic: dict) -> Any:
+        """The engine's side of the next step: its scraped metrics and its cache state
+        (``serving.step_watch``)."""
+        from perfsuite.workloads.inference.serving.step_watch import StepWatch
+
+        p = self.params
+        metrics = self.details.get("engine_metrics") or {}
+        folder = ctx.artifact_dir() / "sweeps"
+        return StepWatch(
+            self.endpoint, self.timeouts(), self.tokenizer, metrics, p.metrics_interval_s, p.api_key_env,
+            p.cache_guard, traffic, self.steps_run, p.input_tokens, folder,
+        )  # fmt: skip
+
+    def _sent_prompts(self, traffic: dict) -> set[int] | None:
+        """The prompt indices sent before a single-turn step (the warm-up's, LoadGen's whole
+        library, earlier steps'), which the engine may have cached; None for other shapes, whose
+        requests do not index the one prompt list."""
+        if traffic.get("shape") != "single_turn":
+            return None
+        if self.prompts_sent is None:
+            p, n = self.params, len(self.prompts)
+            self.prompts_sent = set(range(n)) if p.scenarios else {i % n for i in range(p.warmup_requests)}
+        return self.prompts_sent
 
     def _session_step(self, ctx: "RunContext", concurrency: int, label: str) -> dict:
         """One multi-turn step: ``sessions`` sessions, ``concurrency`` in flight (``serving.sessions``)."""

@@ -1,0 +1,192 @@
+"""The engine's side of every ``inference.serving`` step, against the null server over real HTTP
+on 127.0.0.1: its ``/metrics`` (``--metrics``, vLLM's names) scraped while each step runs and
+joined to the step's row; a server without ``/metrics`` recorded as not available; and the
+cache-state guard, which flags (and never ranks) a cold-cache step that met a warm prefix cache
+(``--prefix-cache``), judged by the stream's cached tokens or, without them, by the engine's
+scraped counters, and a shared-prefix step whose cache served far less than its design implies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from perfsuite.testing import run_in_process
+from perfsuite.workloads.inference.serving import Serving
+from perfsuite.workloads.inference.serving.cache_guard import Probe, design, judge
+from perfsuite.workloads.inference.serving.capacity import null_server
+from perfsuite.workloads.inference.serving.engine_metrics import quantile, reduce
+from perfsuite.workloads.inference.serving.params import ServingParams
+
+pytest.importorskip("httptools")
+pytest.importorskip("prometheus_client")
+
+
+def _run(url: str, **over):
+    params = dict(url=url, model="null", scenarios="", warmup_requests=1, measure_client=False)
+    params.update(over)
+    return run_in_process(Serving, params, quick=False)
+
+
+def _shown(ctx) -> str:
+    console = Console(width=260, record=True)  # what `perfsuite show` prints
+    console.print(Serving.render_details({"details": ctx.details}))
+    return console.export_text()
+
+
+def test_the_engines_metrics_are_scraped_during_each_step_and_land_beside_the_clients_figures():
+    # a batching engine: a prefill step of 20 ms admits requests, 5 ms a token after; 4 in flight
+    extra = ("--metrics", "--batching", "--first-event-ms", "20")
+    with null_server(extra=extra, event_gap_ms=5.0) as server:
+        ctx = _run(server.url, concurrencies="4", sweep_requests=24, output_tokens=4, metrics_interval_s=0.05)
+    d = ctx.details["serving"]
+    assert d["engine_metrics"]["available"] and d["engine_metrics"]["family"] == "vllm"
+    (step,) = d["concurrency_sweep"]["steps"]
+    em = step["engine_metrics"]
+    assert em["available"] and em["family"] == "vllm" and em["interval_s"] == 0.05
+    assert em["failed_scrapes"] == 0 and em["scrapes"] >= 3  # one at each end, more while it ran
+    scrapes = (ctx.artifact_dir() / em["scrapes_file"]).read_text().splitlines()
+    assert len(scrapes) == em["scrapes"] and em["scrapes_file"] == step["requests_file"].replace(
+        ".jsonl", ".metrics.jsonl"
+    )
+    assert all(json.loads(line)["family"] == "vllm" for line in scrapes)
+    # the engine's TTFT histogram over the step counts the step's requests, no probe and no warm-up
+    ttft = em["metrics"]["vllm:time_to_first_token_seconds"]
+    assert ttft["role"] == "ttft" and ttft["count"] == 24
+    s = em["summary"]
+    # the server's TTFT is the client's less the loopback: within the engine's bucket (20-40 ms)
+    assert 20.0 <= s["ttft_p50_ms"] <= 40.0 <= step["ttft_ms"]["p99"] + 20.0
+    assert s["queue_time_p50_ms"] is not None and s["running_max"] >= 1
+    assert em["metrics"]["vllm:num_requests_running"]["samples"] == em["scrapes"]
+    assert not any(name.startswith("null:") for name in em["metrics"])  # names no engine uses stay out
+    # no cached tokens, no prefix-cache counters, no probe evidence: the cache state is unknown, not flagged
+    assert step["cache_state"]["state"] == "unknown" and not step["cache_state"]["flagged"] and step["valid"]
+    shown = _shown(ctx)
+    assert "the engine's view of each step (vllm metrics every 0.05 s; ms)" in shown
+    assert "TTFT p50 client / engine" in shown
+
+
+def test_a_server_without_metrics_is_recorded_as_not_available_and_measured_as_before():
+    with null_server() as server:
+        ctx = _run(server.url, concurrencies="2", sweep_requests=8, output_tokens=2)
+        off = _run(server.url, concurrencies="2", sweep_requests=8, output_tokens=2, metrics_path="none")
+    d = ctx.details["serving"]
+    assert not d["engine_metrics"]["available"] and "/metrics answered HTTP 404" in d["engine_metrics"]["reason"]
+    (step,) = d["concurrency_sweep"]["steps"]
+    assert step["valid"] and step["completed"] == 8
+    assert step["engine_metrics"] == {"available": False, "reason": d["engine_metrics"]["reason"]}
+    assert "engine metrics: not available (GET http" in _shown(ctx)
+    (step,) = off.details["serving"]["concurrency_sweep"]["steps"]
+    assert step["engine_metrics"]["reason"] == "not scraped (metrics_path=none)"
+
+
+def test_a_cold_cache_design_that_meets_a_warm_cache_is_flagged_and_never_ranked():
+    """Four prompts sent twice each (and one by the warm-up): the engine's cache serves the
+    repeats; a step of prompts never sent before stays cold, its probe showing the engine caches."""
+    with null_server(extra=("--metrics", "--prefix-cache", "4")) as server:
+        warm = _run(server.url, concurrencies="1", num_prompts=4, sweep_requests=8, input_tokens=12, output_tokens=2)
+        fresh = dict(num_prompts=64, prompt_seed=1)  # prompts the first run did not send
+        cold = _run(server.url, concurrencies="1", sweep_requests=8, input_tokens=12, output_tokens=2, **fresh)
+    d = warm.details["serving"]
+    (step,) = d["concurrency_sweep"]["steps"]
+    cache = step["cache_state"]
+    assert cache["design"]["cache"] == "cold" and cache["state"] == "warm" and cache["flagged"]
+    assert cache["source"] == "usage.prompt_tokens_details.cached_tokens"
+    # 5 of 8 requests repeat a prompt (one warmed up, four sent twice); 8 of each repeat's 12 words cached
+    assert cache["repeated_prompts"] == 5 and cache["hit_rate"] == pytest.approx(5 * 8 / (8 * 12))
+    assert cache["probe"]["engine_keeps_prompts"] and cache["probe"]["floor_hit_rate"] == 0
+    assert not step["valid"] and not step["within_slo"]
+    assert any("a cold-cache design met a warm cache: 42%" in r for r in step["invalid_reasons"])
+    assert d["concurrency_sweep"]["best_concurrency"] is None  # never ranked
+    checks = {c.label: c for c in warm.checks}
+    assert not checks["concurrency sweep: a VALID step"].passed
+    assert "not ranked" in checks["concurrency sweep: a VALID step"].detail
+    assert "warm (not ranked)" in _shown(warm)
+    (step,) = cold.details["serving"]["concurrency_sweep"]["steps"]
+    assert step["cache_state"]["state"] == "cold" and not step["cache_state"]["flagged"] and step["valid"]
+    # only the warm-up's prompt came back (8 of 96 words): within the margin a cold step is allowed
+    assert step["cache_state"]["repeated_prompts"] == 1 and step["cache_state"]["hit_rate"] == pytest.approx(8 / 96)
+    assert step["cache_state"]["probe"]["engine_keeps_prompts"]
+    assert cold.details["serving"]["concurrency_sweep"]["best_concurrency"] == 1
+
+
+def test_without_cached_tokens_in_the_stream_the_engines_scraped_counters_judge_the_cache():
+    with null_server(extra=("--metrics", "--prefix-cache", "4", "--no-usage")) as server:
+        ctx = _run(server.url, concurrencies="1", num_prompts=4, sweep_requests=8, input_tokens=12, output_tokens=2)
+    (step,) = ctx.details["serving"]["concurrency_sweep"]["steps"]
+    assert step["prefix_cache"]["hit_rate"] is None  # the stream said nothing
+    cache = step["cache_state"]
+    assert cache["source"].startswith("the engine's prefix-cache counters (vllm")
+    counters = step["engine_metrics"]["metrics"]
+    assert counters["vllm:prefix_cache_queries_total"]["delta"] == 8 * 12
+    assert counters["vllm:prefix_cache_hits_total"]["delta"] == 5 * 8
+    assert cache["hit_rate"] == pytest.approx(40 / 96) and cache["flagged"] and not step["valid"]
+
+
+def test_a_shared_prefix_step_whose_cache_served_far_less_than_its_design_is_flagged():
+    # blocks of 1,000 words: no prompt here fills one, so the cache never serves a prefix
+    with null_server(extra=("--metrics", "--prefix-cache", "1000")) as server:
+        ctx = _run(
+            server.url, concurrencies="1", prefixes=2, suffixes_per_prefix=3, prefix_tokens=32, input_tokens=8,
+            output_tokens=2,
+        )  # fmt: skip
+    (step,) = ctx.details["serving"]["concurrency_sweep"]["steps"]
+    cache = step["cache_state"]
+    assert cache["design"]["cache"] == "shared_prefix" and cache["hit_rate"] == 0 and "probe" not in cache
+    assert cache["design"]["expected_hit_rate"] == pytest.approx(2 * 32 / (3 * 40))
+    assert cache["flagged"] and "a shared-prefix design met a cold cache: 0%" in cache["reason"]
+    assert not step["valid"]
+
+
+def test_multi_turn_traffic_is_warm_by_design_and_not_judged():
+    with null_server(extra=("--prefix-cache", "4")) as server:
+        ctx = _run(server.url, turns=2, sessions=2, concurrencies="2", input_tokens=8, output_tokens=2)
+    (step,) = ctx.details["serving"]["concurrency_sweep"]["steps"]
+    assert step["cache_state"]["state"] == "not judged" and step["cache_state"]["hit_rate"] > 0 and step["valid"]
+
+
+def test_the_probes_evidence_and_the_guards_thresholds():
+    cold = design({"shape": "single_turn"})
+    # no counts at all: a second send of the probe three times faster shows an engine that keeps prompts
+    fast = Probe((30.0, 10.0), (None, None), None)
+    assert fast.engine_keeps_prompts and fast.floor == 0
+    state = judge(cold, {}, {}, fast, repeated=3, requests=8)
+    assert state["flagged"] and "first token 10.0 ms on its second send against 30.0 ms for a fresh" in state["reason"]
+    assert not judge(cold, {}, {}, fast, repeated=0, requests=8)["flagged"]
+    assert judge(cold, {}, {}, Probe((30.0, 25.0), (None, None), None), 3, 8)["state"] == "unknown"
+    # a chat template's shared opening: a never-seen prompt's share is the floor a cold step may reach
+    templated = Probe((5.0, 5.0), (16, 48), 64)
+    assert templated.floor == 0.25
+    assert not judge(cold, {"hit_rate": 0.3}, {}, templated, 0, 8)["flagged"]
+    assert judge(cold, {"hit_rate": 0.4}, {}, templated, 0, 8)["flagged"]
+
+
+def test_engine_metric_names_are_mapped_per_engine_and_histograms_read_as_prometheus_does():
+    sglang = (
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m",dp="0"} 3\nsglang:num_running_reqs{model_name="m",dp="1"} 2\n'
+        'sglang:token_usage{dp="0"} 0.5\nsglang:token_usage{dp="1"} 0.25\n'
+        'sglang:cached_tokens_total{model_name="m"} 40\nsglang:prompt_tokens_total{model_name="m"} 100\n'
+        'sglang:some_new_metric{model_name="m"} 7\n'
+    )
+    out = reduce(sglang)
+    assert out["family"] == "sglang"
+    assert out["values"] == {
+        "sglang:num_running_reqs": 5.0,  # counts summed over data-parallel ranks
+        "sglang:token_usage": 0.375,  # a fraction averaged over them
+        "sglang:cached_tokens_total": 40.0,
+        "sglang:prompt_tokens_total": 100.0,
+    }
+    assert reduce("llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n")["family"] == "llamacpp"
+    assert reduce("process_cpu_seconds_total 1.5\n") == {"family": None, "values": {}}
+    # 10 observations: 4 at or under 0.1 s, 6 more under 0.2 s: p50 is 1/6 of the way into (0.1, 0.2]
+    assert quantile(0.5, {0.1: 4, 0.2: 10, float("inf"): 10}) == pytest.approx(0.1 + 0.1 / 6)
+    assert quantile(0.99, {0.1: 4, float("inf"): 10}) == 0.1  # beyond the top bucket: its bound
+
+
+def test_a_bad_metrics_path_or_interval_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="metrics_path must start with '/' or be none, not 'metrics'"):
+        ServingParams(url="http://127.0.0.1:1", metrics_path="metrics")
+    with pytest.raises(ValueError, match="metrics_interval_s must lie above 0 and at most 3600, not 0"):
+        ServingParams(url="http://127.0.0.1:1", metrics_interval_s=0.0)

@@ -1,0 +1,211 @@
+"""The cache-state guard of ``inference.serving``: a step whose prefix-cache state departs from
+its traffic's design is flagged with the reason and never ranked, because a warm prefix cache
+moves TTFT and throughput by multiples (a step that served its prompts from the cache cannot be
+compared with one that computed them).
+
+What each design implies (:func:`design`):
+
+- **cold** (single-turn synthetic prompts; a trace without Mooncake ``hash_ids``): prompts
+  share no prefix, so the engine's prefix cache should serve none of them. A never-seen prompt
+  may still hit a little (a chat template's shared opening): a *probe* prompt of the step's
+  length, never sent before, is sent once before the step; its ``cached_tokens`` share is the
+  floor. The step is flagged when its hit rate passes the floor by more than
+  ``COLD_MAX_EXTRA_HIT_RATE``: it met a warm cache (its prompts were sent earlier in the run,
+  by the warm-up or an earlier step, or repeat within it).
+- **shared prefix** (N prefixes x M suffixes): a cache that keeps every prefix serves
+  ``(M-1)P / (M(P+S))`` of the prompt tokens; a step below ``SHARED_MIN_SHARE`` of that met a
+  cache that is off or too small, and is flagged.
+- multi-turn sessions and traces with ``hash_ids`` are warm by design by an amount that depends
+  on the engine's cache size and eviction: their hit rate is recorded, not judged.
+
+The step's hit rate comes from ``usage.prompt_tokens_details.cached_tokens`` where the engine
+streams it, else from its scraped prefix-cache counters (hits / queries over the step), else the
+probe decides: after the step the probe prompt is sent again, between two prompts of its length
+that the engine never saw (the first one warms the connection), and a repeat whose first token
+came in under ``PROBE_TTFT_RATIO`` of the fresh prompt's time shows an engine that keeps prompts
+in its cache; a cold step that repeats prompts sent earlier then met a warm cache. With none of
+these the cache state is "unknown" (recorded, not flagged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+COLD_MAX_EXTRA_HIT_RATE = 0.10  # a cold step's hit rate may pass a never-seen prompt's by this much
+SHARED_MIN_SHARE = 0.5  # a shared-prefix step below half the rate its design implies met a cold cache
+PROBE_TTFT_RATIO = 0.5  # a probe's second TTFT under half its first: the engine served it from its cache
+
+
+def design(traffic: dict) -> dict:
+    """The cache state a step's traffic (its ``traffic`` record) implies."""
+    shape = traffic.get("shape", "single_turn")
+    if shape == "single_turn" or (shape == "trace" and not traffic.get("with_hash_ids")):
+        return {"cache": "cold", "why": "distinct prompts sharing no prefix: the prefix cache should serve none"}
+    if shape == "shared_prefix":
+        expected = traffic["expected_hit_rate_if_every_prefix_stays_cached"]
+        return {
+            "cache": "shared_prefix",
+            "expected_hit_rate": expected,
+            "why": f"{traffic['prefixes']} prefixes x {traffic['suffixes_per_prefix']} suffixes: a cache that keeps "
+            f"every prefix serves {expected:.0%} of the prompt tokens",
+        }
+    return {
+        "cache": "not judged",
+        "why": f"{shape} traffic is warm by design, by an amount the engine's cache size and eviction decide",
+    }
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe prompt sent before the step and again after it; ``ttft_ms``: a fresh prompt's
+    after the step (under the same conditions as the repeat's) and the repeat's."""
+
+    ttft_ms: tuple[float | None, float | None]
+    cached_tokens: tuple[int | None, int | None]
+    prompt_tokens: int | None
+    failed: str | None = None
+
+    def describe(self) -> dict:
+        return {
+            "ttft_ms_fresh_prompt": self.ttft_ms[0],
+            "ttft_ms_repeat": self.ttft_ms[1],
+            "cached_tokens_before": self.cached_tokens[0],
+            "cached_tokens_after": self.cached_tokens[1],
+            "prompt_tokens": self.prompt_tokens,
+            "failed": self.failed,
+            "floor_hit_rate": self.floor,
+            "engine_keeps_prompts": self.engine_keeps_prompts,
+        }
+
+    @property
+    def floor(self) -> float:
+        """The hit rate of a prompt the engine never saw (a chat template's shared opening)."""
+        before = self.cached_tokens[0]
+        return before / self.prompt_tokens if before is not None and self.prompt_tokens else 0.0
+
+    @property
+    def engine_keeps_prompts(self) -> bool | None:
+        """Whether the engine served the probe's second send from its cache: by its cached
+        tokens where it reports them, else by its TTFT (None: no evidence either way)."""
+        if self.failed:
+            return None
+        before, after = self.cached_tokens
+        if before is not None and after is not None:
+            return after > before
+        t0, t1 = self.ttft_ms
+        if t0 and t1 is not None and t1 < PROBE_TTFT_RATIO * t0:
+            return True
+        return None
+
+
+def probe_prompt(words: int) -> str:
+    """A prompt of ``words`` words that no run sent before: seeded at random, because a prompt
+    seeded by the run (as the step's are) is the same in the next run against the same engine,
+    which may still hold it."""
+    import secrets
+
+    from perfsuite.workloads.inference.serving.prompts import words_text
+
+    return words_text(max(words, 1), secrets.randbits(63))
+
+
+def send_probes(endpoint: Any, timeouts: Any, bodies: list[bytes], tokenizer: str | None) -> list:
+    """Probe requests from this process, one after another on one connection (their results)."""
+    from perfsuite.workloads.inference.serving.load import Job, run_here
+
+    job = Job(endpoint, timeouts, dict(enumerate(bodies)), list(range(len(bodies))), None, 1, tokenizer)
+    return sorted(run_here(job), key=lambda r: r.index)
+
+
+def probe_from(before: Any, fresh: Any, repeat: Any) -> Probe:
+    """The probe's results (``RequestResult``: its first send, a fresh prompt after the step,
+    its repeat after the step) as evidence."""
+    sends = (("before", before), ("fresh", fresh), ("repeat", repeat))
+    failed = "; ".join(f"{when}: {r.reason}: {r.detail}" for when, r in sends if not r.ok)
+    return Probe(
+        (fresh.ttft_s * 1e3 if fresh.ok else None, repeat.ttft_s * 1e3 if repeat.ok else None),
+        (before.cached_tokens, repeat.cached_tokens),
+        before.prompt_tokens or repeat.prompt_tokens,
+        failed or None,
+    )
+
+
+def measured_hit_rate(prefix_cache: dict, engine: dict) -> tuple[float | None, str]:
+    """The step's hit rate and where it came from: the stream's cached tokens, else the engine's
+    scraped prefix-cache counters."""
+    if prefix_cache.get("hit_rate") is not None:
+        return prefix_cache["hit_rate"], "usage.prompt_tokens_details.cached_tokens"
+    rate = (engine.get("summary") or {}).get("prefix_cache_hit_rate")
+    if rate is not None:
+        return rate, f"the engine's prefix-cache counters ({engine.get('family')}: hits / queries over the step)"
+    return None, "not reported"
+
+
+def judge(plan: dict, prefix_cache: dict, engine: dict, probe: Probe | None, repeated: int, requests: int) -> dict:
+    """The step's cache state against its design: ``{design, hit_rate, source, probe, flagged,
+    reason}``; ``repeated``: how many of its ``requests`` send a prompt sent earlier in the run."""
+    rate, source = measured_hit_rate(prefix_cache, engine)
+    out: dict[str, Any] = {"design": plan, "hit_rate": rate, "source": source, "flagged": False, "reason": None}
+    if probe is not None:
+        out["probe"] = probe.describe()
+    if repeated:
+        out["repeated_prompts"] = repeated
+    kind = plan["cache"]
+    if kind == "cold":
+        floor = probe.floor if probe is not None else 0.0
+        if rate is not None:
+            if rate > floor + COLD_MAX_EXTRA_HIT_RATE:
+                out["reason"] = (
+                    f"a cold-cache design met a warm cache: {rate:.0%} of its prompt tokens came from the engine's "
+                    f"prefix cache ({source}), more than a never-seen prompt's {floor:.0%} plus "
+                    f"{COLD_MAX_EXTRA_HIT_RATE:.0%}" + _repeats(repeated, requests)
+                )
+            out["state"] = "warm" if out["reason"] else "cold"
+        elif probe is not None and probe.engine_keeps_prompts and repeated:
+            out["reason"] = (
+                f"a cold-cache design met a warm cache: the engine kept the probe prompt in its cache (first token "
+                f"{probe.ttft_ms[1]:.1f} ms on its second send against {probe.ttft_ms[0]:.1f} ms for a fresh prompt)"
+                + _repeats(repeated, requests)
+            )
+            out["state"] = "warm"
+        else:
+            out["state"] = "unknown" if rate is None and not (probe and probe.engine_keeps_prompts) else "cold"
+    elif kind == "shared_prefix":
+        expected = plan["expected_hit_rate"]
+        if rate is None:
+            out["state"] = "unknown"
+        elif rate < SHARED_MIN_SHARE * expected:
+            out["reason"] = (
+                f"a shared-prefix design met a cold cache: {rate:.0%} of its prompt tokens came from the engine's "
+                f"prefix cache ({source}) where the design implies {expected:.0%}; under "
+                f"{SHARED_MIN_SHARE:.0%} of it, the engine's prefix cache is off or too small for the prefixes"
+            )
+            out["state"] = "cold"
+        else:
+            out["state"] = "warm"
+    else:
+        out["state"] = "not judged"
+    out["flagged"] = out["reason"] is not None
+    if out["flagged"]:
+        out["reason"] += "; the step is not ranked"
+    return out
+
+
+def _repeats(repeated: int, requests: int) -> str:
+    if not repeated:
+        return ""
+    return (
+        f"; {repeated} of its {requests} requests repeat prompts sent earlier in the run (the warm-up and every "
+        "step send the run's prompts from the first): turn the engine's prefix caching off to measure cold steps"
+    )
+
+
+def apply(row: dict, state: dict) -> None:
+    """Write the guard's verdict into a step row: a flagged step is INVALID (the reason beside
+    the others) and never within the SLOs, so no sweep ranks it."""
+    row["cache_state"] = state
+    if state["flagged"]:
+        row["invalid_reasons"] = [*row.get("invalid_reasons", []), state["reason"]]
+        row["valid"] = False
+        row["within_slo"] = False

@@ -1,0 +1,94 @@
+"""The table ``perfsuite show`` prints of the engine's side of each step: the engine's own TTFT
+beside the client's, its queue time, running and waiting requests, KV-cache usage, preemptions,
+the prefix-cache hit rate by both counts, and the cache guard's verdict (``serving.step_watch``).
+
+A step row carries ``engine_metrics`` (``available``, and where it is: ``family``,
+``interval_s``, ``scrapes``, ``failed_scrapes``, ``window_s``, ``metrics`` under the engine's
+names, ``summary`` by role, ``scrapes_file``; else ``reason``) and ``cache_state`` (``design``,
+``state``, ``hit_rate`` and its ``source``, ``probe``, ``flagged``, ``reason``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+COLUMNS = (
+    "load",
+    "TTFT p50 client / engine",
+    "TTFT p99 client / engine",
+    "queue p50",
+    "running mean / max",
+    "waiting mean / max",
+    "KV cache mean / max",
+    "preempted",
+    "hit rate usage / engine",
+    "cache state",
+)
+
+
+def _n(value: Any, fmt: str = ".1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _pair(a: Any, b: Any, fmt: str = ".1f") -> str:
+    return f"{_n(a, fmt)} / {_n(b, fmt)}"
+
+
+def steps(serving: Mapping[str, Any]) -> list[dict]:
+    return [
+        row
+        for key in ("rate_sweep", "concurrency_sweep", "trace_replay")
+        for row in (serving.get(key) or {}).get("steps", [])
+    ]
+
+
+def engine_table(serving: Mapping[str, Any]) -> list[Any]:
+    """The table (plain-text cells), and a line saying why metrics were not scraped where they
+    were not; nothing for a record made before either was kept."""
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = [r for r in steps(serving) if "engine_metrics" in r or "cache_state" in r]
+    if not rows:
+        return []
+    setup = serving.get("engine_metrics") or {}
+    out: list[Any] = []
+    if setup and not setup.get("available"):
+        out.append(Text(f"engine metrics: not available ({setup.get('reason')})"))
+    scraped = [r for r in rows if (r.get("engine_metrics") or {}).get("available")]
+    title = "the engine's view of each step"
+    if scraped:
+        em = scraped[0]["engine_metrics"]
+        title += f" ({em.get('family')} metrics every {em.get('interval_s'):g} s; ms)"
+    t = Table(title=Text(title))
+    for col in COLUMNS:
+        t.add_column(col, justify="left" if col in ("load", "cache state") else "right")
+    for row in rows:
+        s = (row.get("engine_metrics") or {}).get("summary") or {}
+        cache = row.get("cache_state") or {}
+        usage = (row.get("prefix_cache") or {}).get("hit_rate")
+        state = str(cache.get("state", "-")) + (" (not ranked)" if cache.get("flagged") else "")
+        t.add_row(
+            *(
+                Text(c)
+                for c in (
+                    str(row.get("case") or f"{row.get('mode')} {row.get('load')}"),
+                    _pair((row.get("ttft_ms") or {}).get("p50"), s.get("ttft_p50_ms")),
+                    _pair((row.get("ttft_ms") or {}).get("p99"), s.get("ttft_p99_ms")),
+                    _n(s.get("queue_time_p50_ms")),
+                    _pair(s.get("running_mean"), s.get("running_max")),
+                    _pair(s.get("waiting_mean"), s.get("waiting_max")),
+                    _pair(s.get("kv_cache_usage_mean"), s.get("kv_cache_usage_max"), ".0%"),
+                    _n(s.get("preemptions"), ".0f"),
+                    _pair(usage, s.get("prefix_cache_hit_rate"), ".0%"),
+                    state,
+                )
+            )
+        )
+    out.append(t)
+    for row in rows:
+        cache = row.get("cache_state") or {}
+        if cache.get("flagged"):
+            out.append(Text(f"{row.get('case')}: {cache.get('reason')}"))
+    return out
