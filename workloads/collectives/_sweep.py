@@ -235,12 +235,13 @@ class Sweep:
                 self.sync()
                 _barrier()
                 timed = time_calls(self.ctx, calls, self.graph, p.timing, p.repeats, self.hold)
-                wrong = self.check(mode, c) if p.check and first_round else None
+                wrong, checked = self.check(mode, c) if p.check and first_round else (None, None)
                 row["modes"][mode] = {
                     "samples_s": timed.samples_s,
                     "launch_s": timed.launch_s,
                     "unheld": timed.unheld,
                     "wrong": wrong,
+                    "checked": checked,
                 }
             rows.append(row)
         return rows
@@ -258,9 +259,9 @@ class Sweep:
                 time.sleep(HANG_SLEEP_S)
 
     # the correctness count -------------------------------------------------------------
-    def check(self, mode: str, c: Counts) -> int:
-        """Fresh inputs, one call, #wrong output elements on this rank; buffers back to the
-        steady value afterwards."""
+    def check(self, mode: str, c: Counts) -> tuple[int, int]:
+        """Fresh inputs, one call, #wrong output elements on this rank and how many it
+        compared; buffers back to the steady value afterwards."""
         v = self.views(mode, c, 0)
         self.recv[: c.span].fill_(self.steady)
         self._fill(v.inp)
@@ -269,11 +270,12 @@ class Sweep:
         self.sync()
         self.plan.op.call(v, self.args)
         self.sync()
-        wrong = self._count_wrong(v.out, c) if self.plan.op.checked(self.rank, self.plan.root) else 0
+        mine = self.plan.op.checked(self.rank, self.plan.root)
+        wrong = self._count_wrong(v.out, c) if mine else 0
         self.recv[: c.span].fill_(self.steady)
         if self.send is not None:
             self.send[: c.span].fill_(self.steady)
-        return wrong
+        return wrong, v.out.numel() if mine else 0
 
     def _fill(self, t: Any) -> None:
         torch = self.torch
@@ -348,6 +350,7 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int, timi
             means = [rank_time_per_call(r[i]["modes"][mode]["samples_s"], timing) for r in per_rank]
             t = distributed.aggregate(means, rank_time)
             wrongs = [r[i]["modes"][mode]["wrong"] for r in per_rank]
+            checked = [r[i]["modes"][mode].get("checked") for r in per_rank]
             algbw = size / t / 1e9
             # the slowest rank's host time to issue a call: what bounds a loop of them
             launches = [r[i]["modes"][mode].get("launch_s") or [] for r in per_rank]
@@ -357,6 +360,7 @@ def merge(pl: Plan, per_rank: list[list[dict]], rank_time: str, world: int, timi
                 "algbw_gbps": algbw,
                 "busbw_gbps": algbw * factor,
                 "wrong": None if any(w is None for w in wrongs) else int(sum(wrongs)),
+                "checked": None if any(k is None for k in checked) else int(sum(checked)),
                 "time_us_per_rank": [m * 1e6 for m in means],
                 "launch_us": None if launch is None else launch * 1e6,
                 "unheld_loops": sum(r[i]["modes"][mode].get("unheld", 0) for r in per_rank),
@@ -379,6 +383,7 @@ def pool_rounds(rounds: list[list[dict]]) -> list[dict]:
                 "launch_s": [s for e in each for s in e["launch_s"]],
                 "unheld": sum(e["unheld"] for e in each),
                 "wrong": first["wrong"],
+                "checked": first.get("checked"),
             }
         out.append(row)
     return out
@@ -499,6 +504,7 @@ def _run_collective(ctx: "RunContext", op: OpSpec, p: Any, backend: str) -> None
         bad = [(r["size_bytes"], MODE_LABELS[m], r[m]["wrong"]) for r in rows for m in pl.modes if r[m]["wrong"]]
         total = sum(w for _, _, w in bad)
         details["wrong_total"] = total
+        compared = sum(r[m]["checked"] or 0 for r in rows for m in pl.modes)
         detail = "; ".join(f"{s} B {m}: {w}" for s, m, w in bad[:8]) + (" ..." if len(bad) > 8 else "")
         ctx.add_check(
             Check(
@@ -506,6 +512,8 @@ def _run_collective(ctx: "RunContext", op: OpSpec, p: Any, backend: str) -> None
                 passed=total == 0,
                 error=float(total),
                 tolerance=0.0,
+                elements_checked=compared,
+                elements_failed=total,
                 method="nccl-tests data check: rank-dependent exact inputs, one call per size and "
                 "mode after the timed loop, every output element against its expected value",
                 detail=f"wrong elements (summed over ranks): {detail}" if bad else "",
