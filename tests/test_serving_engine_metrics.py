@@ -190,3 +190,19 @@ def test_a_bad_metrics_path_or_interval_is_refused_in_one_line():
         ServingParams(url="http://127.0.0.1:1", metrics_path="metrics")
     with pytest.raises(ValueError, match="metrics_interval_s must lie above 0 and at most 3600, not 0"):
         ServingParams(url="http://127.0.0.1:1", metrics_interval_s=0.0)
+
+
+@pytest.mark.perf
+def test_scraping_on_and_off_prints_the_clients_figures_both_ways(tmp_path):
+    """The figure for the docs (``bench/serving_metrics_overhead.py`` at larger counts): the same
+    open-loop step with the scrape on and off; what is asserted is that both ran whole and only
+    one scraped, never how fast."""
+    from perfsuite.workloads.inference.serving.scrape_overhead import measure
+
+    out = measure(rate=200.0, seconds=1.0, rounds=2, interval_s=0.2, folder=tmp_path)
+    for mode in ("off", "on"):
+        print(mode, {k: v for k, v in out[mode].items() if k != "each_round"})
+    print("load", out["load_1m"], "on", out["cores"], "cores")
+    assert all(r["failed"] == 0 and r["completed_rps"] == 200.0 for m in ("off", "on") for r in out[m]["each_round"])
+    assert all(r["scrapes"] == 0 for r in out["off"]["each_round"])
+    assert all(r["scrapes"] >= 2 for r in out["on"]["each_round"])

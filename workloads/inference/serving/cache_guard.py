@@ -118,13 +118,15 @@ def send_probes(endpoint: Any, timeouts: Any, bodies: list[bytes], tokenizer: st
     return sorted(run_here(job), key=lambda r: r.index)
 
 
-def probe_from(before: Any, fresh: Any, repeat: Any) -> Probe:
-    """The probe's results (``RequestResult``: its first send, a fresh prompt after the step,
-    its repeat after the step) as evidence."""
-    sends = (("before", before), ("fresh", fresh), ("repeat", repeat))
+def probe_from(before: Any, fresh: list, repeat: Any) -> Probe:
+    """The probe's results (``RequestResult``: its first send, the fresh prompts after the step,
+    its repeat after the step) as evidence: the repeat's TTFT is set against the faster fresh
+    prompt's, so that one slow fresh answer alone cannot pass for a cache hit."""
+    sends = (("before", before), *(("fresh", r) for r in fresh), ("repeat", repeat))
     failed = "; ".join(f"{when}: {r.reason}: {r.detail}" for when, r in sends if not r.ok)
+    fresh_ms = min((r.ttft_s * 1e3 for r in fresh if r.ok), default=None)
     return Probe(
-        (fresh.ttft_s * 1e3 if fresh.ok else None, repeat.ttft_s * 1e3 if repeat.ok else None),
+        (fresh_ms, repeat.ttft_s * 1e3 if repeat.ok else None),
         (before.cached_tokens, repeat.cached_tokens),
         before.prompt_tokens or repeat.prompt_tokens,
         failed or None,

@@ -82,8 +82,10 @@ class StepWatch:
         probe = None
         if self.before is not None:  # a fresh prompt (the connection's first), the repeat, another fresh one
             repeat, warm, fresh = self.probe_bodies[0], self.probe_bodies[1], self.probe_bodies[2]
-            _, again, new = cache_guard.send_probes(self.endpoint, self.timeouts, [warm, repeat, fresh], self.tokenizer)
-            probe = cache_guard.probe_from(self.before, new, again)
+            first, again, new = cache_guard.send_probes(
+                self.endpoint, self.timeouts, [warm, repeat, fresh], self.tokenizer
+            )
+            probe = cache_guard.probe_from(self.before, [first, new], again)
         repeated = 0
         if sent_before is not None:
             seen = set(sent_before)
