@@ -193,9 +193,9 @@ def _family_charts(session, board: Board) -> dict:
     for config in board.configs:
         latest = _latest_runs(config)
         if board.category == "inference":
-            curves = _serving_curves(session, latest)
-            if curves:
-                out[config.id] = {"kind": "serving", "series": curves}
+            curves, per_gpu = _serving_curves(session, latest)
+            if curves or per_gpu:
+                out[config.id] = {"kind": "serving", "series": curves, "per_gpu": per_gpu}
                 continue
             series: dict[str, list] = {}
             pk_of = dict(session.execute(select(Run.run_id, Run.id).where(Run.run_id.in_(list(latest.values())))).all())
@@ -304,7 +304,7 @@ def _busbw_charts(session, board: Board) -> dict:
     return out
 
 
-def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
+def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], dict[str, list]]:
     """TTFT and TPOT (p99) against the throughput each step achieved (output tokens/s), per
     system, from the latest run's rate sweep (``inference.serving``'s
     ``details.serving.rate_sweep.steps``), and the SLOs on both as level lines over the
@@ -312,8 +312,14 @@ def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
     parameters of its key). Achieved, not offered: past saturation a higher offered rate buys no
     more tokens, only latency, and the curve bends back where the offered rate would hide it. A
     sweep's own rates are drawn; the steps of its peak search only where the sweep has no rates
-    of its own."""
+    of its own.
+
+    Beside them, InferenceMAX's view (``per_gpu``): output tokens/s per GPU against output
+    tokens/s per user (``serving.curve``), one line per system and engine, from every step of the
+    rate and concurrency sweeps that records both (records made before the curve was kept have
+    none)."""
     curves: dict[str, list] = {}
+    per_gpu: dict[str, list] = {}
     slos: dict[str, float] = {}
     for chunk in _chunks(list(latest.items())):
         serving = dict(
@@ -334,6 +340,10 @@ def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
                 )
                 if points:
                     curves[f"{system} {label}"] = points
+            line = _per_gpu_line(details)
+            if line:
+                engine = ((details.get("endpoint") or {}).get("engine") or {}).get("name")
+                per_gpu[f"{system} {engine}" if engine else system] = line
             if by_rate:
                 for label, key in (("SLO TTFT", "ttft_ms"), ("SLO TPOT", "tpot_ms")):
                     if (details.get("slo") or {}).get(key):
@@ -342,7 +352,21 @@ def _serving_curves(session, latest: dict[str, str]) -> dict[str, list]:
     if throughputs:
         for label, bound in slos.items():
             curves[label] = [[throughputs[0], bound], [throughputs[-1], bound]]
-    return curves
+    return curves, per_gpu
+
+
+def _per_gpu_line(details: dict) -> list:
+    """[tokens/s per user, tokens/s per GPU] of a record's sweep steps, by tokens/s per user."""
+    steps = [
+        step for key in ("rate_sweep", "concurrency_sweep") for step in ((details.get(key) or {}).get("steps") or [])
+    ]
+    points = []
+    for step in steps:
+        point = step.get("curve") or {}
+        user, gpu = point.get("output_tokens_per_s_per_user"), point.get("output_tokens_per_s_per_gpu")
+        if isinstance(user, (int, float)) and isinstance(gpu, (int, float)) and user > 0 and gpu > 0:
+            points.append([float(user), float(gpu)])
+    return sorted(points)
 
 
 def _chunks(items: list) -> list[list]:

@@ -123,6 +123,8 @@
   }
 
   function familyChart(el, chart) {
+    var perGpu = doc.getElementById("serving-curve");
+    if (perGpu) perGpu.parentNode.removeChild(perGpu);  // another table's picture may have no such view
     if (!chart) {
       note(el, board.category === "kernels" ? "Kernel results are drawn on their system's roofline: follow a system's link."
              : board.category === "collectives" ? "No bus-bandwidth curve for this table: at one rank busbw is zero by " +
@@ -146,6 +148,9 @@
             return s;
           }))
       }, align(list));
+    } else if (chart.kind === "serving" && !names.length) {
+      note(el, "No rate sweep in these runs: latency is drawn against the throughput of rate steps.");
+      inferenceMaxChart(el, chart.per_gpu || {});
     } else if (chart.kind === "serving") {
       drawChart(el, {
         // against the throughput achieved: past saturation more offered load buys latency, not tokens
@@ -158,6 +163,7 @@
           return s;
         }))
       }, align(names.map(function (n) { return { points: chart.series[n] }; })));
+      inferenceMaxChart(el, chart.per_gpu || {});  // drawn below, a rate sweep or not
     } else if (chart.kind === "latency") {
       var lat = names.map(function (n) { return { points: chart.series[n] }; });
       drawChart(el, {
@@ -200,6 +206,26 @@
         return t + Object.keys(chart.series[n]).reduce(function (a, c) { return a + chart.series[n][c].runs.length; }, 0);
       }, 0)));
     }
+  }
+
+  // InferenceMAX's view of a serving table: output tokens/s per GPU against output tokens/s per
+  // user, one line per system and engine, in a chart of its own below the latency picture.
+  function inferenceMaxChart(after, series) {
+    var el = doc.createElement("div");
+    el.className = "chart";
+    el.id = "serving-curve";
+    after.parentNode.insertBefore(el, after.nextSibling);
+    var names = Object.keys(series);
+    if (!names.length) {
+      note(el, "No step of these runs records output tokens/s per GPU and per user: they were measured before the curve was kept.");
+      return;
+    }
+    drawChart(el, {
+      title: "output tokens/s per GPU against output tokens/s per user (InferenceMAX's view)",
+      scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      axes: [{ label: "output tokens/s per user" }, { label: "output tokens/s per GPU" }],
+      series: [{ label: "tokens/s per user" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+    }, align(names.map(function (n) { return { points: series[n] }; })));
   }
 
   // A training benchmark's scaling: throughput and efficiency against GPUs, one series per system

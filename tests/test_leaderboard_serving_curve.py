@@ -1,0 +1,133 @@
+"""The serving page's InferenceMAX view in a real headless Chromium (Debian's ``chromium``
+through playwright): output tokens/s per GPU drawn against output tokens/s per user, one line
+per system and engine, from the ``curve`` each sweep step records (``serving.curve``); a serving
+table whose records carry no curve says so instead of drawing an empty chart."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.factories import make_metric, make_record
+
+from perfsuite.publish.leaderboard import build_site
+from perfsuite.registry import open_registry
+from perfsuite.workloads.inference.serving.curve import basis, point
+
+CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+CONCURRENCIES = (1, 4, 16, 64)
+# system -> (engine, GPUs, output tokens/s of one user alone): the per-user and per-GPU spans differ
+SYSTEMS = {"fast-node": ("vllm", 2, 90.0), "slow-node": ("sglang", 1, 60.0)}
+
+
+def _steps(gpus: int, alone: float, with_curve: bool) -> list[dict]:
+    """Concurrency steps as the workload writes them: each user slows as more share the GPUs."""
+    b = basis(gpus, "", 0.0, "USD", 0.0, endpoint_local=False)
+    steps = []
+    for c in CONCURRENCIES:
+        per_user = alone / (1 + c / 16)
+        row = {
+            "case": f"concurrency {c}",
+            "mode": "concurrency",
+            "load": c,
+            "output_tokens_per_s": per_user * c,
+            "output_tokens": per_user * c * 10,
+            "rate_span_s": 10.0,
+            "ttft_ms": {"p50": 40.0 * c, "p99": 80.0 * c},
+            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 2e3 / per_user},
+            "valid": True,
+            "within_slo": True,
+        }
+        if with_curve:
+            row["curve"] = point(row, b, None)
+        steps.append(row)
+    return steps
+
+
+def _serving(host: str, engine: str, gpus: int, alone: float, with_curve: bool = True, tokens: int = 64) -> dict:
+    metrics = [make_metric("concurrency sweep", "goodput_at_slo_rps", "requests/s", [alone], higher_is_better=True)]
+    return make_record(
+        workload_name="inference.serving",
+        category="inference",
+        host=host,
+        device="cuda",
+        params={"concurrencies": list(CONCURRENCIES), "output_tokens": tokens},
+        metrics=metrics,
+        details={
+            "serving": {
+                "slo": {"ttft_ms": 5000.0, "tpot_ms": 100.0},
+                "endpoint": {"engine": {"name": engine, "version": "1"}},
+                # a record from before the curve: its rate sweep's latency is drawn, no per-GPU line
+                ("concurrency_sweep" if with_curve else "rate_sweep"): {"steps": _steps(gpus, alone, with_curve)},
+            }
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("serving-board")
+    with open_registry(f"sqlite:///{root / 'r.db'}") as reg:
+        for host, (engine, gpus, alone) in SYSTEMS.items():
+            reg.store(_serving(host, engine, gpus, alone))
+        reg.store(_serving("old-node", "vllm", 1, 50.0, with_curve=False, tokens=128))  # a table of its own
+        build_site(reg, root / "site")
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.route("http://*/**", lambda route: route.abort())  # nothing may come from a network
+    context.route("https://*/**", lambda route: route.abort())
+    p = context.new_page()
+    p.errors = []
+    p.on("pageerror", lambda e: p.errors.append(str(e)))
+    p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
+    yield p
+    context.close()
+
+
+def test_the_serving_page_draws_tokens_per_gpu_against_tokens_per_user_per_system_and_engine(site, page):
+    page.goto((site / "workloads" / "inference.serving.html").as_uri())  # the standard table: output_tokens 64
+    chart = page.locator("#serving-curve")
+    chart.locator("canvas").wait_for()
+    assert chart.get_attribute("data-series") == "2"
+    legend = sorted(chart.locator(".u-legend .u-series th").all_inner_texts())
+    assert legend == ["fast-node vllm", "slow-node sglang", "tokens/s per user"]
+    assert "output tokens/s per GPU axis" in (chart.get_attribute("aria-label") or "")
+    # x spans the per-user figures the steps recorded, y starts at zero and reaches the per-GPU ones
+    per_user = [s["curve"]["output_tokens_per_s_per_user"] for _, g, a in SYSTEMS.values() for s in _steps(g, a, True)]
+    per_gpu = [s["curve"]["output_tokens_per_s_per_gpu"] for _, g, a in SYSTEMS.values() for s in _steps(g, a, True)]
+    x_min, x_max = map(float, chart.get_attribute("data-x").split())
+    y_min, y_max = map(float, chart.get_attribute("data-y").split())
+    assert x_min <= min(per_user) and max(per_user) <= x_max < max(per_gpu)  # per user along x, not per GPU
+    assert y_min == 0 and y_max >= max(per_gpu)
+    # concurrency sweeps only: the latency picture above says it draws rate steps
+    assert "No rate sweep in these runs" in page.locator("#family-chart").inner_text()
+    assert page.errors == []
+
+
+def test_a_serving_table_without_the_curve_says_why_instead_of_drawing_nothing(site, page):
+    url = (site / "workloads" / "inference.serving.html").as_uri()
+    page.goto(url)
+    tab = page.locator("a.tab", has_text="output_tokens 128")
+    page.goto(url + tab.get_attribute("href"))  # the table of the record without a curve
+    page.reload()
+    note = page.locator("#serving-curve .note")
+    note.wait_for()
+    assert "measured before the curve was kept" in note.inner_text()
+    assert page.errors == []
