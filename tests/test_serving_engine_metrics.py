@@ -206,3 +206,30 @@ def test_scraping_on_and_off_prints_the_clients_figures_both_ways(tmp_path):
     assert all(r["failed"] == 0 and r["completed_rps"] == 200.0 for m in ("off", "on") for r in out[m]["each_round"])
     assert all(r["scrapes"] == 0 for r in out["off"]["each_round"])
     assert all(r["scrapes"] >= 2 for r in out["on"]["each_round"])
+
+
+def test_the_scraper_starts_when_the_client_holds_more_than_1024_descriptors(tmp_path):
+    """An open loop at thousands of requests/s holds that many connections: waiting for the
+    scraper's first line must not use select(), which takes no descriptor past 1,024."""
+    import os
+    import resource
+
+    from perfsuite.workloads.inference.serving.engine_metrics import StepScrape
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit of open files is {hard}, under the 1,200 this needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with null_server(extra=("--metrics",)) as server:
+            scrape = StepScrape(f"{server.url}/metrics", 0.05, tmp_path / "scrapes.jsonl")
+            with scrape:
+                assert scrape.proc is not None and scrape.proc.stdout.fileno() > 1024
+            summary = scrape.summary()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert summary["available"] and summary["family"] == "vllm" and summary["scrapes"] >= 2
+    assert summary["scraper_cpu_ms_per_scrape"] >= 0

@@ -176,7 +176,8 @@ def scrape_once(url: str, headers: dict[str, str]) -> dict:
         out: dict[str, Any] = reduce(fetch(url, headers))
     except ScrapeError as exc:
         out = {"error": str(exc)}
-    return {"t_ns": t0, "scrape_ms": (time.perf_counter_ns() - t0) * 1e-6, **out}
+    # the scraping process's CPU seconds so far: what the scrape costs the machine the client shares
+    return {"t_ns": t0, "scrape_ms": (time.perf_counter_ns() - t0) * 1e-6, "cpu_s": time.process_time(), **out}
 
 
 def probe(base_url: str, path: str, headers: dict[str, str]) -> dict:
@@ -251,17 +252,19 @@ class StepScrape:
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
-    """The child's first line of stdout, waited for at most ``timeout_s``."""
+    """The child's first line of stdout, waited for at most ``timeout_s`` (by poll: the client's
+    connections may hold descriptors past the 1,024 that select takes)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
     data = b""
     deadline = time.monotonic() + timeout_s
     while b"\n" not in data:
         left = deadline - time.monotonic()
         if left <= 0:
             return f"the scraper was not ready within {timeout_s:g} s"
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
+        if poller.poll(left * 1e3):
             chunk = os.read(fd, 4096)
             if not chunk:
                 break
@@ -330,6 +333,8 @@ def summarize(rows: list[dict], interval_s: float, failure: str | None = None) -
     out["family"] = family
     out["window_s"] = (good[-1]["t_ns"] - good[0]["t_ns"]) * 1e-9
     out["scrape_ms"] = {"mean": sum(r["scrape_ms"] for r in good) / len(good), "max": max(r["scrape_ms"] for r in good)}
+    if len(rows) > 1 and "cpu_s" in rows[0]:  # the first scrape's CPU holds the scraper's start
+        out["scraper_cpu_ms_per_scrape"] = (rows[-1]["cpu_s"] - rows[0]["cpu_s"]) * 1e3 / (len(rows) - 1)
     figures: dict[str, dict] = {}
     summary: dict[str, Any] = {}
     for role, (kind, names) in KNOWN[family].items():
@@ -385,11 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         scrape()
         print("ready", flush=True)
         stdin = sys.stdin.fileno()
+        poller = select.poll()
+        poller.register(stdin, select.POLLIN | select.POLLHUP)
         t0 = time.monotonic()
         k = 1
         while True:  # scrapes on a fixed grid (a slow scrape does not shift the next) until stdin closes
             wait = max(0.0, t0 + k * a.interval_s - time.monotonic())
-            ready, _, _ = select.select([stdin], [], [], wait)
+            ready = poller.poll(wait * 1e3)
             if ready and not os.read(stdin, 4096):
                 scrape()  # the step has ended: its last figures
                 return 0

@@ -48,10 +48,12 @@ def measure(rate: float, seconds: float, rounds: int, interval_s: float, folder:
         for r in range(rounds):
             for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
                 scrape = StepScrape(f"{server.url}/metrics", interval_s, folder / f"round-{r}.metrics.jsonl")
+                cpu_ms = None
                 if mode == "on":
                     with scrape:
                         results = step()
                     scrapes = len(scrape.rows())
+                    cpu_ms = scrape.summary().get("scraper_cpu_ms_per_scrape")
                 else:
                     results = step()
                     scrapes = 0
@@ -65,6 +67,7 @@ def measure(rate: float, seconds: float, rounds: int, interval_s: float, folder:
                         "send_lag_p99_ms": s["send_lag_ms"].get("p99"),
                         "failed": s["errors"]["count"],
                         "scrapes": scrapes,
+                        "scraper_cpu_ms_per_scrape": cpu_ms,
                     }
                 )
     out: dict[str, Any] = {
@@ -78,7 +81,9 @@ def measure(rate: float, seconds: float, rounds: int, interval_s: float, folder:
         "(--metrics), the scrape off and on in alternating rounds; medians over rounds",
     }
     for mode, rows in per_mode.items():
-        out[mode] = {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in rows[0]}
+        out[mode] = {
+            k: statistics.median(v) if (v := [r[k] for r in rows if r[k] is not None]) else None for k in rows[0]
+        }
         out[mode]["each_round"] = rows
     return out
 
