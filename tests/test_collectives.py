@@ -848,6 +848,8 @@ def test_a_real_gloo_sweep_is_judged_against_a_reference_flat_at_its_floor(cli, 
         if c["verdict"] != launch_floor.AGREES:
             assert expected is not None and c["verdict"] == f"differs, {launch_floor.SIDE_NAMES[expected]} launch-bound"
     assert slow["verdict"]["explained"] is True
+    # every named side comes with its reason, and only a named side
+    assert all((c["launch_bound"] is None) == (c["launch_bound_why"] is None) for c in slow["compare"])
     # a size whose own time is far above the held floor (its bytes dominate) names no side; which
     # sizes those are is the machine's (4 MiB over loopback on a busy machine may not be one)
     above = [c for c in slow["compare"] if c["suite_time_us"] > launch_floor.LAUNCH_FACTOR * held]
