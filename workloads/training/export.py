@@ -6,8 +6,11 @@ word: SEP is ``=`` and token ``i`` is ``t<i>``, so a question reads ``t3 t7 t1 =
 answer (``reverse``) ``t1 t7 t3``. The saved folder is what ``save_pretrained`` writes (the
 config, the trained weights as safetensors, a generation config) plus a ``tokenizers``
 word-level tokenizer over those words and ``perfsuite-trained.json`` (the language and the
-accuracy reached). One word, ``[UNK]``, is added past the trained vocabulary (its embedding row
-appended, never trained) so that a word outside the language is a token, not a tokenizer error.
+accuracy reached). One word, ``?``, is added past the trained vocabulary (its embedding row
+appended, never trained) so that a word outside the language (a serving sweep's synthetic
+prompts) is a token, not a tokenizer error. It is an ordinary word, not a special token: an
+answer made of it reads ``?``, where a special token would be decoded to nothing and an
+untrained model's answer would arrive empty (a failed request, not a wrong answer).
 The model has no end-of-sequence token: an answer runs to ``max_tokens``, which each question
 sets to its answer's length.
 
@@ -30,7 +33,7 @@ from typing import Any
 from perfsuite.workloads.training._language import SEP, TASKS, SequenceTask
 
 ANSWER_STREAM = 2  # after TRAIN_STREAM (0) and EVAL_STREAM (1): questions no split holds
-UNKNOWN = "[UNK]"
+UNKNOWN = "?"
 STAMP = "perfsuite-trained.json"
 # Positions the saved model takes: the language's context is 16 to 256 tokens, a serving sweep's
 # synthetic prompts are often longer; positions past the trained context answer noise, never fail.
@@ -43,7 +46,7 @@ def word(token: int) -> str:
 
 
 def vocabulary(vocab: int) -> dict[str, int]:
-    """Word -> id: the language's ``vocab`` tokens, then ``[UNK]``."""
+    """Word -> id: the language's ``vocab`` tokens, then the unknown word."""
     words = {word(i): i for i in range(vocab)}
     words[UNKNOWN] = vocab
     return words
@@ -81,7 +84,7 @@ def save_served(model: Any, directory: Path, task: SequenceTask, trained: dict) 
     words = vocabulary(task.vocab)
     unknown = words[UNKNOWN]
     model = copy.deepcopy(model).cpu()  # the run's model stays as it is, on its device
-    model.resize_token_embeddings(len(words), mean_resizing=False)  # the [UNK] row
+    model.resize_token_embeddings(len(words), mean_resizing=False)  # the unknown word's row
     _serve_positions(model, SERVED_POSITIONS)
     for cfg in (model.config, model.generation_config):
         cfg.bos_token_id = None
@@ -97,15 +100,12 @@ def save_served(model: Any, directory: Path, task: SequenceTask, trained: dict) 
         json.dumps(
             {
                 "tokenizer_class": "PreTrainedTokenizerFast",
-                "unk_token": UNKNOWN,
-                "pad_token": UNKNOWN,
                 "model_max_length": SERVED_POSITIONS,
                 "clean_up_tokenization_spaces": False,
             },
             indent=1,
         )
     )
-    (directory / "special_tokens_map.json").write_text(json.dumps({"unk_token": UNKNOWN, "pad_token": UNKNOWN}))
     language = {
         "task": task.task,
         "vocab": task.vocab,
@@ -115,7 +115,7 @@ def save_served(model: Any, directory: Path, task: SequenceTask, trained: dict) 
     }
     stamp = {
         "language": language,
-        "words": "token 0 (SEP) is '=', token i is 't<i>'; '[UNK]' added past the vocabulary",
+        "words": "token 0 (SEP) is '=', token i is 't<i>'; '?' (unknown words) added past the vocabulary",
         **trained,
     }
     (directory / STAMP).write_text(json.dumps(stamp, indent=1))

@@ -288,15 +288,15 @@ def check(case: str, rows: list[dict]) -> Check | None:
         return None
     low = [r for r in scored if not r["accuracy"]["passed"]]
     first = scored[0]["accuracy"]
+    # the score is a figure to reach, not an error to stay under: it is in the detail, not error/tolerance
+    steps = "; ".join(
+        f"{r['case']}: {r['accuracy']['score']:.3f} ({r['accuracy']['correct']} of {r['accuracy']['scored']})"
+        for r in scored
+    )
     return Check(
         label=f"{case}: answers scored at least accuracy_min",
         passed=not low,
         method=f"{first['metric']} match against reference answers, a scored pass at each step's load; "
         "a failed request counts as wrong",
-        error=min(r["accuracy"]["score"] for r in scored),
-        tolerance=first["minimum"],
-        detail="; ".join(
-            f"{r['case']}: {r['accuracy']['score']:.3f} ({r['accuracy']['correct']} of {r['accuracy']['scored']})"
-            for r in scored
-        ),
+        detail=f"{len(low)} of {len(scored)} steps below accuracy_min {first['minimum']:g}: {steps}",
     )
