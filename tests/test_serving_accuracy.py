@@ -6,8 +6,9 @@ training.gpt --quick -p save_to=DIR``: a 2-layer, width-64 GPT-2 on the syntheti
 to 0.99 answer-token accuracy), serve it with ``transformers serve`` started by the suite and
 score it on ``gpt-reverse``: its steps score high and rank. The same model untrained (built
 from the same config, saved the same way) scores near zero: its step is INVALID with the
-reason, the sweep's accuracy check fails and the run is never ranked. A user's JSONL with a
-bad line is refused in one line before a server starts.
+reason, the sweep's accuracy check fails and the run is never ranked. A user's JSONL is scored
+against the null server (whose answers are known) by either metric, and one with a bad line is
+refused in one line before a server starts.
 
 CPU only; training takes about 20-45 s of a busy two-core machine, each served run about a minute."""
 
@@ -251,3 +252,42 @@ def test_a_served_untrained_model_scores_low_and_its_step_is_flagged_and_never_r
     assert not any(m["name"] == "goodput_at_slo_rps" for m in record["metrics"])  # no headline to rank
     checks = {c["label"]: c for c in record["verification"]["checks"]}
     assert not checks["rate sweep: answers scored at least accuracy_min"]["passed"]
+
+
+# -- a user's JSONL against the null server (its answer to max_tokens N is " t0 t1 .. tN-1") -------
+@pytest.fixture(scope="module")
+def null():
+    from perfsuite.workloads.inference.serving.capacity import null_server
+
+    with null_server() as server:
+        yield server
+
+
+def test_a_user_jsonl_is_scored_at_each_step_by_the_metric_it_names(null, tmp_path):
+    from perfsuite.testing import run_in_process
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text(
+        '{"prompt": "count to three", "answer": "T0, t1, t2.", "max_tokens": 3}\n'
+        '{"prompt": "the first", "answers": ["zero", "t0"], "max_tokens": 5}\n'
+        '{"prompt": "the tenth", "answer": "t9", "max_tokens": 2}\n'
+    )
+    base = dict(url=null.url, model="null", scenarios="", warmup_requests=1, measure_client=False)
+    over = dict(rates="40", sweep_requests=10, accuracy_data=str(data), accuracy_requests=6, accuracy_min=0.6)
+    ctx = run_in_process(Serving, {**base, **over, "accuracy_metric": "contains"}, quick=False)
+    (step,) = ctx.details["serving"]["rate_sweep"]["steps"]
+    acc = step["accuracy"]
+    assert (acc["metric"], acc["scored"], acc["correct"], acc["failed"]) == ("contains", 6, 4, 0)  # cycled twice
+    assert acc["passed"] and step["valid"] and step["completed"] == 10  # the timed requests alone
+    answers = [json.loads(line) for line in (ctx.artifact_dir() / acc["outputs_file"]).read_text().splitlines()]
+    assert [(a["line"], a["output"].strip(), a["correct"]) for a in answers[:3]] == [
+        (1, "t0 t1 t2", True),
+        (2, "t0 t1 t2 t3 t4", True),  # contains a reference: right
+        (3, "t0 t1", False),
+    ]
+    ctx = run_in_process(Serving, {**base, **over, "accuracy_metric": "exact"}, quick=False)
+    (step,) = ctx.details["serving"]["rate_sweep"]["steps"]
+    assert (step["accuracy"]["correct"], step["accuracy"]["passed"]) == (2, False)  # 2 of 6 < 0.6
+    assert not step["valid"] and "below accuracy_min 0.6" in step["invalid_reasons"][-1]
+    assert ctx.details["serving"]["rate_sweep"]["peak_rps"] is None
+    assert any(c.label == "rate sweep: answers scored at least accuracy_min" and not c.passed for c in ctx.checks)
