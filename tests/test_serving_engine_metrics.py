@@ -148,11 +148,13 @@ def test_multi_turn_traffic_is_warm_by_design_and_not_judged():
 
 def test_the_probes_evidence_and_the_guards_thresholds():
     cold = design({"shape": "single_turn"})
-    # no counts at all: a second send of the probe three times faster shows an engine that keeps prompts
+    # no counts at all: repeats of the probe three times faster than fresh prompts show an engine that keeps prompts
     fast = Probe((30.0, 10.0), (None, None), None)
     assert fast.engine_keeps_prompts and fast.floor == 0
     state = judge(cold, {}, {}, fast, repeated=3, requests=8)
-    assert state["flagged"] and "first token 10.0 ms on its second send against 30.0 ms for a fresh" in state["reason"]
+    assert (
+        state["flagged"] and "first token 10.0 ms on its repeats against 30.0 ms for fresh prompts" in state["reason"]
+    )
     assert not judge(cold, {}, {}, fast, repeated=0, requests=8)["flagged"]
     assert judge(cold, {}, {}, Probe((30.0, 25.0), (None, None), None), 3, 8)["state"] == "unknown"
     # a chat template's shared opening: a never-seen prompt's share is the floor a cold step may reach

@@ -20,10 +20,11 @@ What each design implies (:func:`design`):
 
 The step's hit rate comes from ``usage.prompt_tokens_details.cached_tokens`` where the engine
 streams it, else from its scraped prefix-cache counters (hits / queries over the step), else the
-probe decides: after the step the probe prompt is sent again, between two prompts of its length
-that the engine never saw (the first one warms the connection), and a repeat whose first token
-came in under ``PROBE_TTFT_RATIO`` of the fresh prompt's time shows an engine that keeps prompts
-in its cache; a cold step that repeats prompts sent earlier then met a warm cache. With none of
+probe decides: after the step the probe prompt is sent twice more, each time followed by a prompt
+of its length that the engine never saw (and all after one more that warms the connection); both
+repeats' first tokens coming in under ``PROBE_TTFT_RATIO`` of the faster fresh prompt's time show
+an engine that keeps prompts in its cache (one slow answer cannot pass for a hit); a cold step
+that repeats prompts sent earlier then met a warm cache. With none of
 these the cache state is "unknown" (recorded, not flagged).
 """
 
@@ -58,8 +59,8 @@ def design(traffic: dict) -> dict:
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe prompt sent before the step and again after it; ``ttft_ms``: a fresh prompt's
-    after the step (under the same conditions as the repeat's) and the repeat's."""
+    """One probe prompt sent before the step and again after it; ``ttft_ms``: the faster of the
+    fresh prompts' after the step (sent beside the repeats) and the slower of the repeats'."""
 
     ttft_ms: tuple[float | None, float | None]
     cached_tokens: tuple[int | None, int | None]
@@ -68,8 +69,8 @@ class Probe:
 
     def describe(self) -> dict:
         return {
-            "ttft_ms_fresh_prompt": self.ttft_ms[0],
-            "ttft_ms_repeat": self.ttft_ms[1],
+            "ttft_ms_fresh_fastest": self.ttft_ms[0],
+            "ttft_ms_repeat_slowest": self.ttft_ms[1],
             "cached_tokens_before": self.cached_tokens[0],
             "cached_tokens_after": self.cached_tokens[1],
             "prompt_tokens": self.prompt_tokens,
@@ -118,18 +119,18 @@ def send_probes(endpoint: Any, timeouts: Any, bodies: list[bytes], tokenizer: st
     return sorted(run_here(job), key=lambda r: r.index)
 
 
-def probe_from(before: Any, fresh: list, repeat: Any) -> Probe:
+def probe_from(before: Any, fresh: list, repeats: list) -> Probe:
     """The probe's results (``RequestResult``: its first send, the fresh prompts after the step,
-    its repeat after the step) as evidence: the repeat's TTFT is set against the faster fresh
-    prompt's, so that one slow fresh answer alone cannot pass for a cache hit."""
-    sends = (("before", before), *(("fresh", r) for r in fresh), ("repeat", repeat))
+    its repeats after the step) as evidence: the slower repeat's TTFT is set against the faster
+    fresh prompt's, so that one slow or one fast answer alone cannot pass for a cache hit."""
+    sends = (("before", before), *(("fresh", r) for r in fresh), *(("repeat", r) for r in repeats))
     failed = "; ".join(f"{when}: {r.reason}: {r.detail}" for when, r in sends if not r.ok)
-    fresh_ms = min((r.ttft_s * 1e3 for r in fresh if r.ok), default=None)
+    if failed:
+        return Probe((None, None), (before.cached_tokens, None), before.prompt_tokens, failed)
     return Probe(
-        (fresh_ms, repeat.ttft_s * 1e3 if repeat.ok else None),
-        (before.cached_tokens, repeat.cached_tokens),
-        before.prompt_tokens or repeat.prompt_tokens,
-        failed or None,
+        (min(r.ttft_s for r in fresh) * 1e3, max(r.ttft_s for r in repeats) * 1e3),
+        (before.cached_tokens, repeats[0].cached_tokens),
+        before.prompt_tokens or repeats[0].prompt_tokens,
     )
 
 
@@ -167,7 +168,7 @@ def judge(plan: dict, prefix_cache: dict, engine: dict, probe: Probe | None, rep
         elif probe is not None and probe.engine_keeps_prompts and repeated:
             out["reason"] = (
                 f"a cold-cache design met a warm cache: the engine kept the probe prompt in its cache (first token "
-                f"{probe.ttft_ms[1]:.1f} ms on its second send against {probe.ttft_ms[0]:.1f} ms for a fresh prompt)"
+                f"{probe.ttft_ms[1]:.1f} ms on its repeats against {probe.ttft_ms[0]:.1f} ms for fresh prompts)"
                 + _repeats(repeated, requests)
             )
             out["state"] = "warm"

@@ -45,7 +45,7 @@ class StepWatch:
         """Send the cache probe (a cold design's), and return ``send`` wrapped in the engine's
         scrape (where its metrics are available)."""
         if self.guard and self.plan["cache"] == "cold":
-            self.probe_bodies = [self.endpoint.body(cache_guard.probe_prompt(self.probe_words), 1) for _ in range(3)]
+            self.probe_bodies = [self.endpoint.body(cache_guard.probe_prompt(self.probe_words), 1) for _ in range(4)]
             (self.before,) = cache_guard.send_probes(
                 self.endpoint, self.timeouts, self.probe_bodies[:1], self.tokenizer
             )
@@ -80,12 +80,12 @@ class StepWatch:
             row["cache_state"] = {"state": "not checked (cache_guard off)", "flagged": False}
             return
         probe = None
-        if self.before is not None:  # a fresh prompt (the connection's first), the repeat, another fresh one
-            repeat, warm, fresh = self.probe_bodies[0], self.probe_bodies[1], self.probe_bodies[2]
-            first, again, new = cache_guard.send_probes(
-                self.endpoint, self.timeouts, [warm, repeat, fresh], self.tokenizer
+        if self.before is not None:  # a fresh prompt warms the connection, then (the repeat, a fresh one) twice
+            repeat, warm, fresh1, fresh2 = self.probe_bodies
+            sent = cache_guard.send_probes(
+                self.endpoint, self.timeouts, [warm, repeat, fresh1, repeat, fresh2], self.tokenizer
             )
-            probe = cache_guard.probe_from(self.before, [first, new], again)
+            probe = cache_guard.probe_from(self.before, [sent[2], sent[4]], [sent[1], sent[3]])
         repeated = 0
         if sent_before is not None:
             seen = set(sent_before)
