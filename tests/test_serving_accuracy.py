@@ -291,3 +291,27 @@ def test_a_user_jsonl_is_scored_at_each_step_by_the_metric_it_names(null, tmp_pa
     assert not step["valid"] and "below accuracy_min 0.6" in step["invalid_reasons"][-1]
     assert ctx.details["serving"]["rate_sweep"]["peak_rps"] is None
     assert any(c.label == "rate sweep: answers scored at least accuracy_min" and not c.passed for c in ctx.checks)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_saved_model_loads_as_transformers_reads_it_and_takes_prompts_past_its_context(arch, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from perfsuite.workloads.training.export import save_served
+    from perfsuite.workloads.training.gpt import GPTTraining
+
+    workload = GPTTraining(params_mod.resolve(GPTTraining, {"arch": arch}, quick=True))
+    built = workload.build_model()
+    before = {k: v.clone() for k, v in built.state_dict().items()}
+    save_served(built, tmp_path, workload._task(), {"eval_accuracy": None})
+    assert all(torch.equal(v, built.state_dict()[k]) for k, v in before.items())  # the run's model untouched
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path))
+    assert tok("t3 t15 t1 =")["input_ids"] == [3, 15, 1, 0]
+    assert tok("bada t2")["input_ids"] == [16, 2]  # a word outside the language: '?', an ordinary token
+    assert tok.decode([3, 15, 1]) == "t3 t15 t1" and tok.decode([3, 15, 16]) == "t3 t15?"  # words, spaced
+    ids = torch.tensor([[1 + k % 15 for k in range(100)]])  # 100 tokens: past the trained context of 16
+    out = model.generate(ids, max_new_tokens=3, do_sample=False)
+    assert out.shape == (1, 103)
+    assert model.config.vocab_size == 17 and model.generation_config.eos_token_id is None
