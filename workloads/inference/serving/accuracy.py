@@ -23,7 +23,9 @@ answers wrong is flagged and never ranked, however fast it is.
   timed traffic: the step's latency and throughput figures stay those of the traffic shape it
   states, and its accuracy is that of the engine under the same load (a batching or preemption
   bug that only shows under load shows here). Greedy decoding (temperature 0), ``accuracy_requests``
-  questions a pass (the file's first ones, cycled where more are asked; every line for 0).
+  questions a pass (100 by default: the file's first ones, cycled where more are asked; every
+  line for 0), so that a pass at a slow rate stays short: 100 questions at 1 request/s add 100 s
+  to the step.
 - **The verdict**: a request that failed counts as a wrong answer (an engine is not rewarded
   for an error by being skipped). A step whose score is below ``accuracy_min`` is INVALID with
   the reason (so never a sweep's best step or peak), and the sweep's check "answers scored at

@@ -109,7 +109,9 @@ class ServingParams:
         "exact", "exact: equal to a reference after normalisation; contains: a reference within it", choices=METRICS
     )
     accuracy_min: float = param(0.0, "least accuracy of a step that may rank (0: scored, no step flagged)")
-    accuracy_requests: int = param(0, "questions a step's scored pass sends (0: every line of accuracy_data)")
+    accuracy_requests: int = param(
+        100, "questions a step's scored pass sends: the file's first, cycled if it holds fewer (0: every line)"
+    )
     accuracy_max_tokens: int = param(32, "max_tokens of a question whose line gives none")
     # -- SLOs and validity
     slo_ttft_ms: float = param(2000.0, "SLO on time to first token (also LoadGen Server's TTFT bound)")
