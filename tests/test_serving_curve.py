@@ -159,3 +159,29 @@ def test_the_servers_gpus_are_its_own_visible_devices_else_the_inherited_ones():
     assert visible_devices("env CUDA_VISIBLE_DEVICES=2,3 vllm serve m", {"CUDA_VISIBLE_DEVICES": "0"}) == ["2", "3"]
     assert visible_devices("vllm serve m", {"CUDA_VISIBLE_DEVICES": "1"}) == ["1"]
     assert visible_devices("vllm serve m", {}) is None
+
+
+def _nvml_gpus() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount()
+    except Exception:  # noqa: BLE001 - no NVML here: the test is skipped with that reason
+        return 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_nvml_gpus() == 0, reason="needs NVML and a GPU")
+def test_on_a_gpu_machine_the_servers_gpus_power_is_sampled_and_gives_joules_per_token(cli, tmp_path, gapped):
+    """The null server is local, so its GPU is GPU 0 (gpus=1): NVML's power of it, sampled during
+    each step and integrated, over the step's output tokens."""
+    record = _run(cli, tmp_path, gapped.url, "gpus=1", "power_w_per_gpu=1")
+    serving = record["details"]["serving"]
+    assert serving["curve_basis"]["power_gpus"] == [0] and serving["curve_basis"]["power"].startswith("NVML power")
+    for step in serving["rate_sweep"]["steps"]:
+        power, point = step["server_power"], step["curve"]
+        assert power["gpus"] == [0] and power["samples"] >= 2 and power["energy_j"] > 0
+        assert point["power_source"] == "nvml"
+        assert point["joules_per_output_token"] == pytest.approx(power["energy_j"] / step["output_tokens"])
+        assert power["mean_power_w"] == pytest.approx(power["energy_j"] / power["span_s"])
