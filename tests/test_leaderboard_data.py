@@ -147,7 +147,9 @@ def test_a_serving_sweep_is_drawn_as_ttft_and_tpot_against_the_achieved_throughp
         reg.store(record)
         build_site(reg, tmp_path / "site")
     page = (tmp_path / "site" / "workloads" / "inference.serving.html").read_text()
-    data = json.loads(page.split('id="board-data">')[1].split("</script>")[0])
+    assert '<script src="../data/inference.serving.js"></script>' in page  # the page loads its data file
+    text = (tmp_path / "site" / "data" / "inference.serving.js").read_text()
+    data = json.loads(text.removeprefix("window.PERFSUITE_BOARD = ").removesuffix(";\n"))
     (chart,) = data["charts"].values()
     assert chart["kind"] == "serving"
     steps = [s for s in record["details"]["serving"]["rate_sweep"]["steps"] if s["case"].startswith("rate ")]

@@ -183,8 +183,8 @@ def test_the_repository_tree_checks_imports_and_becomes_a_leaderboard(cli, tmp_p
     assert f"{n} stored" in cli("import", str(REPO / "submissions"), check=True).stdout
     assert f"0 stored, {n} already there" in cli("import", str(REPO / "submissions"), check=True).stdout
     site = tmp_path / "site"
-    built = cli("leaderboard", "--out", str(site), check=True)
-    assert f"{s} systems, {n} records" in built.stdout
+    built = cli("leaderboard", "--out", str(site), "--per-run", check=True)  # every record's page, not the linked only
+    assert f"{s} systems, {n} records, {n} record pages" in built.stdout
     gemm = (site / "workloads" / "kernels.gemm.html").read_text()
     assert "h200-x1" in gemm and "TFLOP/s" in gemm and "%" in gemm
     shards = "".join(p.read_text() for p in (site / "records").glob("shard-*.js"))

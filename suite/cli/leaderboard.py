@@ -25,11 +25,20 @@ import click
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="The submissions tree the records were imported from: each record's MLLOG is published beside it.",
 )
+@click.option(
+    "--per-run",
+    "per_run",
+    is_flag=True,
+    help="Also write the page of every ranked record, not only of those the tables link to (each "
+    "cell's latest run): some 6 KB a record, 600 MB for a round of 100,000.",
+)
 @click.pass_context
-def leaderboard_cmd(ctx: click.Context, out_dir: Path, parents: bool, submissions: Path | None) -> None:
-    """Write the leaderboard as a static site: one table per benchmark (its configurations as tabs),
-    its pictures and trends, a page per system with its roofline, system against system, a page
-    per record, and the whole board as JSONL, CSV and Parquet. Opens from files, no network needed."""
+def leaderboard_cmd(ctx: click.Context, out_dir: Path, parents: bool, submissions: Path | None, per_run: bool) -> None:
+    """Write the leaderboard as a static site: a page per benchmark (one table per configuration,
+    its data in a file of its own, its pictures and trends), a front page of each benchmark's
+    leaders, a page per system with its roofline, system against system, the pages of the
+    records the tables link to (--per-run: every ranked record), and the whole board as JSONL,
+    CSV and Parquet. Opens from files, no network needed."""
     from perfsuite.cli._common import fail, open_db
     from perfsuite.owned_output import OutputRefused
     from perfsuite.publish.leaderboard import build_site
@@ -38,10 +47,11 @@ def leaderboard_cmd(ctx: click.Context, out_dir: Path, parents: bool, submission
     start = time.perf_counter()
     click.echo(f"building the site into {out_dir} ...", err=True)
     try:
-        counts = build_site(registry, out_dir, submissions=submissions, parents=parents)
+        counts = build_site(registry, out_dir, submissions=submissions, parents=parents, per_run=per_run)
     except OutputRefused as exc:  # the site is staged beside --out: what was there is as it was
         fail(str(exc))
     click.echo(
         f"wrote {out_dir / 'index.html'}: {counts['workloads']} workloads, {counts['boards']} ranked tables, "
-        f"{counts['systems']} systems, {counts['records']} records ({time.perf_counter() - start:.1f} s)"
+        f"{counts['systems']} systems, {counts['records']} records, {counts['record_pages']} record pages"
+        f"{'' if per_run else ' (the linked records; --per-run: every one)'} ({time.perf_counter() - start:.1f} s)"
     )

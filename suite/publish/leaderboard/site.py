@@ -1,7 +1,15 @@
-"""Writing the leaderboard site: pages from Jinja2 templates (autoescaped), the data each page's
-tables and charts need as JSON inside ``<script type="application/json">`` (never run: the
-content security policy of every page allows scripts from the site's own files only), the
-vendored table and chart libraries, and the downloads (the board as JSONL and Parquet).
+"""Writing the leaderboard site: pages from Jinja2 templates (autoescaped), each benchmark's
+data (its tables, filters, pictures and trends) as JSON in a file of its own,
+``data/<benchmark>.js``, that its page loads (a script file, since a page opened from files
+may not fetch() one; the content security policy of every page allows scripts from the site's
+own files only), the vendored table and chart libraries, and the downloads (the board as JSONL,
+CSV and Parquet).
+
+Sized for a public round (100,000 records, 50 systems): the pages are one per benchmark and
+one per system, the front page's cards show each benchmark's leaders and link to the rest,
+the pictures draw the leaders of the table shown (:data:`CHART_SYSTEMS`; the table ranks
+every system), and a record's page exists for the records the site links to (each table
+cell's latest run); ``per_run`` writes every ranked record's page as well.
 
 The site is built into a temporary sibling folder and moved in only when complete
 (:func:`perfsuite.owned_output.publish_folder`): a failed build leaves the previous
@@ -35,6 +43,11 @@ CSP = (
     "connect-src 'none'; base-uri 'none'; form-action 'none'"
 )
 CHUNK = 1000
+# The systems a picture draws: the leaders of the table shown. Fifty curves, or fifty columns
+# of dots, are no picture (and fifty legend entries overflow a phone); the table ranks them all.
+CHART_SYSTEMS = 8
+# The systems a front-page card lists: the leaders, then a link to the benchmark's page.
+FRONT_LEADERS = 5
 
 
 def _json_script(data) -> str:
@@ -240,9 +253,9 @@ def _score_label(cell) -> str:
 
 
 def _seed_points(config: Config) -> dict[str, dict[str, dict]]:
-    """Per system and case, each run's time to target (each seed a point: the spread is the
-    point of MLPerf's five runs) and the figure the table ranks (the olympic mean from 3 runs,
-    else their median), named by how it was made."""
+    """Per system (the table's leaders) and case, each run's time to target (each seed a point:
+    the spread is the point of MLPerf's five runs) and the figure the table ranks (the olympic
+    mean from 3 runs, else their median), named by how it was made."""
     return {
         row.system.name: {
             case: {
@@ -252,15 +265,16 @@ def _seed_points(config: Config) -> dict[str, dict[str, dict]]:
             }
             for case, cell in row.cells.items()
         }
-        for row in config.rows
+        for row in config.rows[:CHART_SYSTEMS]
     }
 
 
 def _latest_runs(config: Config) -> dict[str, str]:
-    """Each system's newest run in a table: system name -> run id."""
+    """Each leading system's newest run in a table (the first :data:`CHART_SYSTEMS` rows, in
+    rank order): system name -> run id."""
     return {
         row.system.name: max((c.latest for c in row.cells.values()), key=lambda r: r.started_at).run_id
-        for row in config.rows
+        for row in config.rows[:CHART_SYSTEMS]
     }
 
 
@@ -429,8 +443,9 @@ def _write(path: Path, text: str) -> None:
 
 
 def front_card(board: Board) -> dict:
-    """A benchmark on the front page: its standard table's lead case, each system's figure there,
-    and the systems that ran it only under other settings (never ranked against these)."""
+    """A benchmark on the front page: its standard table's lead case, the leaders' figures there
+    (:data:`FRONT_LEADERS`; the card links to the benchmark's page for the rest), and the
+    systems that ran it only under other settings (never ranked against these)."""
     config = board.default
     lead = max(config.cases, key=lambda c: sum(c in r.cells for r in config.rows))
     best = [
@@ -441,8 +456,7 @@ def front_card(board: Board) -> dict:
             "value": r.cells[lead].value,
             "text": f"{num(r.cells[lead].value)} {r.cells[lead].unit}",
         }
-        for r in config.rows
-        if lead in r.cells
+        for r in sorted((r for r in config.rows if lead in r.cells), key=lambda r: _rank_of(r, lead))
     ]
     ranked = {r.system.key for r in config.rows}
     elsewhere: dict[str, dict] = {}
@@ -458,9 +472,18 @@ def front_card(board: Board) -> dict:
         "regime": config.regime,
         "configuration": _short_label(config),
         "configurations": len(board.configs),
-        "best": best,
-        "elsewhere": sorted(elsewhere.values(), key=lambda s: s["system"]),
+        "best": best[:FRONT_LEADERS],
+        "ranked": len(best),
+        "elsewhere": sorted(elsewhere.values(), key=lambda s: s["system"])[:FRONT_LEADERS],
+        "elsewhere_count": len(elsewhere),
     }
+
+
+def _rank_of(row, case: str) -> tuple:
+    """A row's place by one case's figure (best first): the lead case need not be the one the
+    table is sorted by."""
+    cell = row.cells[case]
+    return (-cell.value if cell.higher_is_better else cell.value, row.system.name)
 
 
 def _short_label(config: Config) -> str:
@@ -516,28 +539,49 @@ def board_data(session, board: Board) -> dict:
             }
             for c in board.configs
         ],
+        "chart_systems": CHART_SYSTEMS,
         "charts": _family_charts(session, board),
-        "scaling": scaling_charts(session, board),
-        "trends": {c.id: trend_series(c) for c in board.configs},
+        "scaling": _leading_series(board, scaling_charts(session, board)),
+        "trends": {c.id: trend_series(c, CHART_SYSTEMS) for c in board.configs},
     }
 
 
-def build_site(registry, out: Path, submissions: Path | None = None, parents: bool = False) -> dict[str, int]:
+def _leading_series(board: Board, charts: dict[str, dict]) -> dict[str, dict]:
+    """Each table's scaling series, those of its leaders only (as its other pictures)."""
+    for config in board.configs:
+        chart = charts.get(config.id)
+        if chart is not None:
+            leaders = {row.system.name for row in config.rows[:CHART_SYSTEMS]}
+            chart["series"] = [s for s in chart["series"] if s["system"] in leaders]
+    return charts
+
+
+def board_script(data: dict) -> str:
+    """A benchmark's data as the script its page loads: JSON assigned to a global (JSON is a
+    JavaScript expression; '<', '>' and '&' escaped as in the pages)."""
+    return "window.PERFSUITE_BOARD = " + _json_script(data) + ";\n"
+
+
+def build_site(
+    registry, out: Path, submissions: Path | None = None, parents: bool = False, per_run: bool = False
+) -> dict[str, int]:
     """Write the site into ``out`` (see the module docstring). Returns counts.
 
     ``submissions``: the tree the records were imported from, for each record's MLLOG file.
-    ``parents``: create missing folders above ``out``. A folder perfsuite does not own (see
-    :mod:`perfsuite.owned_output`) is refused with an ``OutputRefused``."""
+    ``parents``: create missing folders above ``out``. ``per_run``: a page for every ranked
+    record, not only for those the site links to (a public round's 100,000 records are some
+    600 MB). A folder perfsuite does not own (see :mod:`perfsuite.owned_output`) is refused
+    with an ``OutputRefused``."""
     return publish_folder(
         Path(out),
-        lambda staging: _build(registry, staging, submissions),
+        lambda staging: _build(registry, staging, submissions, per_run),
         command="leaderboard",
         what="the site",
         parents=parents,
     )
 
 
-def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
+def _build(registry, out: Path, submissions: Path | None, per_run: bool = False) -> dict[str, int]:
     env = _environment()
     for folder in ("workloads", "systems", "records", "data"):
         (out / folder).mkdir()
@@ -556,14 +600,15 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
         )
         for board in boards:
             data = board_data(session, board)
+            _write(out / "data" / f"{board.workload}.js", board_script(data))
             _write(
                 out / "workloads" / f"{board.workload}.html",
                 env.get_template("workload.html").render(
                     root="../",
                     board=board,
-                    data=data,
                     facets=data["facets"],
                     columns={c.id: _columns(c) for c in board.configs},
+                    chart_systems=CHART_SYSTEMS,
                 ),
             )
         rooflines = _rooflines(session, boards, systems)
@@ -582,22 +627,23 @@ def _build(registry, out: Path, submissions: Path | None) -> dict[str, int]:
                 root="", systems=[s for s in system_list if any(s.key in p["systems"] for p in pairs)], pairs=pairs
             ),
         )
-        run_ids = sorted(
-            {
-                rv.run_id
-                for b in boards
-                for c in b.configs
-                for r in c.rows
-                for cell in r.cells.values()
-                for rv in cell.runs
-            }
-        )
+        cells = [cell for b in boards for c in b.configs for r in c.rows for cell in r.cells.values()]
+        ranked = {rv.run_id for cell in cells for rv in cell.runs}
+        if per_run:
+            run_ids = sorted(ranked)
+        else:  # the records a page links to: each cell's latest run, and each roofline's runs
+            linked = {cell.latest.run_id for cell in cells}
+            for roof in rooflines.values():
+                linked.add(roof["ceilings_run_id"])
+                linked.update(p["run_id"] for p in roof["points"])
+            run_ids = sorted(linked)
         _write_records(session, env, out, run_ids, _mllogs(session, run_ids, submissions))
     return {
         "workloads": len(boards),
         "boards": sum(len(b.configs) for b in boards),
         "systems": len(systems),
-        "records": len(run_ids),
+        "records": len(ranked),  # the ranked records the boards are made of
+        "record_pages": len(run_ids),
     }
 
 

@@ -9,12 +9,14 @@ from .data import Config
 MAX_POINTS = 200  # the latest runs of a series that a page carries
 
 
-def trend_series(config: Config) -> dict[str, dict[str, dict]]:
-    """case -> system name -> {"t": epoch seconds, "v": values, "run": run ids, "change": indices}."""
+def trend_series(config: Config, systems: int | None = None) -> dict[str, dict[str, dict]]:
+    """case -> system name -> {"t": epoch seconds, "v": values, "change": indices}, for the
+    table's first ``systems`` rows (its leaders; all without it): a picture of fifty systems'
+    histories is no picture, and a public round's would be megabytes a page."""
     from perfsuite.analysis.history import change_points
 
     out: dict[str, dict[str, dict]] = {}
-    for row in config.rows:
+    for row in config.rows[:systems]:
         for case, cell in row.cells.items():
             runs = cell.runs[-MAX_POINTS:]
             values = [r.value for r in runs]
@@ -22,7 +24,6 @@ def trend_series(config: Config) -> dict[str, dict[str, dict]]:
             out.setdefault(case, {})[row.system.name] = {
                 "t": [r.started_at.timestamp() for r in runs],
                 "v": values,
-                "run": [r.run_id for r in runs],
                 "change": changes,
             }
     return out

@@ -1,6 +1,7 @@
 // The leaderboard's behaviour: tables (Tabulator: sort, per-column filters, CSV), charts (uPlot),
 // configuration tabs and table state in the URL (a permalink), the system-against-system picker.
-// Data comes from <script type="application/json"> elements; nothing is fetched from a network.
+// Data comes from <script type="application/json"> elements and, for a benchmark's page, from its
+// own data file (data/<benchmark>.js, loaded before this script); nothing comes from a network.
 (function () {
   "use strict";
   var doc = document;
@@ -123,6 +124,9 @@
   }
 
   function familyChart(el, chart) {
+    // "the N leaders of the table": said only above a picture that draws systems
+    var leaders = doc.getElementById("chart-systems");
+    if (leaders) leaders.classList.toggle("hidden", !chart);
     var perGpu = doc.getElementById("serving-curve");
     if (perGpu) perGpu.parentNode.removeChild(perGpu);  // another table's picture may have no such view
     if (!chart) {
@@ -193,11 +197,14 @@
         tSeries.push({ label: prefix + Object.keys(labels).join(" or "), stroke: "#111", width: 0,
                        points: { show: true, size: 16, fill: "transparent", stroke: "#111", width: 2 }, paths: function () { return null; } });
       });
+      // system names side by side overlap on a phone: there they are drawn slanted
+      var slant = chartWidth(el) < 120 * names.length;
       drawChart(el, {
         title: "time to target per system",
         scales: { x: { time: false, range: [-0.5, names.length - 0.5] },
                   y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
         axes: [{ label: "system", splits: function () { return names.map(function (_, i) { return i; }); },
+                 rotate: slant ? -45 : 0, size: slant ? 90 : 50,
                  values: function (u, vals) { return vals.map(function (v) { return names[v] || ""; }); } },
                { label: "seconds" }],
         series: [{ label: "system", value: function (u, v) { return names[v] || ""; } }].concat(tSeries)
@@ -309,7 +316,11 @@
   }
 
   // -- a benchmark's page -------------------------------------------------------------------------
-  var board = json("board-data");
+  var board = window.PERFSUITE_BOARD || null;
+  if (!board && doc.getElementById("family-chart")) {
+    note(doc.getElementById("family-chart"), "This benchmark's data file (data/*.js) did not load: the tables below are the page's own copy.");
+    doc.documentElement.classList.remove("js");  // the page's own tables, not empty grids
+  }
   if (board) {
     var tables = {};
     var state = readHash();
