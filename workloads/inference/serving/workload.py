@@ -22,6 +22,9 @@ serving engineers measure it and judged as MLPerf judges a run.
   hit rate where it reports cached tokens. The cross-check sends single-turn prompts.
 - Failures (HTTP errors, stalls, malformed chunks, truncated streams, timeouts) are counted
   per request with their reasons; past ``error_budget`` a scenario or step is INVALID.
+- Accuracy beside speed (``accuracy_data``, ``serving.accuracy``): questions with reference
+  answers sent as a scored pass of their own after each sweep step, at its load; a step below
+  ``accuracy_min`` is INVALID and the sweep's accuracy check fails.
 - The client's own capacity against the null streaming server is measured and recorded; a rate
   beyond it is flagged. Energy per request and per output token comes from NVML where the
   endpoint runs on this machine's GPU (``--device cuda`` and a local URL).
