@@ -66,6 +66,8 @@ def test_a_two_rank_gloo_run_stores_the_bare_ddp_loops_throughput_and_the_ratio(
     assert cc["reference"]["parameters"] == record["details"]["training"]["model"]["parameters"]
     assert cc["rate_ratio"] == pytest.approx(cc["suite_samples_per_s"] / cc["reference_samples_per_s"])
     assert cc["reference_samples_per_s"] > 0 and len(cc["rounds"]) == 2
+    # every rank timed the same warmed block (a rank that timed more steps would hang the other)
+    assert cc["steps_per_block"] >= 10 and cc["warm_steps_per_block"] == 3
     artifacts = tmp_path / "records" / "artifacts" / record["run_id"]
     assert (artifacts / "bare-loop.rank0.log").is_file() and (artifacts / "bare-loop.rank1.log").is_file()
     assert record["details"]["training"]["data_parallel"].startswith("torch.compile(DistributedDataParallel")

@@ -20,6 +20,7 @@ reason, and the run itself stands.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import statistics
@@ -35,6 +36,12 @@ ENV_SCRIPT = "PERFSUITE_TRAINING_REFERENCE"
 AGREEMENT = 0.03  # the issue's bar: the instrumented loop within 3% of a bare loop of the same model
 READY_TIMEOUT_S = 900.0  # building and compiling the bare loop's model (torch.compile of ResNet-50, GPT-2)
 BLOCK_TIMEOUT_S = 600.0
+# A turn's block lasts at least this long (more steps than an evaluation interval where those
+# are quick), after WARM_STEPS untimed steps: a side that has sat idle while the other ran pays
+# a wake-up (host threads, NCCL's proxy, clocks) in its first steps, and a block of 15 steps
+# (0.3 s of ResNet-50 on 2 GPUs) read 7.5k samples/s in one round and 12.5k in the next.
+MIN_BLOCK_S = 3.0
+WARM_STEPS = 3
 STDERR_TAIL_LINES = 12
 
 
@@ -213,9 +220,11 @@ class BareLoopCheck:
         samples_per_step: int,
         n_rounds: int,
         sampler: Callable[[], Any] | None = None,
+        agree: Callable[[int], int] | None = None,
     ) -> dict:
         """``versus_bare_loop``, once the bare loop is known to train a model of the suite's
-        ``parameters``; the bare loop is closed afterwards."""
+        ``parameters``; the bare loop is closed afterwards. ``agree`` (several ranks): the
+        largest of the ranks' block lengths, so that every rank times the same steps."""
         out = {"tool": "training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
         try:
             self.wait_ready()
@@ -227,7 +236,15 @@ class BareLoopCheck:
             if self.failure is None:
                 try:
                     found = versus_bare_loop(
-                        self.bare, suite_rates, suite_block, steps, samples_per_step, n_rounds, self.take_turns, sampler
+                        self.bare,
+                        suite_rates,
+                        suite_block,
+                        steps,
+                        samples_per_step,
+                        n_rounds,
+                        self.take_turns,
+                        sampler,
+                        agree,
                     )
                     return {**out, **found, "reference": self.info}
                 except ReferenceFailed as exc:
@@ -249,15 +266,22 @@ def versus_bare_loop(
     n_rounds: int,
     take_turns: Callable[..., list[dict]],
     sampler: Callable[[], Any] | None = None,
+    agree: Callable[[int], int] | None = None,
 ) -> dict:
     """The suite's training loop beside the bare loop (already ``ready``), in turns for
     ``n_rounds`` rounds (``take_turns``: ``perfsuite.crosscheck.take_turns``): round 1's suite
     side is the run's own blocks (``suite_rates``, samples per second), later ones
-    ``suite_block(steps)`` (seconds for ``steps`` more steps, timed as the run's blocks are);
-    each bare side is one block of ``steps`` steps. ``sampler`` (a fresh
+    ``suite_block(n)`` (seconds for ``n`` more steps, timed as the run's blocks are); each later
+    side, the bare loop's included, is ``WARM_STEPS`` untimed steps and then one block of
+    ``turn_steps`` steps (the evaluation interval, longer where that is under ``MIN_BLOCK_S``).
+    ``sampler`` (a fresh
     NVML sampler) samples the GPU during every block of either side, so that a round shows the
     clocks each ran at. Figures are samples per second; the ratio is the suite's over the bare
     loop's (below 1: the suite is slower), of the medians over rounds."""
+
+    block = turn_steps(steps, samples_per_step, suite_rates)
+    if agree is not None:  # each rank measured its own rate: data-parallel steps must match
+        block = agree(block)
 
     def sampled(fn: Callable[[], float]) -> dict:
         with sampler() if sampler is not None else _Null() as s:
@@ -265,10 +289,12 @@ def versus_bare_loop(
         return {"samples_per_s": rate, "nvml": s.summary() if s is not None else None}
 
     def suite_again() -> dict:
-        return sampled(lambda: steps * samples_per_step / suite_block(steps))
+        suite_block(WARM_STEPS)  # untimed: woken from idle, as the bare loop is below
+        return sampled(lambda: block * samples_per_step / suite_block(block))
 
     def reference() -> dict:
-        return sampled(lambda: bare.block(steps)["samples_per_s"])
+        bare.block(WARM_STEPS)
+        return sampled(lambda: bare.block(block)["samples_per_s"])
 
     # round 1's suite side: the run's own blocks (its throughput as recorded), or one more
     # block where the run was too short to have any
@@ -294,7 +320,8 @@ def versus_bare_loop(
         "note": "agrees"
         if agrees
         else (f"the suite runs at {ratio:.3f} of the bare loop's throughput" if ratio else "no figure"),
-        "steps_per_block": steps,
+        "steps_per_block": block,
+        "warm_steps_per_block": WARM_STEPS,
         "rounds": [
             {
                 "order": t["order"],
@@ -306,6 +333,15 @@ def versus_bare_loop(
             for t in turns
         ],
     }
+
+
+def turn_steps(steps: int, samples_per_step: int, suite_rates: list[float]) -> int:
+    """Steps in one timed block of a turn: the evaluation interval, or more, so that a block
+    lasts ``MIN_BLOCK_S`` at the suite's recorded rate (the interval alone where none is known)."""
+    if not suite_rates:
+        return steps
+    step_s = samples_per_step / statistics.median(suite_rates)
+    return max(steps, math.ceil(MIN_BLOCK_S / step_s)) if step_s > 0 else steps
 
 
 def _clocks(nvml: dict | None) -> dict | None:

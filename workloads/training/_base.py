@@ -358,6 +358,7 @@ class TimeToTarget(Workload):
                     p.global_batch,
                     ctx.crosscheck.rounds(),
                     ctx.gpu_sampler,
+                    lambda n: self._agree_max(n, device, world),
                 )
             }
         ctx.details.update(
@@ -522,6 +523,17 @@ class TimeToTarget(Workload):
             dist.all_reduce(sums)
         correct, counted, loss_sum, elapsed = sums.tolist()
         return correct / counted, loss_sum / counted, elapsed / world
+
+    def _agree_max(self, n: int, device: Any, world: int) -> int:
+        """The largest ``n`` over the ranks (each rank's own ``n`` on one)."""
+        if world == 1:
+            return n
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([n], dtype=torch.int64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
 
     def _total_energy(self, e0: float | None, e1: float | None, device: Any, world: int) -> float | None:
         """Joules over run_start..run_stop, summed over ranks; None if any rank cannot say."""
