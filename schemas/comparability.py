@@ -10,6 +10,8 @@ leaderboard's filters, ``compare``'s refusal):
 - ``scenario``, ``division``.
 - ``params``: the resolved parameters, less those the workload declares as steering only a
   self-test or the harness (``param(..., harness=True)``, recorded in ``workload.harness_params``).
+  Output parameters (``param(..., output=True)``, recorded in ``workload.output_params``: where a
+  run saves what it leaves behind) stay out too.
 - ``self_test``: the harness parameters set away from their defaults, only when there are any:
   such a run never shares a key with a real one, and is never ranked (:func:`is_self_test`).
 - ``device``, ``deterministic``; ``world``: world size and nodes.
@@ -104,7 +106,11 @@ def key_settings(record: Mapping[str, Any]) -> dict[str, Any]:
         "version": w.get("comparable_since") or w["version"],
         "scenario": w.get("scenario"),
         "division": w.get("division"),
-        "params": {name: value for name, value in (w.get("params") or {}).items() if name not in harness},
+        "params": {
+            name: value
+            for name, value in (w.get("params") or {}).items()
+            if name not in harness and name not in (w.get("output_params") or ())
+        },
         "device": controls.get("device"),
         "deterministic": bool(controls.get("deterministic")),
         "world": {"world_size": launch.get("world_size", 1), "nnodes": launch.get("nnodes", 1)},

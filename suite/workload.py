@@ -30,17 +30,23 @@ CATEGORIES = ("data", "kernels", "collectives", "training", "inference")
 DEVICES = ("cpu", "cuda")
 
 
-def param(default: Any, help: str, choices: tuple | None = None, harness: bool = False) -> Any:
+def param(default: Any, help: str, choices: tuple | None = None, harness: bool = False, output: bool = False) -> Any:
     """A typed workload parameter: use as a field of a workload's ``Params`` dataclass.
 
     ``harness=True``: the parameter steers only a self-test of the harness (a planted wrong
     element, a rank that raises), never what is measured. It stays out of the comparability
-    key, and a run with it away from its default is a self-test: recorded, never ranked."""
+    key, and a run with it away from its default is a self-test: recorded, never ranked.
+
+    ``output=True``: the parameter says only where the run leaves something behind (a folder a
+    trained model is saved in), never how it runs or what is measured: it stays out of the
+    comparability key, and the run is ranked as any other."""
     meta: dict[str, Any] = {"help": help}
     if choices is not None:
         meta["choices"] = tuple(choices)
     if harness:
         meta["harness"] = True
+    if output:
+        meta["output"] = True
     if isinstance(default, (list, dict, set)):
         raise TypeError("parameter defaults must be immutable (use a tuple)")
     return field(default=default, metadata=meta)
@@ -166,6 +172,11 @@ def harness_params(cls: type[Workload]) -> dict[str, Any]:
         for f in dataclasses.fields(cls.Params)
         if f.metadata.get("harness")
     }
+
+
+def output_params(cls: type[Workload]) -> list[str]:
+    """Names of the parameters declared ``param(..., output=True)``."""
+    return [f.name for f in dataclasses.fields(cls.Params) if f.metadata.get("output")]
 
 
 def headline_declaration(cls: type[Workload]) -> Headline | None:

@@ -93,6 +93,25 @@ def test_harness_parameters_stay_out_of_the_key_and_mark_a_self_test():
     assert is_self_test(planted) and key_settings(planted)["self_test"] == {"inject": "wrong_element"}
 
 
+def test_an_output_parameter_stays_out_of_the_key_and_ranks():
+    """A run that saves its trained model shares its key with the filed runs that did not."""
+    filed = _submitted("h200-x4", "training.gpt", "192096ba")
+    saving = json.loads(json.dumps(filed))
+    saving["workload"]["params"]["save_to"] = "/somewhere/model"
+    saving["workload"]["output_params"] = ["save_to"]
+    assert comparability_key(saving) == comparability_key(filed) and not is_self_test(saving)
+    undeclared = json.loads(json.dumps(saving))
+    del undeclared["workload"]["output_params"]
+    assert comparability_key(undeclared) != comparability_key(filed)  # only a declared one stays out
+
+
+def test_a_workload_declares_its_output_parameters_in_its_records():
+    from perfsuite.workload import harness_params, output_params
+    from perfsuite.workloads.training.gpt import GPTTraining
+
+    assert output_params(GPTTraining) == ["save_to"] and "save_to" not in harness_params(GPTTraining)
+
+
 def test_versions_that_measure_the_same_thing_share_a_key():
     old = make_record(params={"m": 1})
     new = make_record(params={"m": 1}, version=2, workload={"comparable_since": 1})

@@ -31,7 +31,7 @@ from perfsuite.schemas import RESULT_SCHEMA_VERSION
 from perfsuite.schemas.canonical import record_text
 from perfsuite.schemas.comparability import comparability_key
 from perfsuite.schemas.seal import seal_record
-from perfsuite.workload import harness_params, headline_declaration
+from perfsuite.workload import harness_params, headline_declaration, output_params
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite.engine.launcher import Launch
@@ -108,6 +108,7 @@ def frame(req: "RunRequest", run_id: str, launch: "Launch | None") -> dict:
             "primary_metric": cls.primary_metric,
             "headline": _headline_dict(cls),
             "harness_params": harness_params(cls),
+            "output_params": output_params(cls),
             "comparable_since": cls.comparable_since,
         },
         "controls": as_applied(req.controls, cls.controls_honoured),

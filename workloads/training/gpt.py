@@ -57,6 +57,7 @@ class GPTParams(TrainingParams):
         "",
         "folder the trained model is saved in as `transformers serve` serves it, with a word-level tokenizer "
         "of the language (training.export; '': not saved)",
+        output=True,
     )
 
     def __post_init__(self) -> None:
