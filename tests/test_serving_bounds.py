@@ -25,12 +25,13 @@ pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
 
 from perfsuite.workloads.inference.serving.client import MAX_EVENT_BYTES, RequestResult, StreamParser
+from perfsuite.workloads.inference.serving.engine_metrics import SCRAPE_TIMEOUT_S
 from perfsuite.workloads.inference.serving.server import PROBE_TIMEOUT_S, SELF_REPORT_TIMEOUT_S
 
 HERE = Path(__file__).parent
 SERVER_LIFETIME_S = 300.0  # longer than any bounded run below: only the client's bounds end them
 STARTUP_SLACK_S = 60.0  # the interpreter, the runner and the measuring process on a busy machine
-GRACE_S = PROBE_TIMEOUT_S + SELF_REPORT_TIMEOUT_S  # what the serving page states
+GRACE_S = PROBE_TIMEOUT_S + SELF_REPORT_TIMEOUT_S + SCRAPE_TIMEOUT_S  # what the serving page states
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from typing import Any
 COLD_MAX_EXTRA_HIT_RATE = 0.10  # a cold step's hit rate may pass a never-seen prompt's by this much
 SHARED_MIN_SHARE = 0.5  # a shared-prefix step below half the rate its design implies met a cold cache
 PROBE_TTFT_RATIO = 0.5  # a probe's second TTFT under half its first: the engine served it from its cache
+PROBE_TIMEOUT_S = 5.0  # one probe request (one token), whole: an engine that cannot answer it gives no evidence
 
 
 def design(traffic: dict) -> dict:
@@ -112,10 +113,18 @@ def probe_prompt(words: int) -> str:
 
 
 def send_probes(endpoint: Any, timeouts: Any, bodies: list[bytes], tokenizer: str | None) -> list:
-    """Probe requests from this process, one after another on one connection (their results)."""
+    """Probe requests from this process, one after another on one connection, each within
+    ``PROBE_TIMEOUT_S`` (or the run's shorter timeouts): their results."""
+    from dataclasses import replace
+
     from perfsuite.workloads.inference.serving.load import Job, run_here
 
-    job = Job(endpoint, timeouts, dict(enumerate(bodies)), list(range(len(bodies))), None, 1, tokenizer)
+    bound = PROBE_TIMEOUT_S
+    short = replace(
+        timeouts, stall_s=min(timeouts.stall_s, bound), request_s=min(timeouts.request_s, bound),
+        connect_s=min(timeouts.connect_s, bound),
+    )  # fmt: skip
+    job = Job(endpoint, short, dict(enumerate(bodies)), list(range(len(bodies))), None, 1, tokenizer)
     return sorted(run_here(job), key=lambda r: r.index)
 
 

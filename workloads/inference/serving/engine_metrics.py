@@ -35,14 +35,12 @@ import select
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-SCRAPE_TIMEOUT_S = 5.0  # one GET of /metrics, connect to last byte
+SCRAPE_TIMEOUT_S = 5.0  # one GET of /metrics, connect to last byte (the run's grace counts it once: the probe)
 MAX_METRICS_BYTES = 16 * 1024 * 1024  # vLLM's whole /metrics is some tens of KiB
-READY_TIMEOUT_S = 30.0  # the scraper imports its parser and scrapes once before the step starts
+READY_TIMEOUT_S = 20.0 + SCRAPE_TIMEOUT_S  # the scraper starts (imports, on a busy machine) and scrapes once
 QUANTILES = (0.5, 0.99)
 
 # role -> (kind, names in order of preference); a counter's names are its samples' (``_total``).
@@ -90,24 +88,20 @@ class ScrapeError(RuntimeError):
 
 
 def fetch(url: str, headers: dict[str, str], timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
-    """The text of one GET of ``url``, within ``timeout_s`` and ``MAX_METRICS_BYTES``."""
-    req = urllib.request.Request(url, headers={"Accept": "text/plain", **headers})
-    deadline = time.monotonic() + timeout_s  # the whole answer: a server trickling bytes meets it too
-    parts: list[bytes] = []
-    size = 0
+    """The text of one GET of ``url``, whole within ``timeout_s`` (connecting, every read, the
+    end: a server trickling its answer meets it too) and ``MAX_METRICS_BYTES``
+    (``serving.http.get``, the bounded GET of the server's other probes)."""
+    from perfsuite.workloads.inference.serving.http import get
+
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            while size <= MAX_METRICS_BYTES and (chunk := resp.read(65536)):
-                parts.append(chunk)
-                size += len(chunk)
-                if time.monotonic() > deadline:
-                    raise ScrapeError(f"GET {url} took longer than {timeout_s:g} s")
-    except urllib.error.HTTPError as exc:
-        raise ScrapeError(f"GET {url} answered HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ScrapeError(f"GET {url} failed: {reason}") from None
-    data = b"".join(parts)
+        outcome, data = get(url, timeout_s, tuple(headers.items()), max_body=MAX_METRICS_BYTES + 1)
+    except ValueError as exc:
+        raise ScrapeError(f"GET {url}: {exc}") from None
+    if outcome.failure is not None:
+        reason, detail = outcome.failure
+        raise ScrapeError(f"GET {url} failed: {reason}: {detail}"[:300])
+    if outcome.status != 200:
+        raise ScrapeError(f"GET {url} answered HTTP {outcome.status}")
     if len(data) > MAX_METRICS_BYTES:
         raise ScrapeError(f"GET {url} answered more than {MAX_METRICS_BYTES:,} bytes")
     return data.decode("utf-8", "replace")

@@ -127,7 +127,8 @@ class ServingParams:
     request_timeout_s: float = param(
         600.0,
         "whole-request deadline, first byte to last, trickled or not (timeout); a run whose endpoint never "
-        "answers in time ends within it plus a grace of 10 s (the health probe's 5 s and the self-report's 5 s)",
+        "answers in time ends within it plus a grace of 15 s (the health probe's, the self-report's and the metrics "
+        "probe's 5 s each), and a cold-cache step within it plus its cache probe's 5 s at most",
     )
     warmup_requests: int = param(4, "requests sent and discarded before measuring (a server's first is slow)")
     measure_client: bool = param(True, "measure the client's capacity against the null server first")

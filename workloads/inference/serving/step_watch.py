@@ -80,7 +80,9 @@ class StepWatch:
             row["cache_state"] = {"state": "not checked (cache_guard off)", "flagged": False}
             return
         probe = None
-        if self.before is not None:  # a fresh prompt warms the connection, then (the repeat, a fresh one) twice
+        if self.before is not None and not self.before.ok:  # no answer before the step: no evidence after it
+            probe = cache_guard.probe_from(self.before, [], [])
+        elif self.before is not None:  # a fresh prompt warms the connection, then (the repeat, a fresh one) twice
             repeat, warm, fresh1, fresh2 = self.probe_bodies
             sent = cache_guard.send_probes(
                 self.endpoint, self.timeouts, [warm, repeat, fresh1, repeat, fresh2], self.tokenizer
