@@ -235,3 +235,18 @@ def test_the_scraper_starts_when_the_client_holds_more_than_1024_descriptors(tmp
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert summary["available"] and summary["family"] == "vllm" and summary["scrapes"] >= 2
     assert summary["scraper_cpu_ms_per_scrape"] >= 0
+
+
+def test_a_scraper_that_cannot_start_is_recorded_with_its_own_words(tmp_path):
+    from perfsuite.workloads.inference.serving.engine_metrics import StepScrape
+
+    scrape = StepScrape("http://127.0.0.1:1/metrics", 0.0, tmp_path / "scrapes.jsonl")
+    with scrape:
+        assert scrape.proc is None  # stopped at once: the step runs unscraped
+    summary = scrape.summary()
+    assert not summary["available"] and summary["scrapes"] == 0
+    assert summary["reason"] == (
+        "the scraper did not start: it said nothing; the scraper exited with code 2: "
+        "error: --interval-s must be a finite number above 0"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # its stderr file is gone once read

@@ -212,12 +212,28 @@ class StepScrape:
         if self.api_key_env:
             argv += ["--api-key-env", self.api_key_env]
         self.out.unlink(missing_ok=True)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # its stderr to a file: a pipe nobody reads during a long step could fill and stop it
+        with open(self._stderr, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         line = _read_line(self.proc, READY_TIMEOUT_S)
         if line != "ready":
-            self.failure = line or "the scraper said nothing"
-            self._stop()
+            self._stop()  # where it exited, says how
+            why = f"; {self.failure}" if self.failure else ""
+            self.failure = f"the scraper did not start: {line or 'it said nothing'}{why}"
         return self
+
+    @property
+    def _stderr(self) -> Path:
+        return self.out.with_name(self.out.name + ".stderr")
+
+    def _stderr_tail(self) -> str:
+        """The scraper's last line of stderr (``: LINE``), its file removed; '' if it wrote none."""
+        try:
+            lines = self._stderr.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return ""
+        self._stderr.unlink()
+        return f": {lines[-1][:200]}" if lines else ""
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
@@ -227,14 +243,14 @@ class StepScrape:
         if proc is None:
             return
         try:  # its stdin closed: one last scrape, then it exits
-            _, err = proc.communicate(timeout=SCRAPE_TIMEOUT_S + 5.0)
+            proc.communicate(timeout=SCRAPE_TIMEOUT_S + 5.0)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, err = proc.communicate()
+            proc.communicate()
             self.failure = self.failure or "the scraper did not end within its last scrape's timeout (killed)"
+        tail = self._stderr_tail()
         if proc.returncode and not self.failure:
-            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] if err else []
-            self.failure = f"the scraper exited with code {proc.returncode}: {' '.join(tail)[:200]}"
+            self.failure = f"the scraper exited with code {proc.returncode}{tail}"
 
     def rows(self) -> list[dict]:
         if not self.out.exists():
