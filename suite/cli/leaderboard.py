@@ -30,7 +30,7 @@ import click
     "per_run",
     is_flag=True,
     help="Also write the page of every ranked record, not only of those the tables link to (each "
-    "cell's latest run): some 6 KB a record, 600 MB for a round of 100,000.",
+    "cell's latest run): the stored record as it is, 850 MB for a round of 100,000 synthetic records.",
 )
 @click.pass_context
 def leaderboard_cmd(ctx: click.Context, out_dir: Path, parents: bool, submissions: Path | None, per_run: bool) -> None:

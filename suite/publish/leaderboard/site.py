@@ -570,7 +570,7 @@ def build_site(
     ``submissions``: the tree the records were imported from, for each record's MLLOG file.
     ``parents``: create missing folders above ``out``. ``per_run``: a page for every ranked
     record, not only for those the site links to (a public round's 100,000 records are some
-    600 MB). A folder perfsuite does not own (see :mod:`perfsuite.owned_output`) is refused
+    850 MB). A folder perfsuite does not own (see :mod:`perfsuite.owned_output`) is refused
     with an ``OutputRefused``."""
     return publish_folder(
         Path(out),
