@@ -12,7 +12,7 @@ import json
 import pytest
 from rich.console import Console
 
-from perfsuite.testing import run_in_process
+from perfsuite.testing import metric, run_in_process
 from perfsuite.workloads.inference.serving import Serving
 from perfsuite.workloads.inference.serving.cache_guard import Probe, design, judge
 from perfsuite.workloads.inference.serving.capacity import null_server
@@ -62,6 +62,9 @@ def test_the_engines_metrics_are_scraped_during_each_step_and_land_beside_the_cl
     assert not any(name.startswith("null:") for name in em["metrics"])  # names no engine uses stay out
     # no cached tokens, no prefix-cache counters, no probe evidence: the cache state is unknown, not flagged
     assert step["cache_state"]["state"] == "unknown" and not step["cache_state"]["flagged"] and step["valid"]
+    # export carries them as the step's metrics, beside the client's
+    assert metric(ctx, "concurrency 4", "engine_ttft_p50_ms")["value"] == pytest.approx(s["ttft_p50_ms"])
+    assert metric(ctx, "concurrency 4", "engine_queue_time_p50_ms")["unit"] == "ms"
     shown = _shown(ctx)
     assert "the engine's view of each step (vllm metrics every 0.05 s; ms)" in shown
     assert "TTFT p50 client / engine" in shown
@@ -93,6 +96,7 @@ def test_a_cold_cache_design_that_meets_a_warm_cache_is_flagged_and_never_ranked
     cache = step["cache_state"]
     assert cache["design"]["cache"] == "cold" and cache["state"] == "warm" and cache["flagged"]
     assert cache["source"] == "usage.prompt_tokens_details.cached_tokens"
+    assert metric(warm, "concurrency 1", "prefix_cache_hit_rate")["value"] == pytest.approx(cache["hit_rate"])
     # 5 of 8 requests repeat a prompt (one warmed up, four sent twice); 8 of each repeat's 12 words cached
     assert cache["repeated_prompts"] == 5 and cache["hit_rate"] == pytest.approx(5 * 8 / (8 * 12))
     assert cache["probe"]["engine_keeps_prompts"] and cache["probe"]["floor_hit_rate"] == 0

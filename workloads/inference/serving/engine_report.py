@@ -92,3 +92,26 @@ def engine_table(serving: Mapping[str, Any]) -> list[Any]:
         if cache.get("flagged"):
             out.append(Text(f"{row.get('case')}: {cache.get('reason')}"))
     return out
+
+
+# The engine's figures a step records as metrics of its case, so that ``export`` carries them
+# beside the client's: (summary key, metric name, unit, higher is better).
+ENGINE_METRICS = (
+    ("ttft_p50_ms", "engine_ttft_p50_ms", "ms", False),
+    ("ttft_p99_ms", "engine_ttft_p99_ms", "ms", False),
+    ("queue_time_p50_ms", "engine_queue_time_p50_ms", "ms", False),
+    ("kv_cache_usage_max", "engine_kv_cache_usage_max", "fraction", False),
+    ("preemptions", "engine_preemptions", "requests", False),
+)
+
+
+def record_engine(ctx: Any, case: str, row: Mapping[str, Any]) -> None:
+    """The step's engine figures (where scraped) and its prefix-cache hit rate (where known) as
+    metrics of its case."""
+    summary = (row.get("engine_metrics") or {}).get("summary") or {}
+    for key, name, unit, better in ENGINE_METRICS:
+        if summary.get(key) is not None:
+            ctx.add_metric(case, name, unit, [float(summary[key])], higher_is_better=better)
+    rate = (row.get("cache_state") or {}).get("hit_rate")
+    if rate is not None:  # neither better nor worse: it is the state the step met
+        ctx.add_metric(case, "prefix_cache_hit_rate", "fraction", [float(rate)], higher_is_better=True)

@@ -128,6 +128,9 @@ def record_step(ctx: "RunContext", case: str, row: dict) -> None:
     if row.get("accuracy"):  # a check beside the speed, never the ranked figure
         add(case, "accuracy", "fraction", [row["accuracy"]["score"]], higher_is_better=True)
     _record_curve(ctx, case, row.get("curve") or {})
+    from perfsuite.workloads.inference.serving.engine_report import record_engine
+
+    record_engine(ctx, case, row)  # the engine's own figures and the step's prefix-cache hit rate
     energy = row.get("energy")
     if energy:
         add(case, "energy_per_request_j", "J/request", [energy["per_request_j"]], higher_is_better=False)
