@@ -84,48 +84,79 @@ def test_a_server_without_metrics_is_recorded_as_not_available_and_measured_as_b
     assert step["engine_metrics"]["reason"] == "not scraped (metrics_path=none)"
 
 
-def test_a_cold_cache_design_that_meets_a_warm_cache_is_flagged_and_never_ranked():
-    """Four prompts sent twice each (and one by the warm-up): the engine's cache serves the
-    repeats; a step of prompts never sent before stays cold, its probe showing the engine caches."""
+def _prompts(ctx, step: dict) -> list[str]:
+    """The prompt digests of a step's requests, from its requests file."""
+    path = ctx.artifact_dir() / step["requests_file"]
+    return [json.loads(line)["prompt_sha256"] for line in path.read_text().splitlines()]
+
+
+def test_each_rate_step_sends_prompts_of_its_own_and_a_repeated_prompt_set_is_flagged_warm():
+    """Two rate steps against an engine that keeps every prompt it saw: each step's prompts are its
+    own (none the warm-up's or the other step's), so both meet a cold cache and rank. The same run
+    again sends the same prompts (a run repeats exactly): the engine serves them from its cache,
+    and the guard flags both steps and ranks neither."""
+    sweep = dict(rates="50,100", sweep_requests=8, input_tokens=12, output_tokens=2)
     with null_server(extra=("--metrics", "--prefix-cache", "4")) as server:
-        warm = _run(server.url, concurrencies="1", num_prompts=4, sweep_requests=8, input_tokens=12, output_tokens=2)
-        fresh = dict(num_prompts=64, prompt_seed=1)  # prompts the first run did not send
-        cold = _run(server.url, concurrencies="1", sweep_requests=8, input_tokens=12, output_tokens=2, **fresh)
-    d = warm.details["serving"]
-    (step,) = d["concurrency_sweep"]["steps"]
-    cache = step["cache_state"]
-    assert cache["design"]["cache"] == "cold" and cache["state"] == "warm" and cache["flagged"]
-    assert cache["source"] == "usage.prompt_tokens_details.cached_tokens"
-    assert metric(warm, "concurrency 1", "prefix_cache_hit_rate")["value"] == pytest.approx(cache["hit_rate"])
-    # 5 of 8 requests repeat a prompt (one warmed up, four sent twice); 8 of each repeat's 12 words cached
-    assert cache["repeated_prompts"] == 5 and cache["hit_rate"] == pytest.approx(5 * 8 / (8 * 12))
-    assert cache["probe"]["engine_keeps_prompts"] and cache["probe"]["floor_hit_rate"] == 0
-    assert not step["valid"] and not step["within_slo"]
-    assert any("a cold-cache design met a warm cache: 42%" in r for r in step["invalid_reasons"])
-    assert d["concurrency_sweep"]["best_concurrency"] is None  # never ranked
-    checks = {c.label: c for c in warm.checks}
-    assert not checks["concurrency sweep: a VALID step"].passed
-    assert "not ranked" in checks["concurrency sweep: a VALID step"].detail
-    assert "warm (not ranked)" in _shown(warm)
-    (step,) = cold.details["serving"]["concurrency_sweep"]["steps"]
-    assert step["cache_state"]["state"] == "cold" and not step["cache_state"]["flagged"] and step["valid"]
-    # only the warm-up's prompt came back (8 of 96 words): within the margin a cold step is allowed
-    assert step["cache_state"]["repeated_prompts"] == 1 and step["cache_state"]["hit_rate"] == pytest.approx(8 / 96)
-    assert step["cache_state"]["probe"]["engine_keeps_prompts"]
-    assert cold.details["serving"]["concurrency_sweep"]["best_concurrency"] == 1
+        first = _run(server.url, **sweep)
+        again = _run(server.url, **sweep)
+    d = first.details["serving"]
+    steps = d["rate_sweep"]["steps"]
+    assert [s["load"] for s in steps] == [50, 100]
+    one, two = (_prompts(first, s) for s in steps)
+    assert len(set(one)) == len(set(two)) == 8 and not set(one) & set(two)  # distinct within and across steps
+    for step in steps:
+        cache = step["cache_state"]
+        assert cache["design"]["cache"] == "cold" and cache["state"] == "cold" and not cache["flagged"]
+        assert cache["hit_rate"] == 0 and "repeated_prompts" not in cache and step["valid"]
+        assert cache["probe"]["engine_keeps_prompts"]  # the engine caches: the prompts were new to it
+    assert [s["traffic"]["prompt_stream"] for s in steps] == [[0, 1], [0, 2]]
+    assert d["rate_sweep"]["peak_rps"] == 100
+    # the same prompts again, from a second run: served from the engine's cache, flagged, never ranked
+    d = again.details["serving"]
+    assert [_prompts(again, s) for s in d["rate_sweep"]["steps"]] == [one, two]
+    for step in d["rate_sweep"]["steps"]:
+        cache = step["cache_state"]
+        assert cache["design"]["cache"] == "cold" and cache["state"] == "warm" and cache["flagged"]
+        assert cache["source"] == "usage.prompt_tokens_details.cached_tokens"
+        # 8 of each prompt's 12 words cached (whole blocks of 4, never the last word)
+        assert cache["hit_rate"] == pytest.approx(8 / 12)
+        assert not step["valid"] and not step["within_slo"]
+        assert any("a cold-cache design met a warm cache: 67%" in r for r in step["invalid_reasons"])
+        assert "an earlier run with the same prompt_seed" in cache["reason"]
+    assert metric(again, "rate 50/s", "prefix_cache_hit_rate")["value"] == pytest.approx(8 / 12)
+    assert d["rate_sweep"]["peak_rps"] is None  # never ranked
+    checks = {c.label: c for c in again.checks}
+    assert not checks["rate sweep: a VALID step"].passed
+    assert "not ranked" in checks["rate sweep: a VALID step"].detail
+    assert "warm (not ranked)" in _shown(again)
+
+
+def test_step_prompts_are_a_stream_of_each_steps_own_apart_from_the_runs():
+    from perfsuite.workloads.inference.serving.prompts import Lengths, step_prompts, synthetic_prompts
+
+    lengths, out = Lengths(12, 3.0), Lengths(4)
+    run = [p.text for p in synthetic_prompts(16, lengths, out, 0)]
+    steps = [[p.text for p in step_prompts(16, lengths, out, 0, k)] for k in (1, 2)]
+    assert steps[0] == [p.text for p in step_prompts(16, lengths, out, 0, 1)]  # the same everywhere
+    assert not set(run) & set(steps[0]) and not set(steps[0]) & set(steps[1])
+    assert steps[0] != [p.text for p in step_prompts(16, lengths, out, 1, 1)]  # prompt_seed moves them
 
 
 def test_without_cached_tokens_in_the_stream_the_engines_scraped_counters_judge_the_cache():
+    step_params = dict(concurrencies="1", sweep_requests=8, input_tokens=12, output_tokens=2)
     with null_server(extra=("--metrics", "--prefix-cache", "4", "--no-usage")) as server:
-        ctx = _run(server.url, concurrencies="1", num_prompts=4, sweep_requests=8, input_tokens=12, output_tokens=2)
+        cold = _run(server.url, **step_params)
+        ctx = _run(server.url, **step_params)  # the same prompts again
+    (step,) = cold.details["serving"]["concurrency_sweep"]["steps"]
+    assert step["cache_state"]["hit_rate"] == 0 and not step["cache_state"]["flagged"] and step["valid"]
     (step,) = ctx.details["serving"]["concurrency_sweep"]["steps"]
     assert step["prefix_cache"]["hit_rate"] is None  # the stream said nothing
     cache = step["cache_state"]
     assert cache["source"].startswith("the engine's prefix-cache counters (vllm")
     counters = step["engine_metrics"]["metrics"]
     assert counters["vllm:prefix_cache_queries_total"]["delta"] == 8 * 12
-    assert counters["vllm:prefix_cache_hits_total"]["delta"] == 5 * 8
-    assert cache["hit_rate"] == pytest.approx(40 / 96) and cache["flagged"] and not step["valid"]
+    assert counters["vllm:prefix_cache_hits_total"]["delta"] == 8 * 8
+    assert cache["hit_rate"] == pytest.approx(64 / 96) and cache["flagged"] and not step["valid"]
 
 
 def test_a_shared_prefix_step_whose_cache_served_far_less_than_its_design_is_flagged():

@@ -10,8 +10,10 @@ What each design implies (:func:`design`):
   may still hit a little (a chat template's shared opening): a *probe* prompt of the step's
   length, never sent before, is sent once before the step; its ``cached_tokens`` share is the
   floor. The step is flagged when its hit rate passes the floor by more than
-  ``COLD_MAX_EXTRA_HIT_RATE``: it met a warm cache (its prompts were sent earlier in the run,
-  by the warm-up or an earlier step, or repeat within it).
+  ``COLD_MAX_EXTRA_HIT_RATE``: it met a warm cache. Every single-turn step draws prompts of its
+  own (``serving.prompts.step_prompts``), never the warm-up's or another step's, so within a run
+  none repeats; an earlier run of the same ``prompt_seed`` against the same engine sent the same
+  prompts, and such a step is flagged.
 - **shared prefix** (N prefixes x M suffixes): a cache that keeps every prefix serves
   ``(M-1)P / (M(P+S))`` of the prompt tokens; a step below ``SHARED_MIN_SHARE`` of that met a
   cache that is off or too small, and is flagged.
@@ -206,11 +208,13 @@ def judge(plan: dict, prefix_cache: dict, engine: dict, probe: Probe | None, rep
 
 def _repeats(repeated: int, requests: int) -> str:
     if not repeated:
-        return ""
-    return (
-        f"; {repeated} of its {requests} requests repeat prompts sent earlier in the run (the warm-up and every "
-        "step send the run's prompts from the first): turn the engine's prefix caching off to measure cold steps"
-    )
+        # every step draws prompts of its own, so a run repeats none of its own: an earlier run of
+        # the same prompt_seed against this engine sent them, or the engine caches what it never saw
+        return (
+            "; none of its prompts was sent earlier in this run: an earlier run with the same prompt_seed "
+            "may have left them in the engine's cache (change prompt_seed, or restart the engine)"
+        )
+    return f"; {repeated} of its {requests} requests repeat prompts sent earlier in the run"
 
 
 def apply(row: dict, state: dict) -> None:

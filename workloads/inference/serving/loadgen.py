@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +37,16 @@ HEADLINE = {"Server": ("tokens_per_s", "tokens/s"), "Offline": ("tokens_per_s", 
 LOADGEN_KINDS = ("latency", "ttft", "tpot")
 
 
-def write_requests(path: Path, results: list) -> None:
-    """Every request of a test, one JSON line each (chunk gaps included), beside the record."""
+def write_requests(path: Path, results: list, keys: Mapping[int, str] | None = None) -> None:
+    """Every request of a test, one JSON line each (chunk gaps included), beside the record;
+    ``keys``: each request's prompt digest by its index (``prompt_sha256``: a sweep step's
+    prompts are its own, so the index alone does not name the prompt)."""
     with open(path, "w") as f:
         for r in results:
-            f.write(json.dumps(r.to_row()) + "\n")
+            row = r.to_row()
+            if keys is not None:
+                row["prompt_sha256"] = keys[r.index]
+            f.write(json.dumps(row) + "\n")
 
 
 class ServingLoadGen(LoadGenRunner):

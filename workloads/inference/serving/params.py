@@ -54,13 +54,19 @@ class ServingParams:
     model_heads: int = param(4, "built model: attention heads")
     model_intermediate: int = param(128, "built model: feed-forward size")
     # -- prompts
-    num_prompts: int = param(256, "distinct synthetic prompts (LoadGen's sample library)")
+    num_prompts: int = param(
+        256, "distinct synthetic prompts: LoadGen's sample library, the warm-up's and the cross-check's"
+    )
     input_tokens: int = param(128, "mean prompt length (words: tokens under the built model's tokenizer)")
     input_stddev: float = param(0.0, "standard deviation of prompt lengths (0: fixed)")
     output_tokens: int = param(64, "mean max_tokens asked for")
     output_stddev: float = param(0.0, "standard deviation of max_tokens (0: fixed)")
     length_distribution: str = param("normal", "distribution of lengths", choices=DISTRIBUTIONS)
-    prompt_seed: int = param(0, "seed of the prompts (fixed across repeats: the same prompts every run)")
+    prompt_seed: int = param(
+        0,
+        "seed of the prompts (fixed across repeats: the same prompts every run); each sweep step draws prompts "
+        "of its own from it and the step's number, none the warm-up or another step sent",
+    )
     # -- LoadGen
     scenarios: tuple[str, ...] = param(SCENARIOS, "LoadGen scenarios (none: sweeps only)", choices=SCENARIOS)
     target_qps: float = param(2.0, "LoadGen Server: target queries per second")

@@ -61,13 +61,14 @@ class Prompt:
     output_tokens: int  # max_tokens asked for
 
 
-def synthetic_prompts(n: int, inputs: Lengths, outputs: Lengths, seed: int) -> list[Prompt]:
-    """``n`` prompts; the i-th is the same for the same arguments everywhere. A prompt starts with
-    its own index word so that no two share a prefix (a server's prefix cache cannot turn one
-    prompt's prefill into another's)."""
+def synthetic_prompts(n: int, inputs: Lengths, outputs: Lengths, seed: int | tuple[int, ...]) -> list[Prompt]:
+    """``n`` prompts; the i-th is the same for the same arguments everywhere (``seed``: an integer,
+    or integers that seed a stream of their own, as numpy's ``default_rng`` takes them). A prompt
+    starts with its own index word so that no two share a prefix (a server's prefix cache cannot
+    turn one prompt's prefill into another's)."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(list(seed) if isinstance(seed, tuple) else seed)
     in_lens = inputs.draw(rng, n)
     out_lens = outputs.draw(rng, n)
     prompts = []
@@ -76,6 +77,16 @@ def synthetic_prompts(n: int, inputs: Lengths, outputs: Lengths, seed: int) -> l
         picks[0] = i % len(WORDS)
         prompts.append(Prompt(i, " ".join(WORDS[k] for k in picks), in_lens[i], out_lens[i]))
     return prompts
+
+
+def step_prompts(n: int, inputs: Lengths, outputs: Lengths, seed: int, step: int) -> list[Prompt]:
+    """The ``n`` prompts of a run's sweep step ``step`` (its number in the run, from 1): a stream of
+    their own, seeded by ``seed`` and ``step``, apart from the run's prompts (``seed`` alone: the
+    warm-up's, LoadGen's sample library, the cross-check's) and from every other step's. A step
+    that re-sent prompts sent earlier in the run would meet them in an engine's prefix cache (vLLM
+    keeps them by default) and measure cache hits, not prefills; the same arguments give the same
+    prompts everywhere, so a run repeats exactly."""
+    return synthetic_prompts(n, inputs, outputs, (seed, step))
 
 
 def describe(prompts: list[Prompt], inputs: Lengths, outputs: Lengths, seed: int) -> dict:

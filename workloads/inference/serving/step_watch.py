@@ -9,7 +9,7 @@ request and stopped after its last, and the probe's second send goes after the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +63,12 @@ class StepWatch:
 
         return scraped
 
-    def finish(self, row: dict, results: list, sent_before: set[int] | None) -> None:
+    def finish(
+        self, row: dict, results: list, sent_before: set[str] | None, keys: Mapping[int, str] | None = None
+    ) -> None:
         """Join the engine's figures and the cache state to ``row`` (flagging it where the cache
-        departs from the design); ``sent_before``: prompt indices sent earlier in the run, where
-        a step's requests index one prompt list (single-turn), updated with this step's."""
+        departs from the design); ``sent_before``: the digests of the prompts sent earlier in the
+        run (single-turn), updated with this step's, whose digests ``keys`` gives by request index."""
         if self.scrape is not None:
             row["engine_metrics"] = self.scrape.summary()
             path = self.scrape.out
@@ -89,11 +91,11 @@ class StepWatch:
             )
             probe = cache_guard.probe_from(self.before, [sent[2], sent[4]], [sent[1], sent[3]])
         repeated = 0
-        if sent_before is not None:
+        if sent_before is not None and keys is not None:
             seen = set(sent_before)
             for r in sorted(results, key=lambda r: r.sent_ns):
-                repeated += r.index in seen
-                seen.add(r.index)
+                repeated += keys[r.index] in seen
+                seen.add(keys[r.index])
             sent_before |= seen
         state = cache_guard.judge(
             self.plan, row.get("prefix_cache") or {}, row["engine_metrics"], probe, repeated, len(results)

@@ -8,7 +8,12 @@ serving engineers measure it and judged as MLPerf judges a run.
   Llama model and word-level tokenizer from a config for ``{model_dir}`` (no download), once, into
   the suite's cache (``perfsuite.inputs.cache``), where later runs find it.
 - Prompts: deterministic synthetic ones, input and output lengths from stated distributions
-  (``serving.prompts``); ``ignore_eos`` asks engines that have it for fixed output lengths.
+  (``serving.prompts``); ``ignore_eos`` asks engines that have it for fixed output lengths. The
+  run's ``num_prompts`` (seeded by ``prompt_seed``) are LoadGen's sample library, the warm-up's and
+  the cross-check's; every single-turn sweep step draws prompts of its own, seeded by
+  ``prompt_seed`` and the step's number, because an engine with a prefix cache (vLLM's is on by
+  default) would serve a step that re-sent earlier prompts from its cache: it would measure cache
+  hits, not prefills, and the cache guard would never rank it. The seeds make a run repeat exactly.
 - LoadGen's scenarios (``scenarios``: Server, Offline, SingleStream): LoadGen issues the
   queries, the streaming client answers it with the first token (``FirstTokenComplete``) and
   the token count, so LoadGen's TTFT/TPOT and VALID/INVALID verdict are the endpoint's.
@@ -58,7 +63,9 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 class Serving(Workload):
     name = "inference.serving"
     category = "inference"
-    version = 1
+    # 2: every single-turn sweep step sends prompts of its own (version 1 re-sent the run's prompts
+    # from the first, so a step after the first met them in an engine's prefix cache)
+    version = 2
     description = (
         "an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
         "SLO goodput, AIPerf cross-check"
@@ -93,7 +100,7 @@ class Serving(Workload):
         self.rate_checks: dict[float, dict] = {}  # the client's open loop at each rate a sweep asked
         self.server_usage: bool | None = None  # the stream carried usage token counts (None: no warm-up saw)
         self.steps_run = 0  # a step's number seeds its shared prefixes and sessions: no step warms the next
-        self.prompts_sent: set[int] | None = None  # single-turn prompt indices sent so far (the cache guard's)
+        self.prompts_sent: set[str] | None = None  # digests of the single-turn prompts sent so far (the cache guard's)
         self.accuracy: Any = None  # serving.accuracy.ScoredPass where accuracy_data is given
 
     def unmet(self, ctx: "RunContext") -> str | None:
@@ -394,26 +401,50 @@ class Serving(Workload):
             return self._session_step(ctx, int(load), label)
         traffic: dict[str, Any] = {"shape": p.traffic_shape}
         n = p.sweep_requests
-        bodies, order = self.bodies(), None
+        keys: dict[int, str] | None = None
         if p.traffic_shape == "shared_prefix":
             design = self._shared_prefix()
             texts = design.prompts(p.prompt_seed, self.steps_run)
             bodies = {k: self.endpoint.body(t, p.output_tokens) for k, t in enumerate(texts)}
-            n, order = len(texts), list(range(len(texts)))
+            n = len(texts)
             traffic.update(design.describe(), step_seed=self.steps_run)
-        elif mode == "rate":
-            n = max(n, math.ceil(load * p.sweep_duration_s))
+        else:  # single-turn: prompts of the step's own (serving.prompts.step_prompts), none sent before
+            if mode == "rate":
+                n = max(n, math.ceil(load * p.sweep_duration_s))
+            prompts = self._step_prompts(n)
+            bodies = {pr.index: self.endpoint.body(pr.text, pr.output_tokens) for pr in prompts}
+            keys = {pr.index: prompt_key(pr.text) for pr in prompts}
+            traffic.update(prompts="drawn afresh for every step", prompt_stream=[p.prompt_seed, self.steps_run])
         offsets = arrival_offsets_s(n, load, p.gamma_shape, ctx.controls.seed) if mode == "rate" else None
-        order = order or [i % len(self.prompts) for i in range(n)]
+        order = list(range(n))
         job = Job(self.endpoint, self.timeouts(), bodies, order, offsets, int(load) if offsets is None else 1)
         job.tokenizer = self.tokenizer
         ctx.log(f"{mode} {load:g}: {n} requests ({p.traffic_shape})")
-        return self._measure(ctx, mode, load, label, lambda: self.pool.run(job), traffic, self.pool.senders(job))
+        return self._measure(ctx, mode, load, label, lambda: self.pool.run(job), traffic, self.pool.senders(job), keys)
+
+    def _step_prompts(self, n: int) -> list:
+        """The single-turn prompts of the step under way (``serving.prompts.step_prompts``)."""
+        from perfsuite.workloads.inference.serving.prompts import Lengths, step_prompts
+
+        p = self.params
+        inputs = Lengths(p.input_tokens, p.input_stddev, p.length_distribution)
+        outputs = Lengths(p.output_tokens, p.output_stddev, p.length_distribution)
+        return step_prompts(n, inputs, outputs, p.prompt_seed, self.steps_run)
 
     def _measure(
-        self, ctx: "RunContext", mode: str, load: float, label: str, send: Any, traffic: dict, processes: int
+        self,
+        ctx: "RunContext",
+        mode: str,
+        load: float,
+        label: str,
+        send: Any,
+        traffic: dict,
+        processes: int,
+        keys: dict[int, str] | None = None,
     ) -> dict:
-        """Run ``send`` (it returns the step's results), judge the step and write its requests."""
+        """Run ``send`` (it returns the step's results), judge the step and write its requests;
+        ``keys``: a single-turn step's prompt digests by request index (``prompt_key``), which the
+        requests file and the cache guard's count of repeated prompts read."""
         from perfsuite.workloads.inference.serving.loadgen import write_requests
         from perfsuite.workloads.inference.serving.sweep import StepRules, judge
         from perfsuite.workloads.inference.serving.traffic import hit_rate
@@ -440,10 +471,10 @@ class Serving(Workload):
         name = f"{label or mode}-{load:g}".replace("/", "_").replace(" ", "_")
         folder = ctx.artifact_dir() / "sweeps"
         folder.mkdir(exist_ok=True)
-        write_requests(folder / f"{name}.jsonl", results)
+        write_requests(folder / f"{name}.jsonl", results, keys)
         row["requests_file"] = f"sweeps/{name}.jsonl"
         row["case"] = f"{label or mode} {load:g}" + ("/s" if mode == "rate" else "")
-        watch.finish(row, results, self._sent_prompts(traffic))  # the engine's figures, the cache's state
+        watch.finish(row, results, self._sent_prompts(traffic), keys)  # the engine's figures, the cache's state
         if self.accuracy is not None:  # after the timed requests, outside the step's figures
             ctx.log(f"{row['case']}: scoring {self.accuracy.data.source}")
             answers = f"{name}.accuracy.jsonl"
@@ -469,15 +500,16 @@ class Serving(Workload):
             p.cache_guard, traffic, self.steps_run, p.input_tokens, folder,
         )  # fmt: skip
 
-    def _sent_prompts(self, traffic: dict) -> set[int] | None:
-        """The prompt indices sent before a single-turn step (the warm-up's, LoadGen's whole
-        library, earlier steps'), which the engine may have cached; None for other shapes, whose
-        requests do not index the one prompt list."""
+    def _sent_prompts(self, traffic: dict) -> set[str] | None:
+        """The digests (``prompt_key``) of the prompts sent before a single-turn step (the
+        warm-up's, LoadGen's whole library, earlier steps'), which the engine may have cached;
+        None for other shapes, whose design the guard judges by their hit rate alone."""
         if traffic.get("shape") != "single_turn":
             return None
         if self.prompts_sent is None:
             p, n = self.params, len(self.prompts)
-            self.prompts_sent = set(range(n)) if p.scenarios else {i % n for i in range(p.warmup_requests)}
+            sent = range(n) if p.scenarios else sorted({i % n for i in range(p.warmup_requests)})
+            self.prompts_sent = {prompt_key(self.prompts[i].text) for i in sent}
         return self.prompts_sent
 
     def _session_step(self, ctx: "RunContext", concurrency: int, label: str) -> dict:
@@ -626,6 +658,14 @@ class Serving(Workload):
         from perfsuite.workloads.inference.serving.report import render
 
         return render(record)
+
+
+def prompt_key(text: str) -> str:
+    """A prompt's digest (sha256 of its text, hex): what the requests file and the cache guard
+    know a prompt by, so that two steps' requests of one index are told apart."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _versions(names: tuple[str, ...]) -> dict[str, str]:
