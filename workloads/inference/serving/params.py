@@ -90,6 +90,11 @@ class ServingParams:
     peak_steps: int = param(8, "find_peak: most steps (doubling, then bisection)")
     # -- traffic shapes (serving.traffic, serving.sessions); single-turn prompts when none is given
     trace: str = param("", "JSONL trace to replay at its timestamps (one request a line, see trace_format; '': none)")
+    trace_sha256: str = param(
+        "",
+        "sha256 of the trace file's bytes: '' fills it in from the file, a value pins it (a file that differs is "
+        "refused); the comparability key holds it, so two files at one path never share a key",
+    )
     trace_format: str = param(
         "mooncake",
         "trace's format: mooncake (timestamp ms, input_length, output_length, hash_ids) or jsonl "
@@ -110,6 +115,9 @@ class ServingParams:
         "",
         "JSONL of questions with reference answers ({prompt, answer or answers, max_tokens?} a line), "
         "or a shipped set (gpt-reverse: training.gpt's synthetic language); '': none",
+    )
+    accuracy_data_sha256: str = param(
+        "", "sha256 of accuracy_data's file (a user's or a shipped set's): as trace_sha256, filled in or pinned"
     )
     accuracy_metric: str = param(
         "exact", "exact: equal to a reference after normalisation; contains: a reference within it", choices=METRICS
@@ -260,7 +268,9 @@ class ServingParams:
         if shape == "trace":
             if self.rates or self.concurrencies or self.find_peak:
                 raise ValueError("a trace sets its own arrival times: give no rates, concurrencies or find_peak")
-            load_trace(self.trace, self.trace_format)
+            self._pin("trace", load_trace(self.trace, self.trace_format).sha256)
+        elif self.trace_sha256:
+            raise ValueError("trace_sha256 pins a trace's content: give trace= too")
         if shape == "shared_prefix" and not (self.rates or self.concurrencies or self.find_peak):
             raise ValueError("shared-prefix traffic runs at each of rates and concurrencies: give one")
         if shape == "multi_turn" and (self.rates or self.find_peak or not self.concurrencies):
@@ -273,6 +283,8 @@ class ServingParams:
         if not 0 <= self.accuracy_requests <= 100_000 or not 1 <= self.accuracy_max_tokens <= 100_000:
             raise ValueError("accuracy_requests must lie from 0 to 100,000 and accuracy_max_tokens from 1 to 100,000")
         if not self.accuracy_data:
+            if self.accuracy_data_sha256:
+                raise ValueError("accuracy_data_sha256 pins accuracy data's content: give accuracy_data= too")
             return
         if not (self.rates or self.concurrencies or self.find_peak or self.trace):
             raise ValueError(
@@ -280,7 +292,19 @@ class ServingParams:
             )
         from perfsuite.workloads.inference.serving.accuracy import load
 
-        load(self.accuracy_data)
+        self._pin("accuracy_data", load(self.accuracy_data).sha256)
+
+    def _pin(self, name: str, sha256: str) -> None:
+        """``<name>_sha256``: the file's digest filled in where none was given (the resolved
+        parameters, so the record and its comparability key name the content, not only the
+        path), or checked against the file where one was (a record re-run, a pinned file)."""
+        given = getattr(self, f"{name}_sha256")
+        if given and given.lower() != sha256:
+            raise ValueError(
+                f"{name} {getattr(self, name)} holds bytes of sha256 {sha256}, not {name}_sha256={given}: "
+                "the file changed, or another file is named"
+            )
+        object.__setattr__(self, f"{name}_sha256", sha256)  # frozen: the one value resolution fills in
 
     @property
     def traffic_shape(self) -> str:

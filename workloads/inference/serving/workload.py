@@ -64,7 +64,8 @@ class Serving(Workload):
     name = "inference.serving"
     category = "inference"
     # 2: every single-turn sweep step sends prompts of its own (version 1 re-sent the run's prompts
-    # from the first, so a step after the first met them in an engine's prefix cache)
+    # from the first, so a step after the first met them in an engine's prefix cache); trace_sha256
+    # and accuracy_data_sha256 name the files' content in the key
     version = 2
     description = (
         "an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
@@ -231,6 +232,11 @@ class Serving(Workload):
         p = self.params
         rules = AccuracyRules(p.accuracy_metric, p.accuracy_min, p.accuracy_requests, p.accuracy_max_tokens)
         data, seed = load(p.accuracy_data), ctx.controls.seed
+        if data.sha256 != p.accuracy_data_sha256:  # the parameters pinned the file's bytes: the record names them
+            raise ValueError(
+                f"accuracy_data {p.accuracy_data} changed since the run started "
+                f"(sha256 {data.sha256}, not {p.accuracy_data_sha256})"
+            )
         return ScoredPass(data, rules, self.endpoint, self.timeouts(), self.tokenizer, p.gamma_shape, seed)
 
     def _traffic(self) -> dict:
@@ -540,10 +546,14 @@ class Serving(Workload):
         """The trace's requests at its timestamps x ``trace_time_scale`` (``serving.traffic``)."""
         from perfsuite.workloads.inference.serving.load import Job
         from perfsuite.workloads.inference.serving.sweep import record_sweep
-        from perfsuite.workloads.inference.serving.traffic import load_trace, trace_prompt
+        from perfsuite.workloads.inference.serving.traffic import TraceError, load_trace, trace_prompt
 
         p = self.params
         trace = load_trace(p.trace, p.trace_format)
+        if trace.sha256 != p.trace_sha256:  # the parameters pinned the file's bytes: the record names them
+            raise TraceError(
+                f"trace {p.trace} changed since the run started (sha256 {trace.sha256}, not {p.trace_sha256})"
+            )
         scale = p.trace_time_scale
         bodies = {
             k: self.endpoint.body(trace_prompt(r, k, p.prompt_seed), r.output_tokens)
