@@ -4,7 +4,6 @@ between runs: the ratio of medians with its CI, and the tests that go with it (s
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,7 +22,8 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of ``statistic`` over ``samples``.
 
-    Computed by ``scipy.stats.bootstrap`` (method ``percentile``, seeded with
+    Computed as ``scipy.stats.bootstrap`` computes it (:mod:`perfsuite.measure.resampling`:
+    the same draws and interval, without importing scipy.stats; method ``percentile``, seeded with
     :data:`BOOTSTRAP_SEED`, so the same samples always give the same interval) in batches of
     :data:`BOOTSTRAP_BATCH` resamples: measured at n = 10,000 samples, the hand-written
     version this replaced drew all 2,000 resamples at once and peaked at 480 MB traced;
@@ -34,23 +34,13 @@ def bootstrap_ci(
     (n^2 values) for an interval the reports read only as the spread of the median.
     ``statistic`` takes ``axis=`` (numpy's reductions do). One sample: its value, twice.
     """
-    from scipy.stats import bootstrap
+    from perfsuite.measure.resampling import bootstrap_distribution, percentile_interval
 
     x = np.asarray(samples, dtype=np.float64)
     if x.size == 1:
         return float(x[0]), float(x[0])
-    result = bootstrap(
-        (x,),
-        statistic,
-        n_resamples=resamples,
-        batch=BOOTSTRAP_BATCH,
-        confidence_level=confidence,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    ci = result.confidence_interval
-    return float(ci.low), float(ci.high)
+    drawn = bootstrap_distribution((x,), statistic, resamples, BOOTSTRAP_BATCH, np.random.default_rng(BOOTSTRAP_SEED))
+    return percentile_interval(drawn, confidence)
 
 
 def summarize(samples: Sequence[float]) -> dict:
@@ -96,7 +86,7 @@ def ratio_of_medians_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> tuple[float, float, float]:
     """``median(candidate) / median(baseline)`` with a percentile bootstrap CI
-    (``scipy.stats.bootstrap``, unpaired, seeded, in batches: see :func:`bootstrap_ci`).
+    (``scipy.stats.bootstrap``'s, unpaired, seeded, in batches: see :func:`bootstrap_ci`).
 
     Each side is resampled on its own (the sides are independent): calls of one run each, or one
     value per run when comparing groups of runs. The seed is fixed so the same values always give
@@ -110,7 +100,7 @@ def ratio_of_medians_ci(
     if base == 0.0:
         raise ValueError("the baseline median is zero: no ratio")
     ratio = float(np.median(b)) / base
-    from scipy.stats import bootstrap
+    from perfsuite.measure.resampling import bootstrap_distribution
 
     def median_ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -118,38 +108,29 @@ def ratio_of_medians_ci(
 
     # scipy resamples samples of two or more: one value resampled is that value, and so is a pair of it
     a2, b2 = (np.repeat(v, 2) if v.size == 1 else v for v in (a, b))
-    with np.errstate(invalid="ignore"):  # scipy's standard error of a distribution holding inf
-        result = bootstrap(
-            (a2, b2),
-            median_ratio,
-            n_resamples=resamples,
-            batch=BOOTSTRAP_BATCH,
-            confidence_level=confidence,
-            method="percentile",
-            vectorized=True,
-            paired=False,
-            rng=np.random.default_rng(BOOTSTRAP_SEED),
-        )
+    drawn = bootstrap_distribution(
+        (a2, b2), median_ratio, resamples, BOOTSTRAP_BATCH, np.random.default_rng(BOOTSTRAP_SEED)
+    )
     # The percentile interval over the finite ratios: a resample whose baseline median is zero
     # has no ratio (scipy's own interval would be inf or NaN there).
-    ratios = result.bootstrap_distribution[np.isfinite(result.bootstrap_distribution)]
+    ratios = drawn[np.isfinite(drawn)]
     alpha = (1.0 - confidence) / 2.0
     return ratio, float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1.0 - alpha))
 
 
 def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann-Whitney U test (scipy's, exact for small samples without ties): (U of ``x``, p).
+    """Two-sided Mann-Whitney U test (scipy's, exact for small samples without ties, computed
+    by :mod:`perfsuite.measure.resampling` without importing scipy.stats): (U of ``x``, p).
 
     For the calls of two single runs: it says whether the calls differ, not whether runs do (the
     unit that varies between runs is the run), so callers label it as within-run."""
-    from scipy.stats import mannwhitneyu
+    from perfsuite.measure.resampling import mann_whitney_u as test
 
     a = np.asarray(x, dtype=np.float64)
     b = np.asarray(y, dtype=np.float64)
     if a.size == 0 or b.size == 0:
         raise ValueError("a Mann-Whitney test needs samples on both sides")
-    result = mannwhitneyu(a, b, alternative="two-sided")
-    return float(result.statistic), float(result.pvalue)
+    return test(a, b)
 
 
 def welch_t(x: Sequence[float], y: Sequence[float]) -> float:
@@ -157,8 +138,9 @@ def welch_t(x: Sequence[float], y: Sequence[float]) -> float:
 
     The test between groups of runs (one value per run). Welch's rather than Mann-Whitney's:
     with three runs a side no arrangement of ranks reaches p < 0.1 (scipy: 3 vs 3 gives at least
-    0.1, 4 vs 4 at least 0.029), so a rank test could never call a change from a typical repeat."""
-    from scipy.stats import ttest_ind
+    0.1, 4 vs 4 at least 0.029), so a rank test could never call a change from a typical repeat.
+    scipy's test (``ttest_ind(equal_var=False)``), computed by :mod:`perfsuite.measure.resampling`."""
+    from perfsuite.measure.resampling import welch_t_p
 
     a = np.asarray(x, dtype=np.float64)
     b = np.asarray(y, dtype=np.float64)
@@ -166,10 +148,7 @@ def welch_t(x: Sequence[float], y: Sequence[float]) -> float:
         raise ValueError("Welch's t-test needs at least two values a side")
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:  # no spread on either side: equal or certainly different
         return 1.0 if a[0] == b[0] else 0.0
-    with warnings.catch_warnings():
-        # near-identical values: scipy warns of precision loss and still returns its p-value
-        warnings.simplefilter("ignore", RuntimeWarning)
-        p = float(ttest_ind(a, b, equal_var=False).pvalue)
+    p = welch_t_p(a, b)
     return p if math.isfinite(p) else 1.0
 
 
