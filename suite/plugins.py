@@ -323,6 +323,21 @@ def allowed_plugins() -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
+def recorded_workload(workload: dict) -> Any | None:
+    """The class a record's ``workload`` section names, for showing the record: where a built-in
+    plugin made it, that plugin's module alone is imported (a command that shows one run does not
+    load every plugin: each workload module, and each third party's import under its bound); the
+    built-in keeps its names, so this is the class the host would give. A run made by a third
+    party's plugin is looked up in the host. None where no plugin has it now."""
+    plugin = (workload.get("plugin") or {}).get("name")
+    if plugin not in DEFAULT_PLUGINS:
+        entry = get_host().workloads.get(workload["name"])
+        return entry.cls if entry else None
+    found: list[Any] = []
+    importlib.import_module(plugin).perfsuite_register_workloads(register=found.append)
+    return next((cls for cls in found if cls.name == workload["name"]), None)
+
+
 @functools.lru_cache(maxsize=1)
 def get_host() -> Host:
     """The process's host, loaded once."""

@@ -54,7 +54,7 @@ def test_a_plugin_that_hangs_is_disabled_with_one_warning_and_every_command_answ
     assert "demo.sum" in listing.stdout and "kernels.gemm" in listing.stdout
     results = cli("results", timeout=ANSWER_S)
     assert results.returncode == 0, results.stderr
-    assert results.stderr.strip().splitlines() == [warning]
+    assert results.stderr.strip() == ""  # it reads the registry alone: no plugin is loaded, none is waited for
     plugins = {p["name"]: p for p in json.loads(cli("plugins", "--json", timeout=ANSWER_S, check=True).stdout)}
     assert plugins["sleepy"]["workloads"] == [] and "disabled" in plugins["sleepy"]["error"]
     assert plugins["good"]["error"] is None and plugins["good"]["workloads"] == ["demo.sum"]

@@ -39,10 +39,17 @@ def emit_json(data: Any) -> None:
 
 
 def load_host():
-    """The plugin host; its problems (failed plugins, disabled names) are warned about once."""
+    """The plugin host, with the commands plugins register added to the group (their hook is
+    called wherever the plugins are loaded, so that one that raises is reported with the rest);
+    its problems (failed plugins, disabled names) are warned about once."""
     from perfsuite.plugins import get_host
 
     host = get_host()
+    context = click.get_current_context(silent=True)
+    group = context.find_root().command if context is not None else None
+    plugin_commands = getattr(group, "plugin_commands", None)  # the perfsuite group's, not a test's bare command
+    if plugin_commands is not None:
+        plugin_commands()
     warn_plugin_problems()
     return host
 
@@ -54,6 +61,14 @@ def warn_plugin_problems() -> None:
 
     for line in get_host().warnings():
         click.echo(f"Warning: {clean(line)}", err=True)
+
+
+def warn_plugin_problems_if_loaded() -> None:
+    """:func:`warn_plugin_problems` where this process has loaded the plugins (a command that
+    reads the registry loads them only for what it needs: the class of a third party's run)."""
+    plugins = sys.modules.get("perfsuite.plugins")
+    if plugins is not None and plugins.get_host.cache_info().currsize:
+        warn_plugin_problems()
 
 
 def open_db(ctx: click.Context):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from perfsuite.cli._common import console, emit_json, fail, load_host, open_db
+from perfsuite.cli._common import console, emit_json, fail, open_db, warn_plugin_problems_if_loaded
 
 
 @click.command("show")
@@ -24,9 +24,11 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
         emit_json(record)
         return
     from perfsuite.analysis.tables import show_record
+    from perfsuite.plugins import recorded_workload
 
-    entry = load_host().workloads.get(record["workload"]["name"])
-    show_record(console(), record, entry.cls if entry else None)
+    cls = recorded_workload(record["workload"])  # the plugins loaded only for a third party's run
+    warn_plugin_problems_if_loaded()
+    show_record(console(), record, cls)
     if (record.get("details") or {}).get("crosscheck"):  # its reference tool's figures and the ratios
         from perfsuite.cli._reference import print_crosscheck_table
 
