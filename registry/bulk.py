@@ -302,21 +302,32 @@ def store_files(
     *,
     workers: int | None = None,
     progress: Progress | None = None,
+    parallel_from: int = PARALLEL_FROM,
 ) -> FilesOutcome:
     """Store the record files ``files`` (run id -> path, as a records folder names them) that
-    the registry lacks, streaming: files are read and checked in worker processes (when there
-    are many) a few chunks ahead of the writer, and stored in batches of ``batch``, one
-    transaction each, so memory stays bounded whatever the folder holds and a run cut off half
-    way keeps the batches before (the next run skips them: idempotent by run id and hash).
+    the registry lacks, streaming, in batches of ``batch`` files, one transaction each, so
+    memory stays bounded whatever the folder holds and a run cut off half way keeps the batches
+    before (the next run skips them: idempotent by run id and hash).
+
+    From ``parallel_from`` files on (and a registry other processes can open), each worker
+    process (one per CPU by default) reads, checks and writes whole batches through its own
+    connection: a record crosses no pipe, and one worker checks while another writes (SQLite
+    takes one writer at a time; PostgreSQL's COPYs run side by side). Below that, files are
+    checked here (:func:`map_chunks`) and written by this process.
 
     A file that fails its checks is refused with its reason and the others are stored; a run id
     stored with another record is refused. ``progress`` is called with the number of files just
-    checked. Raises :class:`RegistryError` when the database refuses a write."""
+    checked (and, in workers, written). Raises :class:`RegistryError` when the database refuses
+    a write."""
     from .errors import translated_errors
 
+    if workers is None:
+        workers = os.cpu_count() or 1
+    items = [(run_id, os.fspath(path)) for run_id, path in sorted(files.items())]
+    if workers > 1 and len(items) >= parallel_from and _shareable(registry):
+        return _store_files_in_workers(registry, items, batch, workers, progress)
     out = FilesOutcome()
     known = registry.stored_hashes(list(files))
-    items = [(run_id, os.fspath(path)) for run_id, path in sorted(files.items())]
 
     def batches() -> Iterator[list[Prepared]]:
         pending: list[Prepared] = []
@@ -348,6 +359,125 @@ def store_files(
     out.stored = written.stored
     out.duplicate += written.duplicate  # stored meanwhile by another process
     out.check_s, out.write_s = written.check_s, written.write_s
+    return out
+
+
+def _shareable(registry) -> bool:
+    """Whether worker processes can open this registry and write to it: not an in-memory SQLite
+    database, not one open read-only (that path refuses only where there is something to store)."""
+    url = registry.engine.url
+    if registry.read_only:
+        return False
+    if url.get_backend_name() != "sqlite":
+        return True
+    database = url.database or ""
+    return database not in ("", ":memory:") and not database.startswith("file:")
+
+
+# A worker process's own connection to the registry and its writer (shared rows cached across
+# the batches it writes): set by _start_worker, once per process.
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(url: str) -> None:
+    from .db import _make_engine
+
+    engine = _make_engine(url)
+    _WORKER.update(engine=engine, writer=_Writer(engine), url=engine.url.render_as_string(hide_password=True))
+
+
+@dataclass
+class _BatchDone:
+    """What a worker did with one batch of files."""
+
+    stored: int
+    duplicate: int
+    refused: list[tuple[str, str]]
+    check_s: float
+    write_s: float
+
+
+def _store_batch(items: list[tuple[str, str]]) -> _BatchDone:
+    """A worker's task: read and check a batch of files, ask the registry which of their runs it
+    holds, and store the rest in one transaction. Raises :class:`RegistryError` (one line)."""
+    from .errors import translated_errors
+
+    start = time.perf_counter()
+    refused: list[tuple[str, str]] = []
+    checked: list[Prepared] = []
+    for (_run_id, path), one in zip(items, _prepare_files(items), strict=True):
+        if isinstance(one, str):
+            refused.append((path, one))
+        else:
+            checked.append(one)
+    paths = dict(items)
+    engine, writer = _WORKER["engine"], _WORKER["writer"]
+    outcome = BulkOutcome()
+    with translated_errors(f"registry {_WORKER['url']}"):
+        known: dict[str, str] = {}
+        with engine.connect() as connection:
+            ids = [p.run_id for p in checked]
+            for at in range(0, len(ids), 500):
+                query = select(Run.run_id, Run.record_sha256).where(Run.run_id.in_(ids[at : at + 500]))
+                known.update((run_id, sha) for run_id, sha in connection.execute(query))
+        pending = []
+        for p in checked:
+            if p.run_id not in known:
+                pending.append(p)
+            elif known[p.run_id] == p.sha256:
+                outcome.duplicate += 1
+            else:
+                refused.append(
+                    (paths[p.run_id], f"run {p.run_id} is stored with another record (sha256 {known[p.run_id]})")
+                )
+        check_s = time.perf_counter() - start
+        if pending:
+            try:
+                writer.commit_shared(engine, pending)
+                with engine.execution_options(sqlite_begin="IMMEDIATE").begin() as connection:
+                    writer.write(connection, pending, outcome)
+            except BaseException:
+                writer.shared.clear()  # ids read in a rolled-back transaction may not exist
+                raise
+    return _BatchDone(outcome.stored, outcome.duplicate, refused, check_s, time.perf_counter() - start - check_s)
+
+
+def _store_files_in_workers(
+    registry, items: list[tuple[str, str]], batch: int, workers: int, progress: Progress | None
+) -> FilesOutcome:
+    """:func:`store_files` with each batch read, checked and written by a worker process, two
+    batches a worker given out at most (memory: about two batches of records a worker)."""
+    import multiprocessing
+    from collections import deque
+
+    out = FilesOutcome()
+    url = registry.engine.url.render_as_string(hide_password=False)
+    # spawn, not fork: the caller may hold threads (a progress bar) and open connections
+    executor = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(url,)
+    )
+    try:
+        in_flight: deque = deque()
+
+        def take() -> None:
+            size, future = in_flight.popleft()
+            done: _BatchDone = future.result()
+            out.stored += done.stored
+            out.duplicate += done.duplicate
+            out.refused += done.refused
+            out.check_s += done.check_s
+            out.write_s += done.write_s
+            if progress is not None:
+                progress(size)
+
+        for chunk in _chunks(items, batch):
+            in_flight.append((len(chunk), executor.submit(_store_batch, chunk)))
+            if len(in_flight) >= 2 * workers:
+                take()
+        while in_flight:
+            take()
+    finally:
+        executor.shutdown(cancel_futures=True)
     return out
 
 
@@ -425,6 +555,31 @@ class _Writer:
         found = connection.execute(query).scalar_one()
         self.shared[cache_key] = found
         return found
+
+    def commit_shared(self, engine: Engine, batch: list[Prepared]) -> None:
+        """Each shared row the batch names (its systems, environments, workloads) that this writer
+        has not met, inserted or found in a short transaction of its own, in the same order in
+        every writer: writers storing batches side by side then never wait for one another's
+        batch on a new shared row, nor deadlock on two (which PostgreSQL's unique indexes give
+        two transactions inserting the same new rows in turn). A batch that fails afterwards
+        leaves such a row unreferenced, never missing."""
+        wanted: dict[tuple, tuple] = {}
+        for p in batch:
+            name, version, category = p.workload
+            wanted[("systems", p.system_key)] = (System, {"key": p.system_key}, p.system_columns)
+            wanted[("environments", p.environment_sha256)] = (Environment, {"sha256": p.environment_sha256}, p)
+            wanted[("workloads", name, version)] = (
+                Workload,
+                {"name": name, "version": version},
+                {"category": category},
+            )
+        writes = engine.execution_options(sqlite_begin="IMMEDIATE")
+        for key in sorted(k for k in wanted if k not in self.shared):
+            model, match, extra = wanted[key]
+            if isinstance(extra, Prepared):  # an environment's document, read only where it is new here
+                extra = {"data": json.loads(extra.environment_text)}
+            with writes.begin() as connection:
+                self._shared_id(connection, model, match, extra)
 
     def write(self, connection, batch: list[Prepared], outcome: BulkOutcome) -> None:
         ids = [p.run_id for p in batch]

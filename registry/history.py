@@ -5,9 +5,10 @@ indexes serve."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from sqlalchemy import null, select
+from sqlalchemy import Text, cast, null, select
 from sqlalchemy.orm import Session
 
 from perfsuite.schemas.headline import case_metric_names
@@ -56,14 +57,16 @@ def metric_history(
             Run.run_id,
             Run.started_at,
             Run.comparability_key,
-            Run.params,
+            cast(Run.params, Text).label("params"),  # as text: decoded once per distinct value below
             Run.system_id,
             Metric.case,
             Metric.name,
             Metric.unit,
             Metric.higher_is_better,
             Metric.value,
-            Metric.statistics,
+            # the two figures a point shows, read by the database (not a JSON document per run here)
+            Metric.statistics["ci95_low"].as_float().label("ci_low"),
+            Metric.statistics["ci95_high"].as_float().label("ci_high"),
             Metric.samples if samples else null().label("samples"),
             Metric.position,
         )
@@ -95,26 +98,28 @@ def metric_history(
             record = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()
             for case, name in case_metric_names(record).items():
                 heads[(ckey, case)] = name
+    params: dict[str, dict] = {}  # a key's runs share their parameters' text: each decoded once
     points: list[Point] = []
     for r in rows:
         if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
             continue
-        s = r.statistics or {}
+        if r.params not in params:
+            params[r.params] = json.loads(r.params)
         points.append(
             Point(
                 r.run_id,
                 r.started_at.isoformat(),
                 r.comparability_key,
                 settings.get(r.comparability_key, {}),
-                r.params,
+                params[r.params],
                 str(r.system_id),
                 r.case,
                 r.name,
                 r.unit,
                 r.higher_is_better,
                 r.value,
-                s.get("ci95_low"),
-                s.get("ci95_high"),
+                r.ci_low,
+                r.ci_high,
                 decode(r.samples) if samples else [],
             )
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased, defer
 
 from perfsuite.schemas import CEILINGS_WORKLOAD
 from perfsuite.schemas.headline import headline
@@ -195,7 +195,15 @@ def ids_sharing_prefixes(session: Session, run_ids: list[str], length: int) -> s
     "g"); one pass over the run_id index for many (a history of 5,000 runs)."""
     prefixes = {run_id[:length] for run_id in run_ids}
     if len(prefixes) >= _PREFIX_SCAN_FROM:
-        return {run_id for run_id in session.scalars(select(Run.run_id)) if run_id[:length] in prefixes}
+        # The pairs of stored ids that share their first digits, found by the database along the
+        # run_id index (each id's neighbours in order): a handful of rows, not every id.
+        later = aliased(Run)
+        pairs = session.execute(
+            select(Run.run_id, later.run_id).join(
+                later, (later.run_id > Run.run_id) & (later.run_id < func.substr(Run.run_id, 1, length).concat("g"))
+            )
+        )
+        return {run_id for pair in pairs for run_id in pair if run_id[:length] in prefixes}
     found: set[str] = set()
     for prefix in prefixes:
         found.update(session.scalars(select(Run.run_id).where(Run.run_id >= prefix, Run.run_id < prefix + "g")))

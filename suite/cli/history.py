@@ -106,7 +106,8 @@ def series_with_change_points(points: list, min_step: float | None) -> list[dict
                 "case": case_label,
                 "metric": metric_name,
                 "unit": pts[0].unit,
-                "points": [{k: v for k, v in asdict(p).items() if k not in ("samples", "key_settings")} for p in pts],
+                # each point's fields as they are (dataclasses.asdict deep-copies every one: 0.2 s at 5,000)
+                "points": [{k: v for k, v in vars(p).items() if k not in ("samples", "key_settings")} for p in pts],
                 "change_points": [{**asdict(c), "run_id": pts[c.index].run_id} for c in found],
             }
         )
