@@ -38,7 +38,7 @@ PROBE_TIMEOUT_S = 5.0  # one GET of the health endpoint, whole
 SELF_REPORT_TIMEOUT_S = 5.0  # every path of the self-report together
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1"}
 # What engines expose about themselves, tried in turn (each missing one is recorded as such).
-SELF_REPORT_PATHS = ("/v1/models", "/version", "/server_info", "/get_server_info", "/info")
+SELF_REPORT_PATHS = ("/v1/models", "/version", "/server_info", "/get_server_info", "/info", "/props")
 # Readiness endpoints tried in turn when ``health_path`` is not set: vLLM, SGLang, TGI and
 # llama.cpp answer /health; every OpenAI-compatible engine answers /v1/models.
 HEALTH_PATHS = ("/health", "/v1/models")
@@ -73,7 +73,10 @@ FRAMEWORKS = frozenset(
     }
 )
 # ``owned_by`` values of /v1/models that name an organisation or a default, not an engine.
-GENERIC_OWNERS = frozenset({"", "system", "organization-owner", "openai", "user", "owner", "me", "none", "null"})
+# ("local" is transformers serve's.)
+GENERIC_OWNERS = frozenset(
+    {"", "system", "organization-owner", "openai", "user", "owner", "me", "none", "null", "local"}
+)
 
 
 class ServerUnavailable(RuntimeError):
@@ -265,9 +268,9 @@ class ServerProcess:
 
 def self_report(base_url: str, headers: dict[str, str] | None = None) -> dict:
     """What the server says of itself: its models, version and info endpoints where it has
-    them (vLLM ``/version``, SGLang ``/get_server_info``, TGI ``/info``), and its ``Server``
-    header. Each path's outcome is recorded, answered or not; all of them together take at most
-    ``SELF_REPORT_TIMEOUT_S`` (a path left when it is spent says so)."""
+    them (vLLM ``/version``, SGLang ``/get_server_info``, TGI ``/info``, llama.cpp ``/props``), and
+    its ``Server`` header. Each path's outcome is recorded, answered or not; all of them together
+    take at most ``SELF_REPORT_TIMEOUT_S`` (a path left when it is spent says so)."""
     out: dict[str, Any] = {}
     deadline = time.monotonic() + SELF_REPORT_TIMEOUT_S
     for path in SELF_REPORT_PATHS:
@@ -308,8 +311,9 @@ def _trim(obj: Any, depth: int = 0) -> Any:
 def engine_from_report(report: dict) -> dict:
     """The engine's name and version as far as what it exposes tells them, and where each came
     from (``source``): a version endpoint (vLLM ``/version``, SGLang ``/get_server_info``, TGI
-    ``/info``), the ``Server`` header unless it names a web framework (uvicorn and the like,
-    which say nothing of the engine), ``owned_by`` of ``/v1/models``; else unknown (None)."""
+    ``/info``, llama.cpp ``/props``), the ``Server`` header unless it names a web framework
+    (uvicorn and the like, which say nothing of the engine), ``owned_by`` of ``/v1/models``
+    unless it names a default (transformers serve's ``local``); else unknown (None)."""
     engine: dict[str, Any] = {"name": None, "version": None, "source": None}
     version = (report.get("/version") or {}).get("body") or {}
     if isinstance(version, dict) and version.get("version"):
@@ -320,6 +324,9 @@ def engine_from_report(report: dict) -> dict:
     tgi = (report.get("/info") or {}).get("body")
     if isinstance(tgi, dict) and tgi.get("version") and engine["name"] is None:
         engine.update(name="text-generation-inference", version=str(tgi["version"]), source="/info")
+    props = (report.get("/props") or {}).get("body")  # llama.cpp's server: its build number and commit
+    if isinstance(props, dict) and props.get("build_info") and engine["name"] is None:
+        engine.update(name="llama.cpp", version=str(props["build_info"]), source="/props build_info")
     header = str(report.get("server_header") or "").strip()
     name, _, rest = header.partition("/")
     if header and name.strip().lower() not in FRAMEWORKS:
