@@ -420,6 +420,7 @@ class Serving(Workload):
             prompts = self._step_prompts(n)
             bodies = {pr.index: self.endpoint.body(pr.text, pr.output_tokens) for pr in prompts}
             keys = {pr.index: prompt_key(pr.text) for pr in prompts}
+            del prompts  # the bodies hold them: a long step's texts are not kept twice while it runs
             traffic.update(prompts="drawn afresh for every step", prompt_stream=[p.prompt_seed, self.steps_run])
         offsets = arrival_offsets_s(n, load, p.gamma_shape, ctx.controls.seed) if mode == "rate" else None
         order = list(range(n))
