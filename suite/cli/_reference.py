@@ -84,7 +84,8 @@ def serving_rows(name: str, found: dict) -> list[list[str]]:
             else "shown, not compared"
         )
         verdict = (found.get("verdicts") or {}).get(figure) or ""
-        if verdict.startswith("not produced"):  # the reference gave no figure: named, not a difference
+        # the reference gave no figure, or the two sides' figures are of different answers: named, not a difference
+        if verdict.startswith(("not produced", "not comparable")):
             note = verdict
         rows.append(
             [

@@ -245,6 +245,11 @@ def versus_reference(
     of_medians = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
     ratios = {f: _median([_ratio(t["suite"].get(f), t["reference"].get(f)) for t in turns]) for f in FIGURES}
     verdict = compare(mine, theirs, ratios, "aiperf" if tool == TOOLS[0] else "the reference")
+    apart = counted_apart(turns, "aiperf" if tool == TOOLS[0] else "the reference")
+    if apart is not None:  # figures of different answers: shown, never a verdict of agreement
+        verdict["verdicts"] = dict.fromkeys(verdict["verdicts"], f"not comparable: {apart}")
+        verdict["agrees"] = False
+        out["counted_apart"] = apart
     agrees = verdict["agrees"]
     version = next((t["reference"].get("aiperf_version") for t in turns if t["reference"].get("aiperf_version")), None)
     return {
@@ -288,6 +293,24 @@ def compare(mine: dict, theirs: dict, ratios: dict, reference: str) -> dict:
         "not_produced": [f for f in FIGURES if theirs.get(f) is None],
         "verdicts": verdicts,
     }
+
+
+def counted_apart(turns: list[dict], reference: str) -> str | None:
+    """Why the two sides' figures describe different answers, where in some round they completed
+    different numbers of requests: the suite fails an answer cut short (no finish reason, or short
+    of max_tokens under ignore_eos) that a reference may count, so their TTFT and tokens/s are
+    over different requests and agreeing on them would say nothing. None where every round's
+    counts match."""
+    for k, t in enumerate(turns, 1):
+        mine, theirs = t["suite"].get("completed"), t["reference"].get("completed")
+        if mine is None or theirs is None or round(mine) == round(theirs):
+            continue
+        return (
+            f"in round {k} the suite completed {round(mine)} requests ({round(t['suite'].get('failed') or 0)} "
+            f"failed) and {reference} {round(theirs)} ({round(t['reference'].get('failed') or 0)} failed): "
+            "the figures are of different answers"
+        )
+    return None
 
 
 def _ratio(mine: float | None, theirs: float | None) -> float | None:
