@@ -407,14 +407,7 @@ class Registry:
 
         with self._read_sessions() as session:
             if len(run_ids) >= ID_SCAN_FROM:
-                # the driver's rows, fetched at once (SQLAlchemy's row at a time is most of the time)
-                cursor = session.connection().connection.cursor()
-                try:
-                    cursor.execute("SELECT run_id FROM runs")
-                    stored = {run_id for (run_id,) in cursor.fetchall()}
-                finally:
-                    cursor.close()
-                return stored.intersection(run_ids)
+                return _all_run_ids(session).intersection(run_ids)
             run_ids = list(run_ids)
             found: set[str] = set()
             for start in range(0, len(run_ids), ID_QUERY_CHUNK):
@@ -479,6 +472,17 @@ class Registry:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _all_run_ids(session: Session) -> set[str]:
+    """Every stored run id, through the driver's cursor, fetched at once: SQLAlchemy's row at a
+    time is most of the time at 100,000 ids (a COPY on PostgreSQL is no faster: a message a row)."""
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute("SELECT run_id FROM runs")
+        return {run_id for (run_id,) in cursor.fetchall()}
+    finally:
+        cursor.close()
 
 
 def open_registry(url: str | None = None) -> Registry:

@@ -68,9 +68,9 @@ def is_records_folder(folder: Path) -> bool:
 
 def unstored_records(registry, folder: Path) -> list[Path]:
     """The record files in ``folder`` whose run id the registry does not hold, sorted."""
-    found = record_ids(folder)
+    found = set(record_ids(folder))  # each id hashed once, here
     known = registry.stored_ids(found)
-    return sorted(folder / f"{run_id}.json" for run_id in set(found) - known)
+    return sorted(folder / f"{run_id}.json" for run_id in found - known)
 
 
 def unstored_notice(paths: list[Path], folder: Path) -> str | None:

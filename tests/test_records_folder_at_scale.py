@@ -28,6 +28,29 @@ def reg(tmp_path):
         yield opened
 
 
+@pytest.fixture(scope="module")
+def pg_server():
+    """A throwaway PostgreSQL cluster for this module's tests: its base URL."""
+    if pg_cluster.server_bin() is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed")
+    pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
+    cluster = pg_cluster.start(prefix="perfsuite-pg-folder-")
+    yield cluster.url("").rstrip("/")
+    cluster.remove()
+
+
+@pytest.fixture
+def pg(pg_server):
+    """A registry in a fresh database of the module's cluster."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    with open_registry(f"{pg_server}/{name}") as opened:
+        yield opened
+
+
 def _records(n: int, hosts: int = 3) -> list[dict]:
     return [make_record(host=f"box{i % hosts}", controls={"seed": i}) for i in range(n)]
 
@@ -65,8 +88,11 @@ def test_the_stored_ids_of_a_large_folder_are_read_in_one_pass_with_the_same_ans
     assert reg.stored_ids([r["run_id"] for r in records]) == {r["run_id"] for r in records[:4]}
 
 
-def test_ids_sharing_a_prefix_are_found_by_the_database_for_many_ids(reg, monkeypatch):
+@pytest.mark.parametrize("backend", ["reg", pytest.param("pg", marks=pytest.mark.slow)], ids=["sqlite", "postgresql"])
+def test_ids_sharing_a_prefix_are_found_by_the_database_for_many_ids(backend, request, monkeypatch):
     import perfsuite.registry.queries as queries
+
+    reg = request.getfixturevalue(backend)
 
     twins = ["abcdef12" + uuid.uuid4().hex[8:] for _ in range(2)]  # the same first eight digits
     records = [make_record(run_id=run_id) for run_id in [*twins, "abcdef13" + uuid.uuid4().hex[8:]]]
@@ -114,15 +140,26 @@ def test_a_folder_imported_by_workers_stores_what_one_process_stores(reg, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(pg_cluster.server_bin() is None, reason="PostgreSQL server binaries (initdb, pg_ctl) not installed")
-def test_workers_import_a_folder_into_postgresql_side_by_side(tmp_path):
-    pytest.importorskip("psycopg", reason="the psycopg driver is not installed (the 'postgres' extra)")
-    cluster = pg_cluster.start(prefix="perfsuite-pg-folder-")
-    try:
-        with open_registry(cluster.url()) as pg:
-            records, _folder_path, outcome, again, _ = _store_folder(pg, tmp_path, workers=2)
-            assert (outcome.stored, len(outcome.refused), again.duplicate) == (8, 3, 8)
-            assert table_counts(pg)["systems"] == 3
-            assert canonical_json(pg.get(records[5]["run_id"])) == canonical_json(records[5])
-    finally:
-        cluster.remove()
+def test_workers_import_a_folder_into_postgresql_side_by_side(pg, tmp_path):
+    records, _folder_path, outcome, again, _ = _store_folder(pg, tmp_path, workers=2)
+    assert (outcome.stored, len(outcome.refused), again.duplicate) == (8, 3, 8)
+    assert table_counts(pg)["systems"] == 3
+    assert canonical_json(pg.get(records[5]["run_id"])) == canonical_json(records[5])
+
+
+@pytest.mark.parametrize("backend", ["reg", pytest.param("pg", marks=pytest.mark.slow)], ids=["sqlite", "postgresql"])
+def test_a_history_reads_each_points_interval_and_parameters_as_the_record_holds_them(backend, request):
+    from perfsuite.registry.history import metric_history
+
+    reg = request.getfixturevalue(backend)
+    records = [make_record(params={"m": 64 * (1 + i % 2), "n": 8, "k": 8, "dtype": "bf16"}) for i in range(4)]
+    reg.store_all(records)
+    with reg.session() as session:
+        points = metric_history(session, "kernels.gemm", metric="tflops", samples=False)
+    assert len(points) == 4
+    by_run = {r["run_id"]: r for r in records}
+    for point in points:
+        record = by_run[point.run_id]
+        held = next(m for m in record["metrics"] if m["name"] == "tflops")["statistics"]
+        assert (point.ci_low, point.ci_high) == (held["ci95_low"], held["ci95_high"])
+        assert point.params == record["workload"]["params"]
