@@ -417,6 +417,31 @@ class Registry:
             return found
 
     @translated
+    def contents_stamp(self) -> list | None:
+        """What changes when a run is stored or removed, or when this is another database: the
+        SQLite file's device and inode (PostgreSQL: the database's oid), the number of runs and
+        the largest run key; None where the database cannot be told from another (an in-memory
+        or read-only SQLite one). Cheap (the count reads an index): a caller remembers an answer
+        about the registry's runs until this changes."""
+        from sqlalchemy import func
+
+        from .models import Run
+
+        with self._read_sessions() as session:
+            count, top = session.execute(select(func.count(Run.id), func.max(Run.id))).one()
+            if self.engine.dialect.name == "postgresql":
+                identity = [
+                    session.execute(text("SELECT oid FROM pg_database WHERE datname = current_database()")).scalar_one()
+                ]
+            else:
+                path = _sqlite_file(self.engine.url)
+                if path is None:
+                    return None
+                found = os.stat(path)
+                identity = [found.st_dev, found.st_ino]
+        return [self.url, *identity, count, top]
+
+    @translated
     def results(
         self,
         workload: str | None = None,

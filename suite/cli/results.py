@@ -3,7 +3,9 @@ job's step summary: ``perfsuite results --format markdown >> "$GITHUB_STEP_SUMMA
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 
 import click
 
@@ -66,8 +68,71 @@ def notice_unstored(registry) -> None:
     from perfsuite.registry.recovery import unstored_notice, unstored_records
 
     folder = records_dir()
-    notice = unstored_notice(unstored_records(registry, folder), folder)
-    if notice:
-        click.echo(clean(notice), err=True)
+    checked = FolderChecked(registry, folder)
+    if not checked.unchanged():
+        missing = unstored_records(registry, folder)
+        notice = unstored_notice(missing, folder)
+        if notice:
+            click.echo(clean(notice), err=True)
+        else:
+            checked.remember()
     for kept in find(registry, folder):
         click.echo(clean(f"Note: {finished_line(kept)}"), err=True)
+
+
+# A folder modified this recently may still change within the same tick of its clock: a file
+# created there after it was listed could leave its modification time as it was.
+SETTLED_S = 2.0
+
+
+class FolderChecked:
+    """That the records folder held no record the registry lacked, remembered (a small file in
+    perfsuite's data folder) until the folder (its modification time: a file added, renamed or
+    removed) or the registry (:meth:`Registry.contents_stamp`: another database, a run stored
+    or removed) changes: at 100,000 records, listing the folder and reading every stored id is
+    a quarter of a second of each ``perfsuite results``. Remembered only for a folder that has
+    settled (modified :data:`SETTLED_S` before it was listed); a stamp that cannot be read or
+    written is a full check, nothing more."""
+
+    def __init__(self, registry, folder) -> None:
+        import hashlib
+        import json
+        import time
+
+        from perfsuite.registry.db import data_dir
+
+        self.stamp = None
+        self.path = None
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return  # no records folder: nothing in it, nothing to remember
+        contents = registry.contents_stamp()
+        if contents is None or time.time() - found.st_mtime < SETTLED_S:
+            return
+        self.stamp = json.dumps([str(folder), found.st_dev, found.st_ino, found.st_mtime_ns, contents], default=str)
+        name = hashlib.sha256(f"{contents[0]}\0{folder}".encode()).hexdigest()[:24]
+        self.path = data_dir() / "cache" / f"records-folder-{name}.json"
+
+    def unchanged(self) -> bool:
+        """Whether the stamp remembered matches the folder and the registry as they are."""
+        import stat
+
+        if self.stamp is None or self.path is None:
+            return False
+        try:
+            if not stat.S_ISREG(os.lstat(self.path).st_mode):  # a FIFO there would block the read
+                return False
+            return self.path.read_text(encoding="utf-8") == self.stamp
+        except (OSError, UnicodeDecodeError):
+            return False  # none remembered (or unreadable): the full check
+
+    def remember(self) -> None:
+        from perfsuite.owned_output import OutputRefused, write_file
+
+        if self.stamp is None or self.path is None:
+            return
+        # A data folder that cannot take the stamp costs the next call the full check, and the
+        # notice this call printed was right: the refusal changes nothing the user reads.
+        with contextlib.suppress(OutputRefused):
+            write_file(self.path, self.stamp, parents=True)
