@@ -33,12 +33,16 @@ class TinyLlama:
     def __init__(self, shape: ModelShape | None = None) -> None:
         self.shape = shape or ModelShape()
         rng = np.random.default_rng(self.shape.seed)
-        # drawn in serving.model.build_and_save's order: the same numbers
+        # drawn in serving.model.build_and_save's order, rounded to float32 as it stores them (the
+        # same numbers), then computed on in float64
         self.w = {
-            name: (np.ones(dims, np.float64) if len(dims) == 1 else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
+            name: (
+                np.ones(dims)
+                if len(dims) == 1
+                else rng.normal(0.0, INIT_STD, dims).astype(np.float32).astype(np.float64)
+            )
             for name, dims in self.shape.tensors().items()
         }
-        self.w = {k: v.astype(np.float64) for k, v in self.w.items()}
         self.ids = vocabulary()
 
     def _norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
