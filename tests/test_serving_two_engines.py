@@ -195,7 +195,8 @@ def _questions(path: Path, count: int = 3) -> list[dict]:
 
 def test_a_rate_sweep_names_the_engine_counts_its_tokens_and_scores_its_answers(engine, home):
     """Both engines answer what the model computes: every step scores 3 of 3 against answers
-    from the weights' own forward pass, under the step's load."""
+    from the weights' own forward pass, under the step's load; and every step has its point on
+    the latency-throughput curve, with its cost at a stated price."""
     name, endpoint = engine
     questions = _questions(home / "questions.jsonl")
     record = _run(
@@ -206,6 +207,8 @@ def test_a_rate_sweep_names_the_engine_counts_its_tokens_and_scores_its_answers(
         accuracy_data=str(home / "questions.jsonl"),
         accuracy_min=1.0,
         accuracy_requests=0,
+        price_per_gpu_hour=2.0,
+        currency="USD",
     )
     serving = record["details"]["serving"]
     _named_as_it_names_itself(name, serving)
@@ -235,6 +238,12 @@ def test_a_rate_sweep_names_the_engine_counts_its_tokens_and_scores_its_answers(
         assert accuracy["passed"] and step["valid"], step["invalid_reasons"]
         answers = [json.loads(line) for line in (Path(serving["artifact_dir"]) / accuracy["outputs_file"]).open()]
         assert [a["correct"] for a in answers] == [True] * 3, answers
+        # its point on the latency-throughput curve: 16 tokens over the schedule's 4 / rate seconds on
+        # the one (assumed) GPU, what a million such tokens cost at 2 USD an hour, no power on a CPU
+        curve = step["curve"]
+        assert curve["output_tokens_per_s_per_gpu"] == pytest.approx(4 * step["load"]), curve
+        assert curve["cost_per_million_output_tokens"] == pytest.approx(2.0 / 3600 / (4 * step["load"]) * 1e6)
+        assert curve["output_tokens_per_s_per_user"] > 0 and curve["joules_per_output_token"] is None, curve
     assert [q["answer"] for q in questions] and record["status"] == "success"
 
 
