@@ -214,8 +214,8 @@ class _PlainRows:
     column on one line: rich lays those out. ``tests/test_layout_fast_rows.py`` holds the two to
     the same characters."""
 
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
+    def __init__(self, lines: list[list[str]]) -> None:
+        self.lines = lines  # each line as its cells, padded, the gap before each but the first
 
     @classmethod
     def of(cls, table: FittedTable, shown: list[int], sizes: list[int]) -> _PlainRows | None:
@@ -238,7 +238,7 @@ class _PlainRows:
                 if pad < 0:
                     return None
                 cells.append(" " * pad + cell if to_right else cell + " " * pad)
-            lines.append(gap.join(cells))
+            lines.append([cells[0], *(gap + cell for cell in cells[1:])])
         return cls(lines)
 
     def __rich_console__(self, console, options):
@@ -246,7 +246,11 @@ class _PlainRows:
 
         newline = Segment.line()
         for line in self.lines:
-            yield Segment(line)
+            # a segment a cell: rich measures each (cropping to the width), and a short cell it
+            # has met (a CI with its en dash) is remembered, where a whole line would be counted
+            # character by character
+            for cell in line:
+                yield Segment(cell)
             yield newline
 
 
