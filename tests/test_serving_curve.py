@@ -59,7 +59,8 @@ def test_a_sweep_records_tokens_per_gpu_against_tokens_per_user_with_cost_and_en
     basis = serving["curve_basis"]
     assert (basis["gpus"], basis["gpus_source"], basis["gpus_assumed"]) == (2, "the gpus parameter", False)
     assert basis["currency"] == "EUR" and basis["per_user"] == PER_USER_DEFINITION
-    assert basis["power"].startswith("given: 500 W per GPU x 2 GPUs")
+    sampled = _nvml_gpus() > 0  # on a GPU machine NVML samples the local server's GPUs instead
+    assert basis["power"].startswith("NVML power of GPUs" if sampled else "given: 500 W per GPU x 2 GPUs")
     steps = serving["rate_sweep"]["steps"]
     assert [s["load"] for s in steps] == list(RATES)
     for step, rate in zip(steps, RATES, strict=True):
@@ -78,9 +79,10 @@ def test_a_sweep_records_tokens_per_gpu_against_tokens_per_user_with_cost_and_en
         assert point["output_tokens_per_s_per_user"] <= 1e3 / GAP_MS
         assert point["ttft_p50_ms"] == pytest.approx(statistics.median(ttft_ms), rel=1e-9)
         assert point["cost_per_million_output_tokens"] == pytest.approx(3.6 * 2 / 3600 / (tokens / span_s) * 1e6)
-        assert point["currency"] == "EUR" and point["power_source"] == "given"
-        assert point["joules_per_output_token"] == pytest.approx(500 * 2 * span_s / tokens)
-        assert step["server_power"] is None  # no NVML here: the given wattage is the energy
+        assert point["currency"] == "EUR" and point["power_source"] == ("nvml" if sampled else "given")
+        if not sampled:  # no NVML here: the given wattage is the energy
+            assert point["joules_per_output_token"] == pytest.approx(500 * 2 * span_s / tokens)
+            assert step["server_power"] is None
     # the tokens/s per GPU grow with the rate while the server keeps up
     assert steps[1]["curve"]["output_tokens_per_s_per_gpu"] > steps[0]["curve"]["output_tokens_per_s_per_gpu"]
 
@@ -114,12 +116,15 @@ def test_a_run_that_names_no_gpus_assumes_one_and_says_its_energy_is_unknown(cli
     serving = record["details"]["serving"]
     basis = serving["curve_basis"]
     assert basis["gpus"] == 1 and basis["gpus_assumed"] and basis["gpus_source"].startswith("assumed: 1")
-    assert basis["power"].startswith("unknown: ") and basis["cost"].startswith("unknown: no price_per_gpu_hour")
+    sampled = _nvml_gpus() > 0  # on a GPU machine NVML samples the local server's GPUs instead
+    assert basis["power"].startswith("NVML power" if sampled else "unknown: ")
+    assert basis["cost"].startswith("unknown: no price_per_gpu_hour")
     for step in serving["rate_sweep"]["steps"]:
         point = step["curve"]
         assert point["output_tokens_per_s_per_gpu"] == pytest.approx(step["output_tokens_per_s"])
         assert point["cost_per_million_output_tokens"] is None and point["currency"] is None
-        assert point["joules_per_output_token"] is None and point["power_source"] == "unknown"
+        if not sampled:
+            assert point["joules_per_output_token"] is None and point["power_source"] == "unknown"
 
 
 def test_bad_curve_parameters_are_one_line_refusals(cli, gapped):

@@ -175,6 +175,8 @@ def _power_gpus(count: int, server_command: str, local: bool, environ: Mapping[s
     devices = visible_devices(server_command, environ)
     if devices is None:
         return list(range(min(count, present))), ""
+    if not devices:
+        return [], "CUDA_VISIBLE_DEVICES names no GPU"
     if not all(re.fullmatch(r"\d+", d.strip()) for d in devices):
         return [], f"CUDA_VISIBLE_DEVICES names GPUs by UUID or MIG ({','.join(devices)}): not matched to NVML"
     return [int(d) for d in devices if int(d) < present][:count], ""
