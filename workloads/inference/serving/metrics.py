@@ -8,10 +8,13 @@ Definitions (those of vLLM's ``bench serve`` and AIPerf, which agree on them):
 - ITL: the gaps between consecutive content chunks, all requests pooled (vLLM's ITL).
 - E2E: request sent to end of stream.
 - Duration: first request sent to last one ended. Rates are completed requests and output
-  tokens over the rate span: an open-loop step's schedule (n requests at r per second: n / r),
-  else the duration; ``rate_span`` says which.
+  tokens over the rate span: an open-loop step that kept its schedule divides by the schedule
+  (n requests at r per second: n / r); one whose server fell behind by the completions' own span
+  (n - 1 completions between the first and the last, never shorter than the schedule's); a step
+  without a schedule by the duration; ``rate_span`` says which and why, ``kept_schedule`` whether
+  the server kept up (:func:`rate_span`).
 - Goodput (DistServe's, vLLM's ``--goodput``): requests that completed and met every SLO given
-  (TTFT, TPOT, E2E), per second of the duration, and their output tokens per second; SLO
+  (TTFT, TPOT, E2E), per second of the rate span, and their output tokens per second; SLO
   attainment: that count over every request sent (failed ones count against it).
 """
 
@@ -99,13 +102,87 @@ def token_count_source(sources: Counter[str]) -> str | None:
     return "mixed: " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
 
 
+# A server kept its schedule when its completions spread at most this share more than the arrivals
+# (beside its requests' own time): timer wake-ups and the client's send jitter of a few percent
+# leave a step that kept up its exact offered rate; a server more than a tenth short reads its own.
+SCHEDULE_SLACK = 0.1
+
+
+@dataclass(frozen=True)
+class RateSpan:
+    """What a step's rates divide by (``span_s``), why (``why``), and the spreads that decided it."""
+
+    span_s: float
+    why: str
+    kept_schedule: bool | None  # None: the step had no schedule, or too few completions to judge
+    arrival_spread_s: float | None = None  # the drawn schedule, first to last
+    completion_spread_s: float | None = None  # the completed requests' ends, first to last
+    allowance_s: float | None = None  # the requests' own time the completions may add (TTFT p10 + stream p90)
+
+
+def rate_span(results: list[RequestResult], scheduled_span_s: float | None, duration_s: float) -> RateSpan:
+    """The span a step's rates divide by.
+
+    Without a schedule (a concurrency step, a cross-check's own figures): the duration, first
+    request sent to last one ended.
+
+    With one (an open-loop step of n requests drawn at r per second: ``scheduled_span_s`` = n / r),
+    the schedule's span where the server kept up, so that such a step reads r exactly (first sent
+    to last ended would read n / (n - 1) r); where the server fell behind, the completions' own
+    rate: n - 1 completions between the first completed request's end and the last's (a span of
+    that spread x n / (n - 1) for the n completed), never shorter than the schedule's, so never
+    above the offered rate. The server kept up when
+
+        completion spread <= arrival spread x (1 + SCHEDULE_SLACK) + TTFT p10 + stream p90
+
+    the arrival spread being the drawn schedule's first to last (``scheduled_ns``, Poisson or
+    even), the completion spread the completed requests' ends first to last, a request's stream
+    its first token to its end. Why that allowance: a server that keeps up ends each request its
+    own time after it arrived, so its completions spread more than the arrivals by the
+    difference of two requests' times, at most one request's time without waiting: its time to
+    first token unqueued (TTFT p10) and a long stream (stream p90). Waiting is what grows when a
+    server falls behind, and it shows in TTFT, so only TTFT's low percentile is allowed: with a
+    backlog growing through the step it rises by a tenth of the excess spread, and a server
+    that fell behind passes only within about 11% of the offered rate plus one request's time.
+    E2E's own spread (p90 - p10) would not do: it grows with the backlog, and a server at two
+    thirds of the offered rate would pass."""
+    import numpy as np
+
+    if not scheduled_span_s or not results:
+        return RateSpan(duration_s, "duration: first request sent to last one ended", None)
+    schedule = "schedule: requests / offered rate"
+    ok = [r for r in results if r.ok]
+    if len(ok) < 2:
+        return RateSpan(
+            scheduled_span_s, f"{schedule} ({len(ok)} request(s) completed: no completions' spread to judge by)", None
+        )
+    due = [r.scheduled_ns for r in results]
+    ends = [r.done_ns for r in ok]
+    arrivals_s = (max(due) - min(due)) * 1e-9
+    completions_s = (max(ends) - min(ends)) * 1e-9
+    first = [r.first_ns or r.done_ns for r in ok]  # an answer without content streams nothing after it
+    ttft_p10 = float(np.percentile([(f - r.sent_ns) * 1e-9 for f, r in zip(first, ok, strict=True)], 10))
+    stream_p90 = float(np.percentile([(r.done_ns - f) * 1e-9 for f, r in zip(first, ok, strict=True)], 90))
+    allowance_s = max(ttft_p10, 0.0) + max(stream_p90, 0.0)
+    spreads = f"completions spread {completions_s:.3g} s against the arrivals' {arrivals_s:.3g} s"
+    figures = {"arrival_spread_s": arrivals_s, "completion_spread_s": completions_s, "allowance_s": allowance_s}
+    if completions_s <= arrivals_s * (1 + SCHEDULE_SLACK) + allowance_s:
+        return RateSpan(scheduled_span_s, f"{schedule} (the server kept up: {spreads})", True, **figures)
+    own = completions_s * len(ok) / (len(ok) - 1)
+    why = (
+        f"completions: the server fell behind its schedule ({spreads}, beside {allowance_s:.3g} s of the requests' "
+        f"own time); {len(ok) - 1} completions over their spread"
+    )
+    return RateSpan(max(own, scheduled_span_s), why, False, **figures)
+
+
 def summarize(results: list[RequestResult], slo: SLO, scheduled_span_s: float | None = None) -> dict:
     """The figures of one measured load step (JSON-ready; times in ms).
 
-    Rates divide by ``rate_span_s``: the schedule's span where the step had one
-    (``scheduled_span_s``: n requests at r per second span n / r, so a step that kept its
-    schedule reads r, not n / (n - 1) r as first-sent to last-ended would), else the duration,
-    first request sent to last one ended; ``rate_span`` says which."""
+    Rates divide by ``rate_span_s`` (:func:`rate_span`): the schedule's span where the step had
+    one (``scheduled_span_s``, n / r) and the server kept up, the completions' own span where it
+    fell behind (``kept_schedule`` false), else the duration, first request sent to last one
+    ended; ``rate_span`` says which and why."""
     ok = [r for r in results if r.ok]
     if results:
         start = min(r.sent_ns for r in results if r.sent_ns) if any(r.sent_ns for r in results) else 0
@@ -113,7 +190,8 @@ def summarize(results: list[RequestResult], slo: SLO, scheduled_span_s: float | 
         duration_s = max((end - start) * 1e-9, 1e-9)
     else:
         duration_s = 0.0
-    span_s = scheduled_span_s if scheduled_span_s and results else duration_s
+    spanned = rate_span(results, scheduled_span_s, duration_s)
+    span_s = spanned.span_s
     good = [r for r in ok if slo.met(r)]
     tokens = sum(r.output_tokens for r in ok)
     itl = [x * 1e3 for r in ok for x in r.itl_s]
@@ -125,9 +203,10 @@ def summarize(results: list[RequestResult], slo: SLO, scheduled_span_s: float | 
         "completed": len(ok),
         "duration_s": duration_s,
         "rate_span_s": span_s,
-        "rate_span": "schedule: requests / offered rate"
-        if scheduled_span_s and results
-        else "duration: first request sent to last one ended",
+        "rate_span": spanned.why,
+        "kept_schedule": spanned.kept_schedule,
+        "arrival_spread_s": spanned.arrival_spread_s,
+        "completion_spread_s": spanned.completion_spread_s,
         "completed_rps": rate(len(ok)),
         "output_tokens": tokens,
         "output_tokens_per_s": rate(tokens),

@@ -12,6 +12,9 @@ and no finish reason, as an engine that gives up mid-answer does. Other engines'
 whole blocks of BLOCK words that an earlier prompt began with are reported as
 ``usage.prompt_tokens_details.cached_tokens``, its words as ``prompt_tokens``, and each answer's
 words name the request, `` r{n}w{i}``, so that a conversation's history can be traced),
+``--max-in-flight N`` (at most N completions answered at once per server process, the rest
+waiting their turn in arrival order: with ``--event-gap-ms`` a server of known capacity, N
+answers per answer's time, that a load above it makes fall behind),
 ``--metrics`` (a Prometheus ``/metrics`` under vLLM's names whose figures move with the traffic:
 running and waiting requests, a TTFT histogram, prefix-cache hits; ``serving.null_metrics``),
 ``--no-health`` (no ``/health``), ``--no-models`` (no ``/v1/models`` either), ``--no-usage`` (no
@@ -42,6 +45,7 @@ import signal
 import socket
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -52,6 +56,7 @@ from perfsuite.workloads.inference.serving.null_metrics import NullMetrics
 
 MODEL = "null"
 MAX_HEADER_BYTES = 65536
+COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,8 @@ class NullHTTP(asyncio.Protocol):
         self.arrived = 0.0  # --metrics: when the answer under way was asked for (perf_counter)
         self.first_due = False  # --metrics: its first token is still to be written
         self.streaming = False  # --metrics: it counts as a stream under way
+        self.holds_slot = False  # --max-in-flight: the answer under way holds one of the gate's slots
+        self.pending: tuple[str, str, bytes] | None = None  # --max-in-flight: a request waiting for a slot
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -181,8 +188,34 @@ class NullHTTP(asyncio.Protocol):
             body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
             method, path, _ = [*head[0].split(" "), "", "", ""][:3]
+            gate = self.state.gate
+            if gate is not None and method == "POST" and path in COMPLETION_PATHS:
+                if not gate.enter(self):  # the server is full: this request (and the rest) wait their turn
+                    self.pending, self.busy = (method, path, body), True
+                    return
+                self.holds_slot = True
             if self._answer(method, path, body):  # a stalled answer: the rest waits for it
                 return
+            self._release()  # answered at once
+
+    def admitted(self) -> None:
+        """--max-in-flight: the gate gave the waiting request a slot; answer it, then the rest."""
+        self.holds_slot, self.busy = True, False
+        assert self.pending is not None
+        method, path, body = self.pending
+        self.pending = None
+        if self.transport is None or self.transport.is_closing():
+            self._release()  # the client went away while it waited
+            return
+        if self._answer(method, path, body):
+            return
+        self._release()
+        self._drain()
+
+    def _release(self) -> None:
+        if self.holds_slot and self.state.gate is not None:
+            self.holds_slot = False
+            self.state.gate.leave()
 
     def _answer(self, method: str, path: str, body: bytes) -> bool:
         t = self.transport
@@ -306,6 +339,7 @@ class NullHTTP(asyncio.Protocol):
     def _resume(self, rest: tuple[bytes, ...]) -> None:
         self.busy = False
         self._metered_end(first=bool(rest))
+        self._release()  # the answer is ending: a waiting request may start
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"".join(rest) + END)
             self._drain()
@@ -313,6 +347,37 @@ class NullHTTP(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self._metered_end()
+        self._release()
+
+
+class Gate:
+    """``--max-in-flight``: at most ``limit`` completions answered at once (per server process);
+    the rest wait in arrival order, as requests queue at an engine that is full. A slot freed
+    goes to the longest waiting request on the next turn of the loop (never from inside the
+    answer that freed it, so a run of answers given at once does not recurse)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.active = 0
+        self.waiting: deque[NullHTTP] = deque()
+
+    def enter(self, conn: "NullHTTP") -> bool:
+        """A slot for ``conn``'s request now (True), else it waits its turn (False)."""
+        if self.active < self.limit and not self.waiting:
+            self.active += 1
+            return True
+        self.waiting.append(conn)
+        return False
+
+    def leave(self) -> None:
+        self.active -= 1
+        loop = asyncio.get_running_loop()
+        while self.waiting and self.active < self.limit:
+            conn = self.waiting.popleft()
+            if conn.transport is None:
+                continue  # the client went away while it waited
+            self.active += 1
+            loop.call_soon(conn.admitted)
 
 
 class Batcher:
@@ -442,6 +507,7 @@ class ServerState:
     event_gap_s: float = 0.0  # above 0: each event this long after the one before
     first_event_s: float = 0.0  # above 0: the first event this long after the request (a time to first token)
     batcher: Batcher | None = None  # answers timed by one step clock (--batching)
+    gate: Gate | None = None  # at most so many completions answered at once (--max-in-flight)
     count: int = 0  # requests answered by this process
     health: bool = True  # answers GET /health
     models: bool = True  # answers GET /v1/models
@@ -494,6 +560,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a continuous-batching engine's timing: one step clock, --event-gap-ms a step, --first-event-ms a step "
         "that admits requests",
     )
+    ap.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer at most N completions at once per process, the rest waiting their turn (0: no limit)",
+    )
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--stall-every", type=int, default=0)
     ap.add_argument("--stall-s", type=float, default=30.0)
@@ -524,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --prefix-cache must be 0 (none) or a block of at least 1 word", file=sys.stderr)
         return 2
     state.cache = PrefixCache(a.prefix_cache) if a.prefix_cache else None
+    if a.max_in_flight < 0:
+        print("error: --max-in-flight must be 0 (no limit) or at least 1", file=sys.stderr)
+        return 2
+    state.gate = Gate(a.max_in_flight) if a.max_in_flight else None
     state.metrics = NullMetrics() if a.metrics else None
     if a.batching:
         if not a.event_gap_ms > 0:
