@@ -65,8 +65,10 @@ class Serving(Workload):
     category = "inference"
     # 2: every single-turn sweep step sends prompts of its own (version 1 re-sent the run's prompts
     # from the first, so a step after the first met them in an engine's prefix cache); trace_sha256
-    # and accuracy_data_sha256 name the files' content in the key
-    version = 2
+    # and accuracy_data_sha256 name the files' content in the key. 3: a rate step whose server fell
+    # behind its schedule reads the completions' own rates, no longer the offered rate
+    # (``serving.metrics.rate_span``), so a saturated step's rates changed meaning
+    version = 3
     description = (
         "an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
         "SLO goodput, AIPerf cross-check"
