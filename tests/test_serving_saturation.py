@@ -4,7 +4,9 @@ a time (``--max-in-flight 1``) with its events ``GAP_MS`` apart, so its capacity
 answer per answer's time). A step below the capacity kept its schedule and reads the offered
 rate exactly; a step five times above it reads the completions' own rate (n - 1 completions
 over their spread, re-derived here from the requests file), which can be no more than the
-capacity, and says so; the latency-throughput curve draws the same figure."""
+capacity, and says so; the latency-throughput curve draws the same figure. The rule itself on
+requests timed by hand: the saturated step that read its offered rate, a client that sent late,
+a step without a schedule, one with a single completion."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from perfsuite.workloads.inference.serving.capacity import null_server
+from perfsuite.workloads.inference.serving.client import RequestResult
+from perfsuite.workloads.inference.serving.metrics import SLO, summarize
 
 pytest.importorskip("httptools")
 
@@ -86,3 +90,41 @@ def test_max_in_flight_below_zero_is_a_one_line_refusal():
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: --max-in-flight must be 0 (no limit) or at least 1"
+
+
+def _request(i: int, due_s: float, sent_s: float, first_s: float, done_s: float) -> RequestResult:
+    ns = 1_000_000_000
+    r = RequestResult(i, int(due_s * ns) + ns, int(sent_s * ns) + ns, int(first_s * ns) + ns, int(done_s * ns) + ns)
+    r.output_tokens = TOKENS
+    return r
+
+
+def test_the_rule_on_the_saturated_step_that_read_its_offered_rate():
+    """640 requests offered at 128/s over 5 s, answered one every 31.25 ms (32/s) after a queue
+    that grows through the step: 639 completions over 19.97 s, not 128/s."""
+    n, rate, capacity = 640, 128.0, 32.0
+    rows = [_request(i, i / rate, i / rate, (i + 1) / capacity - 0.01, (i + 1) / capacity) for i in range(n)]
+    s = summarize(rows, SLO(), n / rate)
+    spread_s = (n - 1) / capacity
+    assert s["kept_schedule"] is False and s["completion_spread_s"] == pytest.approx(spread_s)
+    assert s["completed_rps"] == pytest.approx(capacity) and s["output_tokens_per_s"] == pytest.approx(
+        capacity * TOKENS
+    )
+    assert s["rate_span"].startswith("completions: the server fell behind its schedule (completions spread 20 s")
+    # the same requests answered at once on arrival kept the schedule: the offered rate exactly
+    kept = [_request(i, i / rate, i / rate, i / rate + 0.01, i / rate + 0.02) for i in range(n)]
+    s = summarize(kept, SLO(), n / rate)
+    assert s["kept_schedule"] is True and s["completed_rps"] == rate and s["rate_span_s"] == n / rate
+
+
+def test_a_client_that_sent_late_is_named_and_a_step_without_a_schedule_divides_by_its_duration():
+    n, rate = 20, 10.0
+    late = [_request(i, i / rate, 3 * i / rate, 3 * i / rate + 0.01, 3 * i / rate + 0.02) for i in range(n)]
+    s = summarize(late, SLO(), n / rate)
+    assert s["kept_schedule"] is False and s["rate_span"].startswith("completions: the client fell behind")
+    assert s["completed_rps"] == pytest.approx((n - 1) / (3 * (n - 1) / rate))
+    s = summarize(late, SLO())  # a concurrency step: no schedule to keep
+    assert s["kept_schedule"] is None and s["rate_span"].startswith("duration") and s["rate_span_s"] == s["duration_s"]
+    one = [late[0], RequestResult(1, late[1].scheduled_ns, late[1].sent_ns, done_ns=late[1].sent_ns, reason="stall")]
+    s = summarize(one, SLO(), 2 / rate)
+    assert s["kept_schedule"] is None and s["rate_span_s"] == 2 / rate and "1 request(s) completed" in s["rate_span"]

@@ -145,7 +145,9 @@ def rate_span(results: list[RequestResult], scheduled_span_s: float | None, dura
     backlog growing through the step it rises by a tenth of the excess spread, and a server
     that fell behind passes only within about 11% of the offered rate plus one request's time.
     E2E's own spread (p90 - p10) would not do: it grows with the backlog, and a server at two
-    thirds of the offered rate would pass."""
+    thirds of the offered rate would pass. ``why`` blames the client where the sends themselves
+    spread past the arrivals by more than half the completions' excess (it sent late), else the
+    server."""
     import numpy as np
 
     if not scheduled_span_s or not results:
@@ -169,10 +171,14 @@ def rate_span(results: list[RequestResult], scheduled_span_s: float | None, dura
     if completions_s <= arrivals_s * (1 + SCHEDULE_SLACK) + allowance_s:
         return RateSpan(scheduled_span_s, f"{schedule} (the server kept up: {spreads})", True, **figures)
     own = completions_s * len(ok) / (len(ok) - 1)
-    why = (
-        f"completions: the server fell behind its schedule ({spreads}, beside {allowance_s:.3g} s of the requests' "
-        f"own time); {len(ok) - 1} completions over their spread"
-    )
+    sent = [r.sent_ns for r in results if r.sent_ns]
+    sends_s = (max(sent) - min(sent)) * 1e-9 if sent else 0.0
+    behind = f"{spreads}, beside {allowance_s:.3g} s of the requests' own time"
+    if sends_s - arrivals_s > (completions_s - arrivals_s) / 2:  # most of the excess is the requests leaving late
+        who = f"the client fell behind its schedule (sends spread {sends_s:.3g} s; {behind})"
+    else:
+        who = f"the server fell behind its schedule ({behind})"
+    why = f"completions: {who}; {len(ok) - 1} completions over their spread"
     return RateSpan(max(own, scheduled_span_s), why, False, **figures)
 
 
