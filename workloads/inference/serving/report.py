@@ -51,6 +51,7 @@ CURVE_FIELDS = (
     "slo_attainment",
     "valid",
     "within_slo",
+    "kept_schedule",  # False: the server fell behind the offered rate, which the rates then are not
 )
 
 
