@@ -240,7 +240,10 @@ def test_scraping_on_and_off_prints_the_clients_figures_both_ways(tmp_path):
     for mode in ("off", "on"):
         print(mode, {k: v for k, v in out[mode].items() if k != "each_round"})
     print("load", out["load_1m"], "on", out["cores"], "cores")
-    assert all(r["failed"] == 0 and r["completed_rps"] == 200.0 for m in ("off", "on") for r in out[m]["each_round"])
+    # whole: none failed; a loaded machine may fall behind the schedule, when the rate reads lower
+    assert all(
+        r["failed"] == 0 and 0 < r["completed_rps"] <= 200.0 for m in ("off", "on") for r in out[m]["each_round"]
+    )
     assert all(r["scrapes"] == 0 for r in out["off"]["each_round"])
     assert all(r["scrapes"] >= 2 for r in out["on"]["each_round"])
 
