@@ -12,7 +12,6 @@ from sqlalchemy import Text, cast, null, select
 from sqlalchemy.orm import Session
 
 from perfsuite.schemas.headline import case_metric_names
-from perfsuite.schemas.samples import decode
 
 from .compare import _system_filter
 from .models import Metric, Run, Workload
@@ -83,7 +82,7 @@ def metric_history(
     rows = session.execute(query.order_by(Run.started_at, Run.id, Metric.position)).all()
     firsts: dict[str, int] = {}
     for r in rows:
-        firsts.setdefault(r.comparability_key, r.id)
+        firsts.setdefault(r[3], r[0])  # the comparability key -> its first run's row id
     # A key's settings are what its hash was made of: read once per key, not per run (on SQLite
     # the column sits after the stored record in each row, so reading it reads the record too).
     settings: dict[str, dict] = {}
@@ -98,29 +97,55 @@ def metric_history(
             record = session.execute(select(Run.record).where(Run.id == pk)).scalar_one()
             for case, name in case_metric_names(record).items():
                 heads[(ckey, case)] = name
+    decode = _sample_decoder() if samples else None
     params: dict[str, dict] = {}  # a key's runs share their parameters' text: each decoded once
     points: list[Point] = []
-    for r in rows:
-        if metric is None and heads.get((r.comparability_key, r.case)) != r.name:
+    for (
+        _pk,
+        run_id,
+        started_at,
+        ckey,
+        params_text,
+        system_id,
+        case_label,
+        name,
+        unit,
+        higher_is_better,
+        value,
+        ci_low,
+        ci_high,
+        raw_samples,
+        _position,
+    ) in rows:  # unpacked, not read by name: a history is thousands of rows
+        if metric is None and heads.get((ckey, case_label)) != name:
             continue
-        if r.params not in params:
-            params[r.params] = json.loads(r.params)
+        decoded = params.get(params_text)
+        if decoded is None:
+            decoded = params[params_text] = json.loads(params_text)
         points.append(
             Point(
-                r.run_id,
-                r.started_at.isoformat(),
-                r.comparability_key,
-                settings.get(r.comparability_key, {}),
-                params[r.params],
-                str(r.system_id),
-                r.case,
-                r.name,
-                r.unit,
-                r.higher_is_better,
-                r.value,
-                r.ci_low,
-                r.ci_high,
-                decode(r.samples) if samples else [],
+                run_id,
+                started_at.isoformat(),
+                ckey,
+                settings.get(ckey, {}),
+                decoded,
+                str(system_id),
+                case_label,
+                name,
+                unit,
+                higher_is_better,
+                value,
+                ci_low,
+                ci_high,
+                decode(raw_samples) if decode is not None else [],
             )
         )
     return points
+
+
+def _sample_decoder():
+    """The samples' decoder, imported only where samples are read: it loads numpy, a tenth of
+    a second that a history without samples does not need."""
+    from perfsuite.schemas.samples import decode
+
+    return decode

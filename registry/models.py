@@ -28,12 +28,31 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-# Queryable JSON (params, environment data): JSONB on PostgreSQL.
-JSONDoc = JSON().with_variant(JSONB(), "postgresql")
+
+class JSONDocument(TypeDecorator):
+    """Queryable JSON (params, environment data): JSONB on PostgreSQL, JSON elsewhere.
+
+    A decorator rather than ``JSON().with_variant(JSONB(), "postgresql")``: the variant needs
+    the PostgreSQL dialect imported where the models are defined, a twentieth of a second
+    every command on a SQLite registry paid for a type it never uses. Here JSONB is looked up
+    when a PostgreSQL engine first asks for the column's type."""
+
+    impl = JSON
+    cache_ok = True
+    should_evaluate_none = True  # as JSON's: a None is stored as JSON null, not left out
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+JSONDoc = JSONDocument()
 # The record itself stays plain JSON everywhere: PostgreSQL's ``json`` keeps the text as
 # written, while JSONB rewrites numbers (1e+20 comes back as an integer, -0.0 as 0.0), which
 # would change the record's canonical JSON and so its sha256.
