@@ -47,7 +47,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from . import queries
 from .errors import RegistryError, translated_errors
 from .location import check_sqlite_path, check_sqlite_readable, parse_url, shown_url, writable_file
-from .store import store_record, store_records
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -158,8 +157,13 @@ def _make_engine(url_text: str) -> Engine:
     if url.get_backend_name() != "sqlite":
         if url.drivername == "postgresql":  # SQLAlchemy's default would be psycopg2; we ship psycopg 3
             url = url.set(drivername="postgresql+psycopg")
+        # psycopg's dialect looks the hstore type up in the catalogue on its first connection, a
+        # round trip for a type no table here has
+        options = {"use_native_hstore": False} if url.get_driver_name() == "psycopg" else {}
         try:
-            return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+            return create_engine(
+                url, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S}, **options
+            )
         except ModuleNotFoundError as exc:
             driver = url.get_driver_name()
             package = PG_DRIVER_PACKAGES.get(driver, exc.name or driver)
@@ -367,6 +371,8 @@ class Registry:
         Raises :class:`RecordInvalid` for a record that breaks the schema or whose sha256 is
         wrong, :class:`RegistryError` when its run id is stored with a different hash.
         """
+        from .store import store_record  # the record rules: what a read command never needs
+
         self.writable()
         return store_record(self._write_sessions, record)
 
@@ -378,6 +384,8 @@ class Registry:
         refusal (:class:`RecordInvalid` naming the record's position, or a conflict with a
         stored run) leaves the registry as it was. Returns "stored"/"duplicate" per record.
         """
+        from .store import store_records
+
         self.writable()
         return store_records(self._write_sessions, records)
 
