@@ -69,25 +69,41 @@ def history_cmd(
             + "".join(f" {k} {v}" for k, v in (("case", case), ("metric", metric), ("system", system)) if v),
             1,
         )
-    out = series_with_change_points(points, min_step)
+    found = _series(points, min_step)
     if plot_path is not None:
-        _plot(out, workload, plot_path, parents)
+        _plot(_as_data(found), workload, plot_path, parents)
     if as_json:
-        emit_json(out)
+        emit_json(_as_data(found))
         return
     from perfsuite.analysis.tables import MIN_ID, id_prefixes
     from perfsuite.registry.queries import ids_sharing_prefixes
 
-    ids = list(dict.fromkeys(p["run_id"] for s in out for p in s["points"]))
+    ids = list(dict.fromkeys(p.run_id for s in found for p in s["points"]))
     with registry.session() as session:
         others = ids_sharing_prefixes(session, ids, MIN_ID)
-    _print(out, workload, console(), id_prefixes(ids, others))
+    _print(found, workload, console(), id_prefixes(ids, others))
     if plot_path is not None:
         click.echo(f"wrote {plot_path}")
 
 
 def series_with_change_points(points: list, min_step: float | None) -> list[dict]:
-    """One entry per (key, case, metric, system): its points oldest first and its change points."""
+    """One entry per (key, case, metric, system): its points oldest first (each a dict of its
+    fields) and its change points: what ``--json`` prints and ``--plot`` draws."""
+    return _as_data(_series(points, min_step))
+
+
+def _as_data(series: list[dict]) -> list[dict]:
+    """The series with each point as a dict of its fields (but its samples and key settings, the
+    series' own): made only for --json and --plot, a table reads the points as they are."""
+    # vars, not dataclasses.asdict: asdict deep-copies every field (0.2 s at 5,000 points)
+    dropped = ("samples", "key_settings")
+    return [
+        {**s, "points": [{k: v for k, v in vars(p).items() if k not in dropped} for p in s["points"]]} for s in series
+    ]
+
+
+def _series(points: list, min_step: float | None) -> list[dict]:
+    """:func:`series_with_change_points` with its points left as the registry's Point objects."""
     from dataclasses import asdict
 
     from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
@@ -106,8 +122,7 @@ def series_with_change_points(points: list, min_step: float | None) -> list[dict
                 "case": case_label,
                 "metric": metric_name,
                 "unit": pts[0].unit,
-                # each point's fields as they are (dataclasses.asdict deep-copies every one: 0.2 s at 5,000)
-                "points": [{k: v for k, v in vars(p).items() if k not in ("samples", "key_settings")} for p in pts],
+                "points": pts,
                 "change_points": [{**asdict(c), "run_id": pts[c.index].run_id} for c in found],
             }
         )
@@ -115,15 +130,15 @@ def series_with_change_points(points: list, min_step: float | None) -> list[dict
 
 
 def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
-    """Each series as a table: its runs (ids as their unique prefixes), medians and CIs in the
-    unit the series reads best in, and the change points."""
+    """Each series (as :func:`_series` gives it) as a table: its runs (ids as their unique
+    prefixes), medians and CIs in the unit the series reads best in, and the change points."""
     from perfsuite.analysis.layout import Column, FittedTable
     from perfsuite.analysis.units import number, scale_for
     from perfsuite.schemas.comparability import settings_line
 
     for s in out:
         steps = {c["index"]: c for c in s["change_points"]}
-        medians = [p["median"] for p in s["points"]]
+        medians = [p.median for p in s["points"]]
         factor, unit = scale_for(sorted(medians)[len(medians) // 2], s["unit"]) if medians else (1.0, s["unit"])
         if s["unit"] == "fraction":
             factor, unit = 100.0, "%"
@@ -141,9 +156,9 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
         for i, p in enumerate(s["points"]):
             c = steps.get(i)
             flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])} over runs)" if c else ""
-            ci = f"{number(p['ci_low'] * factor)}–{number(p['ci_high'] * factor)}" if p["ci_low"] is not None else ""
-            started = p["started_at"][:16].replace("T", " ")
-            t.add_row(ids.get(p["run_id"], p["run_id"]), started, number(p["median"] * factor), ci, flag)
+            ci = f"{number(p.ci_low * factor)}–{number(p.ci_high * factor)}" if p.ci_low is not None else ""
+            started = p.started_at[:16].replace("T", " ")
+            t.add_row(ids.get(p.run_id, p.run_id), started, number(p.median * factor), ci, flag)
         _print_table(con, t)
 
 
