@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from sqlalchemy import Text, cast, null, select
+from sqlalchemy import ColumnElement, Text, cast, null, select
 from sqlalchemy.orm import Session
 
 from perfsuite.schemas.headline import case_metric_names
@@ -50,29 +50,36 @@ def metric_history(
     run of its key declares it. ``samples=False`` leaves each point's raw samples out (empty):
     neither the series' medians nor their change points need them, and over thousands of runs
     they are most of what is read."""
-    query = (
-        select(
-            Run.id,
-            Run.run_id,
-            Run.started_at,
-            Run.comparability_key,
-            cast(Run.params, Text).label("params"),  # as text: decoded once per distinct value below
-            Run.system_id,
-            Metric.case,
-            Metric.name,
-            Metric.unit,
-            Metric.higher_is_better,
-            Metric.value,
-            # the two figures a point shows, read by the database (not a JSON document per run here)
-            Metric.statistics["ci95_low"].as_float().label("ci_low"),
-            Metric.statistics["ci95_high"].as_float().label("ci_high"),
-            Metric.samples if samples else null().label("samples"),
-            Metric.position,
-        )
-        .join(Workload, Run.workload_id == Workload.id)
-        .join(Metric, Metric.run_id == Run.id)
-        .where(Workload.name == workload, Run.status == "success", Run.verification_status == "passed")
-    )
+    workload_ids: list[int] | None = None
+    of_workload: ColumnElement[bool] = Workload.name == workload
+    if session.get_bind().dialect.name == "postgresql":
+        # The workload's ids first, so that PostgreSQL plans the runs' query knowing which workload
+        # it reads: planning a join on the name, it guessed a twentieth of the runs and scanned
+        # every run's row in parallel workers (0.14 s at 100,000 runs; with the ids, its index
+        # entries: 0.07 s). SQLite's plan for the join is already the index's, and a little faster.
+        workload_ids = list(session.scalars(select(Workload.id).where(Workload.name == workload)))
+        of_workload = Run.workload_id.in_(workload_ids)
+    query = select(
+        Run.id,
+        Run.run_id,
+        Run.started_at,
+        Run.comparability_key,
+        cast(Run.params, Text).label("params"),  # as text: decoded once per distinct value below
+        Run.system_id,
+        Metric.case,
+        Metric.name,
+        Metric.unit,
+        Metric.higher_is_better,
+        Metric.value,
+        # the two figures a point shows, read by the database (not a JSON document per run here)
+        Metric.statistics["ci95_low"].as_float().label("ci_low"),
+        Metric.statistics["ci95_high"].as_float().label("ci_high"),
+        Metric.samples if samples else null().label("samples"),
+        Metric.position,
+    ).where(of_workload, Run.status == "success", Run.verification_status == "passed")
+    if workload_ids is None:
+        query = query.join(Workload, Run.workload_id == Workload.id)
+    query = query.join(Metric, Metric.run_id == Run.id)
     if system is not None:
         query = query.where(_system_filter(system))
     if case is not None:

@@ -252,3 +252,37 @@ def test_a_registry_made_by_main_keeps_every_record_and_new_records_are_lz4_comp
         v.run_id for b in boards for c in b.configs for r in c.rows for cell in r.cells.values() for v in cell.runs
     }
     assert {run_id for run_id, _ in before} <= ranked
+
+
+def test_a_metric_history_on_postgres_is_the_one_sqlite_gives(pg_url, tmp_path):
+    """PostgreSQL reads a workload's history by the workload's ids (its plan for a join on the
+    name scanned every run): the same points, in the same order, as SQLite's join gives."""
+    from datetime import UTC, datetime, timedelta
+
+    from support.factories import gemm_metrics
+
+    from perfsuite.registry.history import metric_history
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    records = [
+        make_record(
+            host=host,
+            started_at=start + timedelta(minutes=i),
+            metrics=gemm_metrics(time_ms=tuple(t * (1.0 + i / 50) for t in (1.02, 1.00, 1.01))),
+        )
+        for i, host in enumerate(["alpha", "beta", "alpha", "beta", "alpha"])
+    ]
+    records.append(make_record(workload_name="kernels.other", started_at=start))
+    histories = []
+    for url in (pg_url, f"sqlite:///{tmp_path / 'registry.db'}"):
+        with open_registry(url) as registry:
+            registry.store_all(records)
+            with registry.session() as session:
+                found = metric_history(session, "kernels.gemm", case="bf16")
+                assert metric_history(session, "kernels.nothing_stored") == []
+                assert metric_history(session, "kernels.gemm", system="alpha", samples=False)[0].samples == []
+            by_system = {p.host_key: p.run_id for p in found}
+            histories.append([(p.run_id, p.started_at, p.metric, p.median, p.ci_low, p.samples) for p in found])
+            assert len(by_system) == 2  # one system id per host
+    assert histories[0] == histories[1]
+    assert [run_id for run_id, *_ in histories[0]] == [r["run_id"] for r in records[:5]]
