@@ -268,6 +268,7 @@ def test_a_sweeps_rounds_pool_their_loops_and_nccl_tests_rounds_fold_together():
         "launch_s": [0.1, 0.1, 0.2, 0.2],
         "unheld": 1,
         "wrong": 0,
+        "checked": None,  # neither round counted the elements it checked
     }
     text = (FIXTURES / "nccl_tests_all_reduce_perf_2xh200.txt").read_text()
     one = {"tool": "nccl-tests", "status": "measured", "argv": ["-n", "20"], "raw": text}

@@ -339,7 +339,9 @@ def test_a_crosscheck_takes_turns_with_the_bare_loop_and_records_the_instrumenta
     assert cc["rounds"][0]["suite_samples_per_s"] == _metric(record, "samples_per_s")["value"]  # the run's own
     assert cc["rate_ratio"] == pytest.approx(cc["suite_samples_per_s"] / cc["reference_samples_per_s"])
     assert cc["instrumentation_cost"] == pytest.approx(1 - cc["rate_ratio"])
-    assert cc["agrees"] == (abs(cc["rate_ratio"] - 1) <= 0.03) and cc["steps_per_block"] == 10
+    assert cc["agrees"] == (abs(cc["rate_ratio"] - 1) <= 0.03)
+    # a turn times at least one evaluation interval, more where that lasts under 3 s, after 3 warm steps
+    assert cc["steps_per_block"] >= 10 and cc["warm_steps_per_block"] == 3
     goodput = record["details"]["goodput"]
     assert sum(goodput["seconds"].values()) == pytest.approx(goodput["wall_s"] + goodput["overlap_s"])
     assert (tmp_path / "records" / "artifacts" / record["run_id"] / "bare-loop.log").is_file()
