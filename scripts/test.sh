@@ -2,6 +2,16 @@
 # Set up and run the test suite (GPU tests skip cleanly without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# llama.cpp's llama-server, the serving tests' second engine, takes minutes to compile: start it
+# now, beside the set-up, into the folder its tests use (they wait for it, or build it themselves
+# and fail loudly where it cannot be built; tests/support/llama_cpp.py).
+# Only for the whole suite: a run of chosen test files (an argument not starting with '-') may not need it.
+whole=1
+for arg in "$@"; do case $arg in -*) ;; *) whole=0 ;; esac; done
+if [ "$whole" = 1 ]; then
+  mkdir -p .pytest_cache
+  python3 tests/support/llama_cpp.py > .pytest_cache/llama-server-prebuild.log 2>&1 &
+fi
 scripts/setup-venv.sh triton,plot,postgres,parquet,export,test,training,mlperf,inference,serving,dev,docs
 # The leaderboard's browser tests drive Debian's chromium through playwright (never a
 # downloaded browser): install it when missing, and stop here if that fails.

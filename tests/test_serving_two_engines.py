@@ -14,8 +14,8 @@ give each step's prefix-cache hit rate, or say that the engine reports none, and
 scraped ``/metrics`` or why there are none; the rate sweep's answers are scored, at each step,
 against the greedy answers of a numpy forward pass of the same weights (``support.tiny_llama``),
 which both engines must give. Small counts: a run takes 4-12 s once its server is up. The llama.cpp build is kept
-in pytest's cache: about 7 CPU-minutes the first time (11 minutes' wall on two cores shared with
-other work), nothing after; its stages' seconds are printed.
+in pytest's cache: about 5 CPU-minutes the first time (under 3 minutes' wall on two cores; scripts/test.sh starts it beside the set-up)
+and nothing after; its stages' seconds are printed.
 """
 
 from __future__ import annotations
