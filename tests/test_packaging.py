@@ -64,6 +64,7 @@ def test_the_wheel_carries_its_data_files_and_type_marker(wheel):
     assert "perfsuite/publish/leaderboard/static/vendor/uplot/uPlot.iife.min.js" in names
     assert "perfsuite/publish/leaderboard/static/vendor/tabulator/tabulator.min.js" in names
     assert any(n.startswith("perfsuite/workloads/training/mlperf_rules/") for n in names)
+    assert "perfsuite/workloads/inference/serving/data/gpt_reverse.jsonl" in names  # the shipped questions
     # the training cross-check's bare loop, run by its path: an installed package must have it
     assert "perfsuite/crosscheck/training_reference.py" in names
     plans = sorted(p.name for p in (REPO / "suite" / "plans").glob("*.toml"))
