@@ -36,9 +36,7 @@ answers wrong is flagged and never ranked, however fast it is.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +46,7 @@ from typing import Any
 import orjson
 
 from perfsuite import Check
+from perfsuite.workloads.inference.serving.capped_read import read_capped
 
 METRICS = ("exact", "contains")
 SHIPPED = {"gpt-reverse": "gpt_reverse.jsonl"}  # name -> file under data/
@@ -98,21 +97,10 @@ def resolve(source: str) -> tuple[Path, bool]:
 def load(source: str) -> AccuracyData:
     """Read and check a data set; an :class:`AccuracyDataError` names the file and the line at fault."""
     path, shipped = resolve(source)
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        known = ", ".join(SHIPPED)
-        raise AccuracyDataError(
-            f"accuracy_data {path}: {exc.strerror or exc} (a JSONL file, or a shipped set: {known})"
-        ) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise AccuracyDataError(f"accuracy_data {path} is not a regular file")
-    if st.st_size > MAX_DATA_BYTES:
-        raise AccuracyDataError(f"accuracy_data {path} holds {st.st_size:,} bytes: at most {MAX_DATA_BYTES:,} are read")
-    with open(path, "rb") as f:
-        data = f.read(MAX_DATA_BYTES + 1)
-    if len(data) > MAX_DATA_BYTES:
-        raise AccuracyDataError(f"accuracy_data {path} grew past {MAX_DATA_BYTES:,} bytes while it was read")
+    known = ", ".join(SHIPPED)
+    data = read_capped(
+        path, MAX_DATA_BYTES, "accuracy_data", AccuracyDataError, f" (a JSONL file, or a shipped set: {known})"
+    )
     questions: list[Question] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from perfsuite.workloads.inference.serving.capped_read import read_capped
 from perfsuite.workloads.inference.serving.prompts import words_text
 
 TRACE_FORMATS = ("mooncake", "jsonl")
@@ -114,18 +113,7 @@ def load_trace(path: str | Path, fmt: str) -> Trace:
     if fmt not in TRACE_FORMATS:
         raise TraceError(f"trace_format must be one of {', '.join(TRACE_FORMATS)}, not {fmt!r}")
     p = Path(path)
-    try:
-        st = os.stat(p)
-    except OSError as exc:
-        raise TraceError(f"trace {p}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TraceError(f"trace {p} is not a regular file")
-    if st.st_size > MAX_TRACE_BYTES:
-        raise TraceError(f"trace {p} holds {st.st_size:,} bytes: at most {MAX_TRACE_BYTES:,} are read")
-    with open(p, "rb") as f:
-        data = f.read(MAX_TRACE_BYTES + 1)
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceError(f"trace {p} grew past {MAX_TRACE_BYTES:,} bytes while it was read")
+    data = read_capped(p, MAX_TRACE_BYTES, "trace", TraceError)
     time_key, unit, in_key, out_key = _FIELDS[fmt]
     rows: list[TraceRequest] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
