@@ -46,6 +46,7 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -91,10 +92,9 @@ def _event(obj: object) -> bytes:
     return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
 
 
-@lru_cache(maxsize=256)
-def stream_events(n: int, chat: bool, usage: bool = True) -> tuple[bytes, ...]:
-    """The SSE events of one streamed answer of ``n`` tokens, each an HTTP chunk: n content
-    chunks, one with the finish reason and usage (``usage``: else none), then ``[DONE]``."""
+def _answer_events(pieces: Iterable[str], chat: bool, usage: dict | None) -> tuple[bytes, ...]:
+    """The SSE events of one streamed answer, each an HTTP chunk: a content chunk per piece,
+    one with the finish reason and ``usage`` (None: none), then ``[DONE]``."""
     kind = "chat.completion.chunk" if chat else "text_completion"
 
     def choice(text: str | None, finish: str | None) -> dict:
@@ -102,15 +102,21 @@ def stream_events(n: int, chat: bool, usage: bool = True) -> tuple[bytes, ...]:
             return {"index": 0, "delta": {} if text is None else {"content": text}, "finish_reason": finish}
         return {"index": 0, "text": text or "", "finish_reason": finish}
 
-    events = [
-        _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" t{i}", None)]}) for i in range(n)
-    ]
+    events = [_event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(p, None)]}) for p in pieces]
     end: dict[str, Any] = {"id": "null", "object": kind, "model": MODEL, "choices": [choice(None, "length")]}
-    if usage:
-        end["usage"] = {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}
+    if usage is not None:
+        end["usage"] = usage
     events.append(_event(end))
     events.append(_chunk(b"data: [DONE]\n\n"))
     return tuple(events)
+
+
+@lru_cache(maxsize=256)
+def stream_events(n: int, chat: bool, usage: bool = True) -> tuple[bytes, ...]:
+    """The SSE events of one streamed answer of ``n`` tokens, each an HTTP chunk: n content
+    chunks, one with the finish reason and usage (``usage``: else none), then ``[DONE]``."""
+    counts = {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}
+    return _answer_events((f" t{i}" for i in range(n)), chat, counts if usage else None)
 
 
 SERVER_HEADER = "perfsuite-null/1"
@@ -475,28 +481,13 @@ class PrefixCache:
             text = str(req.get("prompt", ""))
         words = text.split()
         cached = self.lookup(words)
-        kind = "chat.completion.chunk" if chat else "text_completion"
-
-        def choice(piece: str | None, finish: str | None) -> dict:
-            if chat:
-                return {"index": 0, "delta": {} if piece is None else {"content": piece}, "finish_reason": finish}
-            return {"index": 0, "text": piece or "", "finish_reason": finish}
-
-        events = [
-            _event({"id": "null", "object": kind, "model": MODEL, "choices": [choice(f" r{count}w{i}", None)]})
-            for i in range(n)
-        ]
-        end: dict[str, Any] = {"id": "null", "object": kind, "model": MODEL, "choices": [choice(None, "length")]}
-        if usage:
-            end["usage"] = {
-                "prompt_tokens": len(words),
-                "completion_tokens": n,
-                "total_tokens": len(words) + n,
-                "prompt_tokens_details": {"cached_tokens": cached},
-            }
-        events.append(_event(end))
-        events.append(_chunk(b"data: [DONE]\n\n"))
-        return tuple(events)
+        counts = {
+            "prompt_tokens": len(words),
+            "completion_tokens": n,
+            "total_tokens": len(words) + n,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        return _answer_events((f" r{count}w{i}" for i in range(n)), chat, counts if usage else None)
 
 
 @dataclass
