@@ -8,25 +8,16 @@ overflows a 390 px phone, and no script runs from a ``<script>``, ``onerror=`` o
 from __future__ import annotations
 
 import csv
-import os
 import re
 from pathlib import Path
 
 import pytest
+from support.browser import launch_chromium
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry
 
-CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 EVIL = "<script>alert(1)</script>"
 EVIL_IMG = '<img src=x onerror="alert(2)">'
 EVIL_LINK = "javascript:alert(3)"
@@ -138,13 +129,7 @@ def test_the_site_is_swapped_in_whole_and_a_failed_build_keeps_the_old_one(site,
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1400, downloads: bool = False):

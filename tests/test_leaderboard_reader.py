@@ -17,13 +17,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from support.browser import launch_chromium
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry
 
-CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 # offered rates (requests/s) and what each step achieved (output tokens/s): far apart on purpose
 RATES = (1.0, 2.0, 4.0, 8.0, 16.0)
 SEEDS = {"fast-node": (50.0, 52.0, 49.0, 55.0, 51.0), "slow-node": (61.0, 58.0, 70.0, 59.0, 60.0)}
@@ -133,13 +132,7 @@ def reader_site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1280):

@@ -5,18 +5,16 @@ table whose records carry no curve says so instead of drawing an empty chart."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from support.browser import launch_chromium
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.registry import open_registry
 from perfsuite.workloads.inference.serving.curve import basis, point
 
-CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 CONCURRENCIES = (1, 4, 16, 64)
 # system -> (engine, GPUs, output tokens/s of one user alone): the per-user and per-GPU spans differ
 SYSTEMS = {"fast-node": ("vllm", 2, 90.0), "slow-node": ("sglang", 1, 60.0)}
@@ -79,13 +77,7 @@ def site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    yield from launch_chromium()
 
 
 @pytest.fixture

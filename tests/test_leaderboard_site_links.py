@@ -9,19 +9,18 @@ the table's leaders; and a record's page is written for each record the tables l
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from support.browser import launch_chromium
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
 from perfsuite.publish.leaderboard.site import CHART_SYSTEMS, FRONT_LEADERS
 from perfsuite.registry import open_registry
 
-CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
 GEMM_HOSTS = [f"box-{i:02d}" for i in range(CHART_SYSTEMS + 2)]  # more than a card or a picture shows
 SEEDS = 3
 
@@ -119,13 +118,7 @@ def built(tmp_path_factory) -> tuple[Path, int]:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
+    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1280):

@@ -1,0 +1,31 @@
+"""The headless Chromium the leaderboard's browser tests drive: Debian's ``chromium`` through
+playwright (no browser is ever downloaded), one per test module. A missing binary fails the
+test rather than skipping it: a site nobody opened is a site nobody tested."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+CHROMIUM = os.environ.get("PERFSUITE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def launch_chromium() -> Iterator:
+    """Yield a launched browser and close it afterwards (the body of a module's ``browser`` fixture)."""
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the 'test' extra")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
