@@ -6,28 +6,11 @@ or torch. What each costs a command a user types at 100,000 records is what
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from support.factories import gemm_metrics, make_record
-
-# Runs the command as ``perfsuite`` does, then writes the names of the modules it loaded.
-MODULES_AFTER = """
-import json, sys
-from perfsuite.cli import cli
-out, args = sys.argv[1], sys.argv[2:]
-try:
-    cli(args, prog_name="perfsuite")
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
-"""
+from support.loaded_modules import run_reporting_modules
 
 NEVER = ("scipy.stats", "torch", "perfsuite.engine.runner", "perfsuite.cli.run")
 
@@ -52,13 +35,7 @@ def stored(perfsuite_env):
 
 
 def loaded(env: dict, tmp_path, *args: str) -> set[str]:
-    out = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [sys.executable, "-c", MODULES_AFTER, str(out), *args], env=env, capture_output=True, text=True, timeout=120
-    )
-    found = json.loads(out.read_text())
-    assert found["code"] == 0, proc.stderr
-    return set(found["modules"])
+    return set(run_reporting_modules(env, tmp_path, *args)["modules"])
 
 
 @pytest.mark.parametrize(

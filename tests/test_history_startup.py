@@ -8,42 +8,13 @@ first too."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from support.factories import gemm_metrics, make_record
-
-# Runs the command as ``perfsuite`` does, then writes its exit code, its output and the names of
-# the modules it loaded.
-MODULES_AFTER = """
-import contextlib, io, json, sys
-from perfsuite.cli import cli
-out, args = sys.argv[1], sys.argv[2:]
-printed = io.StringIO()
-with contextlib.redirect_stdout(printed):
-    try:
-        cli(args, prog_name="perfsuite")
-    except SystemExit as exc:
-        code = exc.code
-    else:
-        code = 0
-with open(out, "w") as f:
-    json.dump({"code": code, "stdout": printed.getvalue(), "modules": sorted(sys.modules)}, f)
-"""
+from support.loaded_modules import run_reporting_modules
 
 PG_DIALECT = "sqlalchemy.dialects.postgresql"
-
-
-def _run(env: dict, tmp_path, *args: str) -> dict:
-    out = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [sys.executable, "-c", MODULES_AFTER, str(out), *args], env=env, capture_output=True, text=True, timeout=120
-    )
-    found = json.loads(out.read_text())
-    assert found["code"] == 0, proc.stderr
-    return found
 
 
 def _store(env: dict, level_of) -> list[dict]:
@@ -72,7 +43,7 @@ def test_history_on_sqlite_loads_neither_the_postgresql_dialect_nor_numpy(perfsu
         ("history", "--workload", "kernels.gemm", "--case", "bf16", "--metric", "tflops"),
         ("history", "--workload", "kernels.gemm", "--case", "bf16", "--json"),
     ):
-        found = _run(perfsuite_env, tmp_path, *args)
+        found = run_reporting_modules(perfsuite_env, tmp_path, *args)
         modules = set(found["modules"])
         assert "perfsuite.registry.history" in modules  # it did read the history
         assert not [m for m in modules if m == PG_DIALECT or m.startswith(PG_DIALECT + ".")], args
@@ -83,7 +54,9 @@ def test_history_on_sqlite_loads_neither_the_postgresql_dialect_nor_numpy(perfsu
 
 def test_a_step_still_loads_numpy_for_its_t_test_and_is_flagged(perfsuite_env, tmp_path):
     records = _store(perfsuite_env, lambda i: 1.0 if i < 3 else 1.2)  # 20% slower from the fourth run
-    found = _run(perfsuite_env, tmp_path, "history", "--workload", "kernels.gemm", "--case", "bf16", "--json")
+    found = run_reporting_modules(
+        perfsuite_env, tmp_path, "history", "--workload", "kernels.gemm", "--case", "bf16", "--json"
+    )
     (series,) = json.loads(found["stdout"])
     (step,) = series["change_points"]
     assert step["run_id"] == records[3]["run_id"] and step["ratio"] < 0.9  # TFLOP/s fell
@@ -103,6 +76,6 @@ def test_a_step_still_loads_numpy_for_its_t_test_and_is_flagged(perfsuite_env, t
 def test_the_other_read_commands_on_sqlite_do_not_load_the_postgresql_dialect(perfsuite_env, tmp_path, args):
     records = _store(perfsuite_env, lambda i: 1.0)
     a, b = records[0]["run_id"][:12], records[1]["run_id"][:12]
-    modules = set(_run(perfsuite_env, tmp_path, *(arg.format(a=a, b=b) for arg in args))["modules"])
+    modules = set(run_reporting_modules(perfsuite_env, tmp_path, *(arg.format(a=a, b=b) for arg in args))["modules"])
     assert "perfsuite.registry" in modules
     assert not [m for m in modules if m == PG_DIALECT or m.startswith(PG_DIALECT + ".")]
