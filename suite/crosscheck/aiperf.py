@@ -244,8 +244,9 @@ def versus_reference(
     theirs = {f: _median([t["reference"].get(f) for t in turns]) for f in FIGURES}
     of_medians = {f: _ratio(mine[f], theirs[f]) for f in FIGURES}
     ratios = {f: _median([_ratio(t["suite"].get(f), t["reference"].get(f)) for t in turns]) for f in FIGURES}
-    verdict = compare(mine, theirs, ratios, "aiperf" if tool == TOOLS[0] else "the reference")
-    apart = counted_apart(turns, "aiperf" if tool == TOOLS[0] else "the reference")
+    reference = "aiperf" if tool == TOOLS[0] else "the reference"
+    verdict = compare(mine, theirs, ratios, reference)
+    apart = counted_apart(turns, reference)
     if apart is not None:  # figures of different answers: shown, never a verdict of agreement
         verdict["verdicts"] = dict.fromkeys(verdict["verdicts"], f"not comparable: {apart}")
         verdict["agrees"] = False
