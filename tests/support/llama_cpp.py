@@ -161,7 +161,8 @@ def write_gguf(server: LlamaServer, path: Path, shape=None) -> Path:
     ``transformers serve``) as a float32 GGUF at ``path``, written with the sdist's gguf-py."""
     import numpy as np
 
-    from perfsuite.workloads.inference.serving.model import INIT_STD, SPECIAL, ModelShape
+    from perfsuite.workloads.inference.serving.model import SPECIAL, ModelShape
+    from perfsuite.workloads.inference.serving.model import weights as model_weights
     from perfsuite.workloads.inference.serving.prompts import WORDS
 
     shape = shape or ModelShape()
@@ -170,11 +171,7 @@ def write_gguf(server: LlamaServer, path: Path, shape=None) -> Path:
         import gguf
     finally:
         sys.path.remove(str(server.gguf_py))
-    rng = np.random.default_rng(shape.seed)
-    weights = {
-        name: (np.ones(dims, np.float32) if len(dims) == 1 else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
-        for name, dims in shape.tensors().items()
-    }  # drawn in the order model.build_and_save draws them: the same numbers
+    weights = model_weights(shape)  # what build_model stores for transformers serve
 
     def rope_rows(w):  # Hugging Face's rotate-half layout to llama.cpp's interleaved pairs (its converter's permute)
         return w.reshape(shape.heads, 2, w.shape[0] // shape.heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)

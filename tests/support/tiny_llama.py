@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfsuite.workloads.inference.serving.model import INIT_STD, SPECIAL, ModelShape, vocabulary
+from perfsuite.workloads.inference.serving.model import SPECIAL, ModelShape, vocabulary, weights
 from perfsuite.workloads.inference.serving.prompts import WORDS
 
 RMS_EPS = 1e-6  # serving.model's config: rms_norm_eps
@@ -32,17 +32,8 @@ class Answer:
 class TinyLlama:
     def __init__(self, shape: ModelShape | None = None) -> None:
         self.shape = shape or ModelShape()
-        rng = np.random.default_rng(self.shape.seed)
-        # drawn in serving.model.build_and_save's order, rounded to float32 as it stores them (the
-        # same numbers), then computed on in float64
-        self.w = {
-            name: (
-                np.ones(dims)
-                if len(dims) == 1
-                else rng.normal(0.0, INIT_STD, dims).astype(np.float32).astype(np.float64)
-            )
-            for name, dims in self.shape.tensors().items()
-        }
+        # the float32 numbers serving.model stores, computed on in float64
+        self.w = {name: w.astype(np.float64) for name, w in weights(self.shape).items()}
         self.ids = vocabulary()
 
     def _norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:

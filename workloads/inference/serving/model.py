@@ -165,10 +165,22 @@ def cached(shape: ModelShape) -> tuple[Path, dict]:
     return target, built
 
 
+def weights(shape: ModelShape) -> dict:
+    """The model's float32 tensors by name, drawn from ``shape.seed`` in ``shape.tensors()``'s
+    order: what ``build_and_save`` stores, and what the tests' other engines and reference are
+    given, so that every copy holds the same numbers."""
+    import numpy as np
+
+    rng = np.random.default_rng(shape.seed)
+    return {
+        name: (np.ones(dims, np.float32) if len(dims) == 1 else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
+        for name, dims in shape.tensors().items()
+    }
+
+
 def build_and_save(directory: Path, shape: ModelShape) -> dict:
     """Write the model and tokenizer into ``directory``; returns what was built. A folder that
     already holds this exact build (its ``perfsuite-model.json``, written last) is reused as it is."""
-    import numpy as np
     from safetensors.numpy import save_file
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
@@ -178,12 +190,7 @@ def build_and_save(directory: Path, shape: ModelShape) -> dict:
     if stamp.exists() and json.loads(stamp.read_text()) == built:
         return built
     directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(shape.seed)
-    weights = {
-        name: (np.ones(dims, np.float32) if len(dims) == 1 else rng.normal(0.0, INIT_STD, dims).astype(np.float32))
-        for name, dims in shape.tensors().items()
-    }
-    save_file(weights, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    save_file(weights(shape), str(directory / "model.safetensors"), metadata={"format": "pt"})
     (directory / "config.json").write_text(json.dumps(config(shape), indent=1))
     pad = vocabulary()["[PAD]"]
     (directory / "generation_config.json").write_text(
