@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium
+from support.browser import launch_chromium, offline_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -133,10 +133,7 @@ def browser():
 
 
 def _page(browser, width: int = 1400, downloads: bool = False):
-    context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=downloads)
-    context.route("http://*/**", lambda route: route.abort())  # nothing may come from a network
-    context.route("https://*/**", lambda route: route.abort())
-    p = context.new_page()
+    p = offline_page(browser, width, accept_downloads=downloads)
     p.dialogs, p.errors = [], []
     p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
     p.on("pageerror", lambda e: p.errors.append(str(e)))

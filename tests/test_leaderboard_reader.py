@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.browser import launch_chromium
+from support.browser import launch_chromium, offline_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -136,10 +136,7 @@ def browser():
 
 
 def _page(browser, width: int = 1280):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.route("http://*/**", lambda route: route.abort())
-    context.route("https://*/**", lambda route: route.abort())
-    p = context.new_page()
+    p = offline_page(browser, width)
     p.errors = []
     p.on("pageerror", lambda e: p.errors.append(str(e)))
     p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium
+from support.browser import launch_chromium, offline_page
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -82,15 +82,12 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.route("http://*/**", lambda route: route.abort())  # nothing may come from a network
-    context.route("https://*/**", lambda route: route.abort())
-    p = context.new_page()
+    p = offline_page(browser, 1400)
     p.errors = []
     p.on("pageerror", lambda e: p.errors.append(str(e)))
     p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
     yield p
-    context.close()
+    p.context.close()
 
 
 def test_the_serving_page_draws_tokens_per_gpu_against_tokens_per_user_per_system_and_engine(site, page):

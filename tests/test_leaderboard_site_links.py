@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.browser import launch_chromium
+from support.browser import launch_chromium, offline_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -124,10 +124,7 @@ def browser():
 def _page(browser, width: int = 1280):
     """A page that notes every failure: a request that failed (a file that is not there), a
     response other than 200 where there is one, a console error, a script error."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.route("http://*/**", lambda route: route.abort())  # nothing may come from a network
-    context.route("https://*/**", lambda route: route.abort())
-    page = context.new_page()
+    page = offline_page(browser, width)
     page.problems, page.loaded = [], []
     page.on("requestfailed", lambda r: page.problems.append(f"failed: {r.url} ({r.failure})"))
     page.on("requestfinished", lambda r: page.loaded.append(r.url))

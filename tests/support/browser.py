@@ -29,3 +29,13 @@ def launch_chromium() -> Iterator:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+def offline_page(browser, width: int, **context_options):
+    """A page in a fresh context of ``width`` x 900 px from which nothing may reach a network (the
+    site must open from files alone): every http(s) request is aborted. Close it with
+    ``page.context.close()``."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, **context_options)
+    context.route("http://*/**", lambda route: route.abort())
+    context.route("https://*/**", lambda route: route.abort())
+    return context.new_page()
