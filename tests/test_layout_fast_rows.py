@@ -5,6 +5,7 @@ left and right columns, wide characters, columns dropped for the width, titles a
 
 from __future__ import annotations
 
+import io
 import random
 
 import pytest
@@ -64,3 +65,18 @@ def test_a_styled_row_or_a_cell_of_two_lines_is_laid_out_by_rich(style, cell_sty
     table.add_row(*cells, style=style, cell_styles=cell_styles)
     assert not any(isinstance(part, layout._PlainRows) for part in table.table(80).renderables)
     assert printed(table, 80, True) == by_rich(table, 80, True, monkeypatch)
+
+
+def test_print_table_writes_what_rich_prints(monkeypatch):
+    """``print_table`` writes the plain rows to the console's file itself: the same characters."""
+    rng = random.Random(20261128)
+    for _ in range(60):
+        table = random_table(rng)
+        for width in (30, 120):
+            for terminal in (False, True):
+                out = io.StringIO()
+                con = Console(
+                    file=out, width=width, force_terminal=terminal, color_system="truecolor" if terminal else None
+                )
+                layout.print_table(con, table)
+                assert out.getvalue() == by_rich(table, width, terminal, monkeypatch)

@@ -254,6 +254,25 @@ class _PlainRows:
             yield newline
 
 
+def print_table(con, table: FittedTable) -> None:
+    """``con.print(table)``, the same characters, with the table's plain one-line rows (where
+    the layout made them: :class:`_PlainRows`) written to the console's file a line at a time:
+    rich would take each of a history's 25,000 cells as a segment to measure and crop, a tenth
+    of a second, for lines laid out to fit its width already."""
+    rendered = table.table(con.width)
+    parts = getattr(rendered, "renderables", [rendered])
+    body = [part for part in parts if isinstance(part, _PlainRows)]
+    if not body or con.record or con.is_jupyter:  # rich keeps (or renders) what it prints there
+        con.print(table)
+        return
+    for part in parts:
+        if isinstance(part, _PlainRows):
+            con.file.write("".join("".join(line) + "\n" for line in part.lines))
+            con.file.flush()
+        else:
+            con.print(part)
+
+
 NO_VALUE = frozenset({"", "n/a", "N/A", "-"})
 
 

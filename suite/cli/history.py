@@ -132,7 +132,7 @@ def _series(points: list, min_step: float | None) -> list[dict]:
 def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
     """Each series (as :func:`_series` gives it) as a table: its runs (ids as their unique
     prefixes), medians and CIs in the unit the series reads best in, and the change points."""
-    from perfsuite.analysis.layout import Column, FittedTable
+    from perfsuite.analysis.layout import Column, FittedTable, print_table
     from perfsuite.analysis.units import number, scale_for
     from perfsuite.schemas.comparability import settings_line
 
@@ -159,28 +159,7 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
             ci = f"{number(p.ci_low * factor)}–{number(p.ci_high * factor)}" if p.ci_low is not None else ""
             started = p.started_at[:16].replace("T", " ")
             t.add_row(ids.get(p.run_id, p.run_id), started, number(p.median * factor), ci, flag)
-        _print_table(con, t)
-
-
-def _print_table(con, table) -> None:
-    """``con.print(table)``, the same characters, with the table's plain one-line rows (where
-    the layout made them: :class:`perfsuite.analysis.layout._PlainRows`) written to the console's
-    file a line at a time: rich would take each of a history's 25,000 cells as a segment to
-    measure and crop, a tenth of a second, for lines laid out to fit its width already."""
-    from perfsuite.analysis.layout import _PlainRows
-
-    rendered = table.table(con.width)
-    parts = getattr(rendered, "renderables", [rendered])
-    body = [part for part in parts if isinstance(part, _PlainRows)]
-    if not body or con.record or con.is_jupyter:  # rich keeps (or renders) what it prints there
-        con.print(table)
-        return
-    for part in parts:
-        if isinstance(part, _PlainRows):
-            con.file.write("".join("".join(line) + "\n" for line in part.lines))
-            con.file.flush()
-        else:
-            con.print(part)
+        print_table(con, t)
 
 
 def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
