@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from perfsuite import Requirements, param
@@ -62,6 +63,14 @@ class GPTParams(TrainingParams):
 
     def __post_init__(self) -> None:
         drawn_symbols(self.vocab, self.symbols)  # a bad count is refused before the run starts
+        if self.save_to and os.path.lexists(self.save_to):
+            # refused before training, not after it: a folder perfsuite does not own is never written into
+            from perfsuite.owned_output import OutputRefused, check_output_folder
+
+            try:
+                check_output_folder(Path(self.save_to))
+            except OutputRefused as exc:
+                raise ValueError(f"save_to: {exc}") from None
 
 
 class GPTTraining(TimeToTarget):
@@ -180,13 +189,23 @@ class GPTTraining(TimeToTarget):
         ]
 
     def trained(self, ctx: Any, model: Any, reached: bool, accuracy: float) -> None:
-        """Save the trained model where ``save_to`` asks (``training.export``)."""
+        """Save the trained model where ``save_to`` asks (``training.export``), as an output folder
+        perfsuite owns (``perfsuite.owned_output``): a folder holding files perfsuite did not
+        write is refused, and a file the user put into an earlier save survives the next."""
         if not self.params.save_to:
             return
+        from perfsuite.owned_output import publish_folder
         from perfsuite.workloads.training.export import save_served
 
         trained = {"eval_accuracy": accuracy, "reached_target": reached, "arch": self.params.arch}
-        save_served(model, self.params.save_to, self._task(), trained)
+        task = self._task()
+        publish_folder(
+            Path(self.params.save_to),
+            lambda staging: save_served(model, staging, task, trained),
+            command="run training.gpt",
+            what="the trained model",
+            parents=True,
+        )
         ctx.details["training"]["saved_to"] = os.path.abspath(self.params.save_to)
         ctx.log(f"saved the trained model in {self.params.save_to}")
 
