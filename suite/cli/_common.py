@@ -83,18 +83,12 @@ def open_db(ctx: click.Context):
 def run_id_prefixes(registry, run_ids) -> dict[str, str]:
     """Each run id -> the shortest prefix (at least eight digits) that names it alone in the
     registry and among ``run_ids``: what a table shows and ``perfsuite show PREFIX`` finds."""
-    from sqlalchemy import select
-
     from perfsuite.analysis.tables import MIN_ID, id_prefixes
-    from perfsuite.registry.models import Run
+    from perfsuite.registry.queries import ids_sharing_prefixes
 
     wanted = list(dict.fromkeys(run_ids))
-    others: set[str] = set()
     with registry.session() as session:
-        for prefix in {run_id[:MIN_ID] for run_id in wanted}:
-            # ids are lowercase hex: every id starting with the prefix sorts between it and prefix + "g"
-            found = session.scalars(select(Run.run_id).where(Run.run_id >= prefix, Run.run_id < prefix + "g"))
-            others.update(found)
+        others = ids_sharing_prefixes(session, wanted, MIN_ID)
     return id_prefixes(wanted, others)
 
 

@@ -51,7 +51,7 @@ def history_cmd(
     as_json: bool,
 ) -> None:
     """A metric of WORKLOAD over time, one series per comparability key, with change points."""
-    from perfsuite.cli._common import console, emit_json, fail, open_db
+    from perfsuite.cli._common import console, emit_json, fail, open_db, run_id_prefixes
     from perfsuite.registry.history import metric_history
 
     if plot_path is not None and plot_path.suffix.lower() not in (".svg", ".png"):
@@ -75,13 +75,7 @@ def history_cmd(
     if as_json:
         emit_json(_as_data(found))
         return
-    from perfsuite.analysis.tables import MIN_ID, id_prefixes
-    from perfsuite.registry.queries import ids_sharing_prefixes
-
-    ids = list(dict.fromkeys(p.run_id for s in found for p in s["points"]))
-    with registry.session() as session:
-        others = ids_sharing_prefixes(session, ids, MIN_ID)
-    _print(found, workload, console(), id_prefixes(ids, others))
+    _print(found, workload, console(), run_id_prefixes(registry, [p.run_id for s in found for p in s["points"]]))
     if plot_path is not None:
         click.echo(f"wrote {plot_path}")
 
