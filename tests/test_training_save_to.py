@@ -7,22 +7,30 @@ real CLI, on the CPU."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
-
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+REPO = Path(__file__).resolve().parent.parent
 MODEL_FILES = {"config.json", "model.safetensors", "tokenizer.json", "perfsuite-trained.json"}
 
 
 def _run(tmp: Path, save_to: Path) -> subprocess.CompletedProcess:
-    env = dict(cli_env(tmp), HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        PERFSUITE_DB=f"sqlite:///{tmp / 'registry.db'}",
+        PERFSUITE_RECORDS=str(tmp / "records"),
+        XDG_DATA_HOME=str(tmp / "data"),
+        PERFSUITE_PLUGINS="",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p),
+    )
     command = ["run", "training.gpt", "--quick", "--device", "cpu", "--json", "-p", f"save_to={save_to}"]
     return subprocess.run(
         [sys.executable, "-m", "perfsuite", *command],
