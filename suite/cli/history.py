@@ -80,12 +80,6 @@ def history_cmd(
         click.echo(f"wrote {plot_path}")
 
 
-def series_with_change_points(points: list, min_step: float | None) -> list[dict]:
-    """One entry per (key, case, metric, system): its points oldest first (each a dict of its
-    fields) and its change points: what ``--json`` prints and ``--plot`` draws."""
-    return _as_data(_series(points, min_step))
-
-
 def _as_data(series: list[dict]) -> list[dict]:
     """The series with each point as a dict of its fields (but its samples and key settings, the
     series' own): made only for --json and --plot, a table reads the points as they are."""
@@ -97,7 +91,9 @@ def _as_data(series: list[dict]) -> list[dict]:
 
 
 def _series(points: list, min_step: float | None) -> list[dict]:
-    """:func:`series_with_change_points` with its points left as the registry's Point objects."""
+    """One entry per (key, case, metric, system): its points oldest first (the registry's Point
+    objects: :func:`_as_data` makes them what ``--json`` prints and ``--plot`` draws) and its
+    change points."""
     from dataclasses import asdict
 
     from perfsuite.analysis.history import DEFAULT_MIN_STEP, change_points
