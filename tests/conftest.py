@@ -34,22 +34,29 @@ def pytest_collection_modifyitems(config, items):
     items[:] = keep
 
 
-@pytest.fixture
-def perfsuite_env(tmp_path, monkeypatch):
-    """Environment for CLI subprocesses: a fresh SQLite registry and records folder, no
-    third-party plugins unless a test adds them."""
-    db = tmp_path / "registry.db"
+def cli_env(folder: Path) -> dict:
+    """Environment for CLI subprocesses whose registry, records folder and data live in
+    ``folder``: no third-party plugins unless a test adds them. A module-scoped fixture
+    (one server or model for many tests) builds it from its own folder."""
     env = dict(os.environ)
     env.update(
         {
-            "PERFSUITE_DB": f"sqlite:///{db}",
-            "PERFSUITE_RECORDS": str(tmp_path / "records"),
-            "XDG_DATA_HOME": str(tmp_path / "data"),
+            "PERFSUITE_DB": f"sqlite:///{folder / 'registry.db'}",
+            "PERFSUITE_RECORDS": str(folder / "records"),
+            "XDG_DATA_HOME": str(folder / "data"),
             "PERFSUITE_PLUGINS": "",
             "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
             "COLUMNS": "200",
         }
     )
+    return env
+
+
+@pytest.fixture
+def perfsuite_env(tmp_path, monkeypatch):
+    """Environment for CLI subprocesses: a fresh SQLite registry and records folder, no
+    third-party plugins unless a test adds them."""
+    env = cli_env(tmp_path)
     for k, v in env.items():
         if k.startswith("PERFSUITE") or k in ("XDG_DATA_HOME",):
             monkeypatch.setenv(k, v)

@@ -24,6 +24,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from conftest import cli_env
 from support.host_load import OtherLoad
 
 from perfsuite.engine import params as params_mod
@@ -335,19 +336,7 @@ def transformers_run(tmp_path_factory):
     pytest.importorskip("uvicorn")
     pytest.importorskip("openai")
     tmp = tmp_path_factory.mktemp("serving")
-    env = dict(os.environ)
-    env.update(
-        {
-            "PERFSUITE_DB": f"sqlite:///{tmp / 'registry.db'}",
-            "PERFSUITE_RECORDS": str(tmp / "records"),
-            "XDG_DATA_HOME": str(tmp / "data"),
-            "PERFSUITE_PLUGINS": "",
-            "COLUMNS": "200",
-            "PYTHONPATH": os.pathsep.join(
-                p for p in [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")] if p
-            ),
-        }
-    )
+    env = cli_env(tmp)
     env.pop("PERFSUITE_AIPERF", None)
     env["PATH"] = os.pathsep.join(
         p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "aiperf").exists()

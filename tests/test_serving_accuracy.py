@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import cli_env, run_cli
 
 from perfsuite.engine import params as params_mod
 from perfsuite.workloads.inference.serving import Serving
@@ -38,7 +38,6 @@ from perfsuite.workloads.inference.serving.accuracy import (
 from perfsuite.workloads.inference.serving.client import RequestResult
 
 pytest.importorskip("httptools")
-REPO = Path(__file__).resolve().parent.parent
 
 
 # -- the pieces ---------------------------------------------------------------------------------
@@ -131,32 +130,10 @@ def test_a_user_jsonl_with_a_malformed_line_is_refused_in_one_line_with_exit_2(t
 
 
 # -- a trained and an untrained model, served by transformers serve -------------------------------
-def _env(tmp: Path) -> dict:
-    env = dict(os.environ)
-    env.update(
-        {
-            "PERFSUITE_DB": f"sqlite:///{tmp / 'registry.db'}",
-            "PERFSUITE_RECORDS": str(tmp / "records"),
-            "XDG_DATA_HOME": str(tmp / "data"),
-            "PERFSUITE_PLUGINS": "",
-            "COLUMNS": "200",
-            "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
-        }
-    )
-    return env
-
-
 def _perfsuite(env: dict, records: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """One ``perfsuite run`` and the one record it wrote."""
     before = set(records.glob("*.json")) if records.exists() else set()
-    proc = subprocess.run(
-        [sys.executable, "-m", "perfsuite", "run", *args, "--device", "cpu", "--seed", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli(env, "run", *args, "--device", "cpu", "--seed", "0", timeout=600)
     written = set(records.glob("*.json")) - before
     assert len(written) == 1, proc.stdout + proc.stderr
     return proc, json.loads(written.pop().read_text())
@@ -171,7 +148,7 @@ def models(tmp_path_factory):
     from perfsuite.workloads.training.gpt import GPTTraining
 
     tmp = tmp_path_factory.mktemp("accuracy")
-    env = _env(tmp)
+    env = {**cli_env(tmp), "HF_HUB_OFFLINE": "1"}
     trained = tmp / "trained"
     t0 = time.monotonic()
     proc, record = _perfsuite(

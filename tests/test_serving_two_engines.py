@@ -21,13 +21,12 @@ and nothing after; its stages' seconds are printed.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import cli_env, run_cli
 from support import llama_cpp
 from support.tiny_llama import TinyLlama
 
@@ -39,7 +38,6 @@ from perfsuite.workloads.inference.serving.server import ServerProcess, engine_f
 pytest.importorskip("httptools")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]  # the first run builds llama-server
 
-REPO = Path(__file__).resolve().parent.parent
 ENGINES = ("transformers serve", "llama.cpp")
 # Every run: no LoadGen scenario, one warm-up request, no client-capacity pass (the null server's
 # figures are not what these tests judge), short prompts and answers, SLOs no CPU run misses.
@@ -59,21 +57,6 @@ COMMON = {
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("two-engines")
-
-
-def _env(home: Path) -> dict:
-    env = dict(os.environ)
-    env.update(
-        {
-            "PERFSUITE_DB": f"sqlite:///{home / 'registry.db'}",
-            "PERFSUITE_RECORDS": str(home / "records"),
-            "XDG_DATA_HOME": str(home / "data"),
-            "PERFSUITE_PLUGINS": "",
-            "COLUMNS": "200",
-            "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p),
-        }
-    )
-    return env
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -117,11 +100,11 @@ def engine(request, home):
 def _run(home: Path, endpoint: dict, **params) -> dict:
     """One ``perfsuite run inference.serving`` in a subprocess; its record."""
     over = {**COMMON, **endpoint, **params}
-    argv = [sys.executable, "-m", "perfsuite", "run", "inference.serving", "--json"]
+    argv = ["run", "inference.serving", "--json"]
     for key, value in over.items():
         argv += ["-p", f"{key}={value}"]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, env=_env(home), capture_output=True, text=True, timeout=900)
+    proc = run_cli(cli_env(home), *argv, timeout=900)
     print(f"perfsuite run ({', '.join(sorted(params))}): {time.monotonic() - t0:.1f} s")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (record,) = json.loads(proc.stdout)
