@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+from support.suite_copy import copy_suite, core_dependencies
 
 from tests.conftest import REPO
 from tests.test_docs import TITLED_BLOCK
@@ -54,22 +53,9 @@ def perfsuite_register_workloads(register):
 '''
 
 
-def core_dependencies() -> list[str]:
-    """perfsuite's own dependencies, as pyproject.toml declares them (no extra)."""
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-
-
 def write_sources(dest: Path) -> tuple[Path, Path]:
-    """A copy of the suite to build from (pip's build/ and egg-info stay out of the checkout)
-    and the plugin's folder."""
-    ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
-    suite_src, plugin_src = dest / "perfsuite", dest / "perfsuite-demo"
-    suite_src.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, suite_src / name)
-    for folder in ("suite", "registry", "workloads", "schemas"):  # the folders the namespace maps
-        shutil.copytree(REPO / folder, suite_src / folder, ignore=ignore)
+    """A copy of the suite to build from and the plugin's folder."""
+    suite_src, plugin_src = copy_suite(dest / "perfsuite"), dest / "perfsuite-demo"
     blocks = {m["path"]: m["body"] for m in TITLED_BLOCK.finditer(PAGE.read_text())}
     plugin_src.mkdir()
     (plugin_src / "perfsuite_demo.py").write_text(blocks["perfsuite_demo.py"])

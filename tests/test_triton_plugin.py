@@ -22,6 +22,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+from support.suite_copy import IGNORE, copy_suite
 
 import perfsuite
 from tests.conftest import REPO, run_cli
@@ -471,15 +472,8 @@ CORE_DEPS = [
 def _copy_sources(dest: Path) -> tuple[Path, Path]:
     """Copies of the suite and the plugin to build from: pip builds in the source tree, and
     its build/ and egg-info must not land in the checkout (or race another test)."""
-    ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
-    suite_src, plugin_src = dest / "perfsuite", dest / "perfsuite-triton"
-    suite_src.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, suite_src / name)
-    for pkg in ("suite", "registry", "workloads", "schemas"):  # the folders the namespace maps
-        shutil.copytree(REPO / pkg, suite_src / pkg, ignore=ignore)
-    shutil.copytree(PLUGIN, plugin_src, ignore=ignore)
+    suite_src, plugin_src = copy_suite(dest / "perfsuite"), dest / "perfsuite-triton"
+    shutil.copytree(PLUGIN, plugin_src, ignore=IGNORE)
     return suite_src, plugin_src
 
 
