@@ -93,7 +93,9 @@ class Endpoint:
         n = orjson.loads(body).get("max_tokens")
         return int(n) if isinstance(n, int) else None
 
-    def body(self, prompt: str, max_tokens: int) -> bytes:
+    def fields(self, prompt: str, max_tokens: int, messages: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """The JSON object of a request: ``messages`` (chat: a conversation) in place of the one
+        user message of ``prompt``."""
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
@@ -102,11 +104,14 @@ class Endpoint:
             "temperature": 0.0,
         }
         if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
         body.update(dict(self.extra_body))
-        return json.dumps(body).encode()
+        return body
+
+    def body(self, prompt: str, max_tokens: int) -> bytes:
+        return json.dumps(self.fields(prompt, max_tokens)).encode()
 
 
 @dataclass(frozen=True)

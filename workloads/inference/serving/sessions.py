@@ -65,9 +65,7 @@ def turn_body(endpoint: Endpoint, history: list[tuple[str, str]], message: str, 
         for said, answer in history:
             messages += [{"role": "user", "content": said}, {"role": "assistant", "content": answer}]
         messages.append({"role": "user", "content": message})
-        body = orjson.loads(endpoint.body("", max_tokens))
-        body["messages"] = messages
-        return orjson.dumps(body), "\n".join(m["content"] for m in messages)
+        return orjson.dumps(endpoint.fields("", max_tokens, messages)), "\n".join(m["content"] for m in messages)
     prompt = "".join(said + "\n" + answer + "\n" for said, answer in history) + message
     return endpoint.body(prompt, max_tokens), prompt
 
