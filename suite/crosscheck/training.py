@@ -38,8 +38,9 @@ READY_TIMEOUT_S = 900.0  # building and compiling the bare loop's model (torch.c
 BLOCK_TIMEOUT_S = 600.0
 # A turn's block lasts at least this long (more steps than an evaluation interval where those
 # are quick), after WARM_STEPS untimed steps: a side that has sat idle while the other ran pays
-# a wake-up (host threads, NCCL's proxy, clocks) in its first steps, and a block of 15 steps
-# (0.3 s of ResNet-50 on 2 GPUs) read 7.5k samples/s in one round and 12.5k in the next.
+# a wake-up (host threads, NCCL's proxy, clocks) in its first steps, and a block of one
+# evaluation interval (a fraction of a second of ResNet-50 on a GPU) varied far more between
+# rounds than the runs it was compared with.
 MIN_BLOCK_S = 3.0
 WARM_STEPS = 3
 STDERR_TAIL_LINES = 12
