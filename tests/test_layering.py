@@ -30,10 +30,12 @@ ROOTS = {
     "perfsuite.workloads": REPO / "workloads",
     "perfsuite": REPO / "suite",
 }
-# The host's public modules: those named in __all__, the check helpers, the inputs and testing.
+# The host's public modules: those named in __all__, the check helpers, the inputs, testing and
+# the rules for writing where a user points (a workload that saves a model keeps them too).
 PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[0].isupper() and name[0] != "_"} | {
     "perfsuite.checks",
     "perfsuite.convergence",
+    "perfsuite.owned_output",
     "perfsuite.inputs.cache",
     "perfsuite.inputs.datasets",
     "perfsuite.inputs.images",
