@@ -9,7 +9,7 @@ A workload declares its headline (:class:`Headline`, ``perfsuite.Workload.headli
 - kernels: their throughput (TFLOP/s, GB/s; launch overhead in us per launch);
 - collectives: bus bandwidth per message size and mode, from nccl-tests' table (``details.rows``);
 - data: images/s or GB/s;
-- training: time to target;
+- training: time to target (a run whose goal is throughput: its tokens/s, else samples/s);
 - inference: each scenario's LoadGen metric (SingleStream: the 90th-percentile latency, its
   early-stopping estimate where LoadGen gave one; MultiStream: the 99th; Server: completed
   samples/s at a VALID target; Offline: samples/s; tokens/s for LLMs), with LoadGen's VALID or
@@ -116,8 +116,14 @@ LLM_BESIDE = (
 LOADGEN = Headline(cases=LOADGEN_SCENARIOS, validity=LOADGEN_VALIDITY)
 LOADGEN_LLM = Headline(cases=LLM_SCENARIOS, beside=LLM_BESIDE, validity=LOADGEN_VALIDITY)
 SWEEP = Headline(metric=("busbw_gbps",), per_size=True)
-# beside it, the untimed initialisation MLPerf's clock rules keep off it (compilation, warm-up)
-TIME_TO_TARGET = Headline(metric=("time_to_target_s",), beside=("untimed_init_s",))
+# beside it, the untimed initialisation MLPerf's clock rules keep off it (compilation, warm-up); a
+# training run whose goal is throughput (it trains for its budget) has no time to target, and its
+# figure is the throughput of its ``throughput`` case (a time-to-target run's is the ``train`` case)
+TIME_TO_TARGET = Headline(
+    metric=("time_to_target_s",),
+    cases={"throughput": ("tokens_per_s", "samples_per_s")},
+    beside=("untimed_init_s",),
+)
 # Records written before workloads declared a headline: their family's, by workload category
 # (inference by whether it generated tokens).
 FAMILY_HEADLINES: Mapping[str, Headline] = {"training": TIME_TO_TARGET}

@@ -68,9 +68,16 @@ class PointsError(ValueError):
     """A points file that cannot be read or does not follow its schema (one line)."""
 
 
+# What a run is for, not what it converges on: only time-to-target runs (goal "target") have samples
+# to target, and the points of records filed before the setting existed keep their benchmark.
+NOT_THE_PROBLEM = frozenset({"goal"})
+
+
 def benchmark(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that define a training benchmark's problem (all but :data:`TUNABLE`)."""
-    return {k: v for k, v in sorted(params.items()) if k not in TUNABLE}
+    """The parameters that define a training benchmark's problem (all but :data:`TUNABLE` and
+    :data:`NOT_THE_PROBLEM`; callers leave out the workload's output parameters, where a run saves
+    what it leaves behind)."""
+    return {k: v for k, v in sorted(params.items()) if k not in TUNABLE and k not in NOT_THE_PROBLEM}
 
 
 def benchmark_id(workload: str, params: Mapping[str, Any]) -> str:
@@ -95,7 +102,8 @@ def build(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         if (r.get("verification") or {}).get("status") != "passed":
             continue
-        name, params = r["workload"]["name"], r["workload"].get("params") or {}
+        name, outputs = r["workload"]["name"], r["workload"].get("output_params") or ()
+        params = {k: v for k, v in (r["workload"].get("params") or {}).items() if k not in outputs}
         g = groups.setdefault(
             benchmark_id(name, params), {"workload": name, "benchmark": benchmark(params), "batches": {}}
         )

@@ -3,7 +3,9 @@
 MLPerf Training scores a benchmark by N runs with unique seeds: drop the fastest and the
 slowest, average the rest (the olympic mean). A run that did not reach its target
 (``aborted``, or one that failed or timed out) counts as the slowest, so it is the one
-dropped; with more than one such run there is no score. The runs are grouped by their
+dropped; with more than one such run there is no score. A run whose goal is throughput
+(``goal=throughput``: it trains for its budget, and spending it is its success) is never a
+time-to-target run, scored or counted as one. The runs are grouped by their
 comparability key, recomputed from each record (its world size is one of its settings), and a
 self-test run (a harness parameter away from its default) is never scored.
 
@@ -31,8 +33,15 @@ def _time_to_target(record: dict) -> float | None:
     return found[0] if found else None
 
 
+def _is_throughput_goal(record: dict) -> bool:
+    return (record["workload"].get("params") or {}).get("goal") == "throughput"
+
+
 def _is_time_to_target(record: dict) -> bool:
-    """A record of a time-to-target workload: it has the metric, or stopped short of it."""
+    """A record of a time-to-target run: it has the metric, or stopped short of it; never a run
+    whose goal is throughput, whatever its status."""
+    if _is_throughput_goal(record):
+        return False
     return _time_to_target(record) is not None or record["status"] == "aborted"
 
 

@@ -8,6 +8,16 @@ time budget ``time_budget_s``, checked at evaluations) is spent (status ``aborte
 ranked). ``run_stop`` ends the timed region; time-to-target is run_start -> run_stop as
 MLPerf times it, every evaluation inside it.
 
+A run's ``goal`` says what it claims. ``target`` (the default) is the above. ``throughput``
+trains for its budget and that is its goal: spending it ends the run ``success``, with the
+evaluation curve recorded but the target neither stopping it nor checked, no time to target
+and no convergence check. Its headline is its throughput (tokens/s for a language model, else
+samples/s: the ``throughput`` case of the family's headline), so data-parallel scaling runs
+that stop at a short budget by design are records that can be filed and charted. Its
+verification is that the training stayed finite (every evaluation's loss), so a throughput
+figure of a diverged run is never filed. The goal is a parameter: a throughput run and a
+time-to-target run never share a comparability key.
+
 MLPerf's clock rules (``untimed_init``, on by default): model initialisation that touches no
 data may happen before ``run_start``, compilation included. So the training step is compiled and
 warmed up on synthetic batches (``random_batch``: shaped like the data, not drawn from it) before
@@ -41,6 +51,7 @@ energy to the target (NVML's energy counter, summed over ranks); the goodput spl
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from perfsuite import RunContext
 
 PRECISIONS = ("fp32", "bf16")
+GOALS = ("target", "throughput")
 MLLOG_PRECISION = {"fp32": "fp32", "bf16": "bfloat16"}
 FLOP_COUNT_BATCH = 2
 UNTIMED_WARMUP_STEPS = 2  # the compiling step, then one more (a recompilation would show there)
@@ -76,11 +88,13 @@ class TrainingParams:
     precision: str = param("fp32", "fp32, or bf16 autocast", choices=PRECISIONS)
     compile: bool = param(False, "torch.compile the training step's model")
     eval_every: int = param(25, "steps between evaluations")
-    max_steps: int = param(2000, "step budget: a run still below the target then stops as aborted")
+    max_steps: int = param(
+        2000, "step budget: a run still below the target then stops as aborted (goal=throughput: as success)"
+    )
     time_budget_s: float = param(
         0.0,
         "time budget from run_start, checked at evaluations (0: none): "
-        "a run still below the target then stops as aborted",
+        "a run still below the target then stops as aborted (goal=throughput: as success)",
     )
     target_accuracy: float = param(0.9, "evaluation accuracy that ends the run")
     train_samples: int = param(8192, "samples in the training split")
@@ -88,6 +102,12 @@ class TrainingParams:
     pipeline: str = param("tensor", "input pipeline", choices=PIPELINES)
     loader_workers: int = param(0, "DataLoader worker processes / DALI threads")
     data_seed: int = param(0, "seed of the synthetic data set (the run's seed orders it and initialises the model)")
+    goal: str = param(
+        "target",
+        "what the run claims: target (time to target_accuracy; the budget's end is aborted) or throughput "
+        "(train for the budget, which ends it as success; its headline is its throughput)",
+        choices=GOALS,
+    )
     untimed_init: bool = param(
         True,
         "MLPerf's clock rules: compile and warm up on synthetic batches before run_start (the state restored "
@@ -252,6 +272,7 @@ class TimeToTarget(Workload):
         spe = order.steps_per_epoch
         n_train = len(self.train_x)
         reached, out_of_time, accuracy, step = False, False, 0.0, 0
+        for_throughput = p.goal == "throughput"  # the budget is the goal: reaching the target does not stop it
         block_t0, block_steps = t0, 0
 
         def epoch_of(samples: int) -> float:
@@ -316,14 +337,14 @@ class TimeToTarget(Workload):
                 ctx.log(f"step {step + 1}: eval_accuracy {accuracy:.4f} (target {p.target_accuracy})")
                 reached = accuracy >= p.target_accuracy
                 block_t0, block_steps = time.perf_counter(), 0
-                if reached:
+                if reached and not for_throughput:
                     break
                 if p.time_budget_s and elapsed >= p.time_budget_s:
                     out_of_time = True
                     break
         ctx.synchronize()
         wall = time.perf_counter() - t0
-        status = "success" if reached else "aborted"
+        status = "success" if reached or for_throughput else "aborted"
         ev.end(
             "run_stop",
             status=status,
@@ -371,6 +392,7 @@ class TimeToTarget(Workload):
                     "global_batch": p.global_batch,
                     "per_rank_batch": order.per_rank,
                     "steps_per_epoch": spe,
+                    "goal": p.goal,
                     "reached_target": reached,
                     "target_accuracy": p.target_accuracy,
                     "steps": steps_run,
@@ -387,7 +409,9 @@ class TimeToTarget(Workload):
         if rank == 0:
             ctx.details["mllog"] = ev.items
             self.trained(ctx, model, reached, accuracy)
-        if reached:
+        if for_throughput:
+            self._check_finite(ctx, evals)
+        elif reached:
             ctx.add_check(
                 Check(
                     "target",
@@ -422,17 +446,38 @@ class TimeToTarget(Workload):
         ]
         return ctx.crosscheck.bare_loop(args)
 
+    def _check_finite(self, ctx: "RunContext", evals: list[dict]) -> None:
+        """A throughput run's verification: its training stayed finite (every evaluation's loss), so
+        that the throughput of a run that diverged (a bf16 overflow, a learning rate too high) is never
+        filed as a figure of training. The target is not its claim, so it is not checked."""
+        bad = [e for e in evals if not math.isfinite(e["loss"]) or not math.isfinite(e["accuracy"])]
+        ctx.add_check(
+            Check(
+                "finite training",
+                bool(evals) and not bad,
+                "every evaluation's loss and accuracy are finite (the training did not diverge)",
+                detail=(
+                    f"{len(evals)} evaluations, the last loss {evals[-1]['loss']:.4g}"
+                    if evals and not bad
+                    else (f"not finite at step {bad[0]['step']}" if bad else "no evaluation")
+                ),
+            )
+        )
+
     def _check_convergence(self, ctx: "RunContext", samples: float) -> None:
         """MLPerf's reference-convergence-point check (``perfsuite.convergence``): a run
         that reached its target on fewer samples than the reference points for its global batch
         allow fails it, so it is ``invalid`` and never ranked; where there is no reference for
         this benchmark or batch the record says so and nothing is checked."""
-        from dataclasses import asdict
+        from dataclasses import asdict, fields
 
         from perfsuite.convergence import PointsError, verdict
 
+        # where a run saves what it leaves behind (training.gpt's save_to) is not its problem
+        outputs = {f.name for f in fields(self.params) if f.metadata.get("output")}
+        problem = {k: v for k, v in asdict(self.params).items() if k not in outputs}
         try:
-            found = verdict(self.name, asdict(self.params), [samples])
+            found = verdict(self.name, problem, [samples])
         except PointsError as exc:
             found = {"status": "unchecked", "reason": str(exc)}
         ctx.details["convergence"] = found
@@ -570,6 +615,7 @@ class TimeToTarget(Workload):
             "expert_parallelism": 1,
             "data_parallelism": ctx.world_size,
             "config_filename": f"perfsuite:{self.name}",
+            "run_goal": p.goal,  # run_stop's status is success at the target, or at the budget's end for throughput
         }
         for key, value in keys.items():
             ev.point(key, value)
@@ -589,12 +635,18 @@ class TimeToTarget(Workload):
     ) -> None:
         p = self.params
         samples = steps * p.global_batch
+        # a throughput run's figures of its budget are what it ran, never a time to target (it may pass
+        # the target on the way: that is not its claim), and its throughput is a case of its own, the
+        # one its headline names (perfsuite.schemas.headline.TIME_TO_TARGET)
+        for_throughput = p.goal == "throughput"
+        reached = reached and not for_throughput
+        run, train = ("budget", "throughput") if for_throughput else ("target", "train")
         prefix = "time_to_target_s" if reached else "run_time_s"
-        ctx.add_metric("target", prefix, "s", [wall], higher_is_better=False, aggregate="max")
+        ctx.add_metric(run, prefix, "s", [wall], higher_is_better=False, aggregate="max")
         # beside it, what MLPerf's clock rules keep off it: init_start..init_stop, compilation included
-        ctx.add_metric("target", "untimed_init_s", "s", [init_s], higher_is_better=False, aggregate="max")
+        ctx.add_metric(run, "untimed_init_s", "s", [init_s], higher_is_better=False, aggregate="max")
         ctx.add_metric(
-            "target",
+            run,
             "steps_to_target" if reached else "steps_run",
             "steps",
             [float(steps)],
@@ -602,32 +654,32 @@ class TimeToTarget(Workload):
             aggregate="rank0",
         )
         ctx.add_metric(
-            "target",
+            run,
             "samples_to_target" if reached else "samples_run",
             self.sample_unit,
             [float(samples)],
             higher_is_better=False,
             aggregate="rank0",
         )
-        ctx.add_metric("target", "eval_accuracy", "fraction", [accuracy], higher_is_better=True, aggregate="rank0")
+        ctx.add_metric(run, "eval_accuracy", "fraction", [accuracy], higher_is_better=True, aggregate="rank0")
         if energy_j is not None:
             ctx.add_metric(
-                "target",
+                run,
                 "energy_to_target_j" if reached else "energy_run_j",
                 "J",
                 [energy_j],
                 higher_is_better=False,
                 aggregate="rank0",
             )
-        ctx.add_metric("target", "goodput", "fraction", [goodput["goodput"]], higher_is_better=True, aggregate="min")
+        ctx.add_metric(run, "goodput", "fraction", [goodput["goodput"]], higher_is_better=True, aggregate="min")
         if not block_rates:
             return  # a run of one step has no steady-state throughput
         world = ctx.world_size
         ctx.add_metric(
-            "train", "samples_per_s", f"{self.sample_unit}/s", block_rates, higher_is_better=True, aggregate="min"
+            train, "samples_per_s", f"{self.sample_unit}/s", block_rates, higher_is_better=True, aggregate="min"
         )
         ctx.add_metric(
-            "train",
+            train,
             "samples_per_s_per_device",
             f"{self.sample_unit}/s",
             [r / world for r in block_rates],
@@ -637,7 +689,7 @@ class TimeToTarget(Workload):
         tokens = self.tokens_per_sample()
         if tokens:
             ctx.add_metric(
-                "train",
+                train,
                 "tokens_per_s",
                 "tokens/s",
                 [r * tokens for r in block_rates],
@@ -646,7 +698,7 @@ class TimeToTarget(Workload):
             )
         if flops_per_sample > 0:
             ctx.add_metric(
-                "train",
+                train,
                 "tflops",
                 "TFLOP/s",
                 [r * flops_per_sample / world * 1e-12 for r in block_rates],

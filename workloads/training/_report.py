@@ -16,13 +16,20 @@ def render(record: dict) -> Any:
     parts: list[Any] = []
     training = d.get("training")
     if training:
+        throughput = training.get("goal") == "throughput"
+        reached = "reached" if training["reached_target"] else "NOT reached"
+        claim = (
+            f"goal throughput: {training['steps']} steps of its budget (target {training['target_accuracy']} "
+            f"{reached} at the last evaluation, not its claim)"
+            if throughput
+            else f"target {training['target_accuracy']} {reached} after {training['steps']} steps"
+        )
         model = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in training["model"].items())
         parts.append(
             Text(
                 f"model: {model}; {training['flops_per_sample'] / 1e9:.4g} GFLOP per sample (forward + backward); "
                 f"world size {training['world_size']}, global batch {training['global_batch']} "
-                f"({training['per_rank_batch']} per rank); target {training['target_accuracy']} "
-                f"{'reached' if training['reached_target'] else 'NOT reached'} after {training['steps']} steps"
+                f"({training['per_rank_batch']} per rank); {claim}"
             )
         )
         if training.get("clock_rules"):

@@ -50,7 +50,9 @@ class GPTParams(TrainingParams):
     )
     grad_clip: float = param(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_every: int = param(100, "steps between evaluations")
-    max_steps: int = param(3000, "step budget: a run still below the target then stops as aborted")
+    max_steps: int = param(
+        3000, "step budget: a run still below the target then stops as aborted (goal=throughput: as success)"
+    )
     target_accuracy: float = param(0.9, "answer-token accuracy that ends the run")
     train_samples: int = param(65536, "sequences in the training split")
     eval_samples: int = param(1024, "sequences in the held-out evaluation split")

@@ -45,7 +45,9 @@ class ResNetParams(TrainingParams):
         "cosine", "learning-rate decay after warm-up, to 0 at max_steps", choices=("constant", "linear", "cosine")
     )
     eval_every: int = param(100, "steps between evaluations")
-    max_steps: int = param(3000, "step budget: a run still below the target then stops as aborted")
+    max_steps: int = param(
+        3000, "step budget: a run still below the target then stops as aborted (goal=throughput: as success)"
+    )
     target_accuracy: float = param(0.9, "top-1 evaluation accuracy that ends the run")
     train_samples: int = param(32768, "images in the training split")
     eval_samples: int = param(4096, "images in the held-out evaluation split")

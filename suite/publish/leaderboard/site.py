@@ -243,7 +243,8 @@ def _family_charts(session, board: Board) -> dict:
                     series[system] = pts
             if series:
                 out[config.id] = {"kind": "latency", "series": series}
-        else:
+        elif any(head.metric == "time_to_target_s" for head in config.heads.values()):
+            # a table of throughput-goal runs has no time to target: the scaling view draws its figures
             out[config.id] = {"kind": "time_to_target", "series": _seed_points(config)}
     return out
 

@@ -26,7 +26,8 @@ none: a submitter fixes them all in one go. The rules:
   (the runs scored together: MLPerf's rule);
 - required runs: :data:`REQUIRED_RUNS` per category, counted per system and
   comparability key (training needs 5, enough for an olympic mean over 3 after dropping
-  the fastest and the slowest; every other category 1);
+  the fastest and the slowest; a training run whose goal is throughput, never scored so, and
+  every other category 1);
 - a training run has its ``.mllog`` with every key of :data:`MLLOG_REQUIRED_TRAINING_KEYS`;
 - each system with results has ``systems/<system>.json``, valid against the system
   schema, named as its file, and consistent with its records' fingerprints: accelerator
@@ -319,8 +320,12 @@ def _mllog_int(text: str) -> int:
     return int(text)
 
 
-def required_runs(category: str) -> int:
-    return REQUIRED_RUNS.get(category, DEFAULT_REQUIRED_RUNS)
+def required_runs(record: dict) -> int:
+    """Runs a configuration needs: a training run whose goal is throughput is a figure of one run,
+    not a time to target scored by an olympic mean, so it needs one."""
+    if (record["workload"].get("params") or {}).get("goal") == "throughput":
+        return DEFAULT_REQUIRED_RUNS
+    return REQUIRED_RUNS.get(record["workload"]["category"], DEFAULT_REQUIRED_RUNS)
 
 
 @dataclass
@@ -626,7 +631,7 @@ def _check_across_records(report: TreeReport) -> None:
         for dup in filed_list[1:]:
             problems.append(Problem(dup.relpath, f"duplicate run id {run_id}: also {filed_list[0].relpath}"))
     for (_org, system, workload, _key), filed_list in counts.items():
-        needed = required_runs(filed_list[0].record["workload"]["category"])
+        needed = required_runs(filed_list[0].record)
         if len(filed_list) < needed:
             problems.append(
                 Incomplete(
