@@ -469,15 +469,10 @@ class TimeToTarget(Workload):
         that reached its target on fewer samples than the reference points for its global batch
         allow fails it, so it is ``invalid`` and never ranked; where there is no reference for
         this benchmark or batch the record says so and nothing is checked."""
-        from dataclasses import asdict, fields
-
         from perfsuite.convergence import PointsError, verdict
 
-        # where a run saves what it leaves behind (training.gpt's save_to) is not its problem
-        outputs = {f.name for f in fields(self.params) if f.metadata.get("output")}
-        problem = {k: v for k, v in asdict(self.params).items() if k not in outputs}
         try:
-            found = verdict(self.name, problem, [samples])
+            found = verdict(self.name, convergence_params(self.params), [samples])
         except PointsError as exc:
             found = {"status": "unchecked", "reason": str(exc)}
         ctx.details["convergence"] = found
@@ -713,6 +708,17 @@ class TimeToTarget(Workload):
         from perfsuite.workloads.training._report import render
 
         return render(record)
+
+
+def convergence_params(params: Any) -> dict[str, Any]:
+    """A run's parameters as the reference convergence points read them: less its output parameters
+    (where it saves what it leaves behind, training.gpt's ``save_to``), as the points are built
+    from records (``perfsuite.convergence.build``), so that a run matches the points of records
+    filed before such a parameter existed."""
+    from dataclasses import asdict, fields
+
+    outputs = {f.name for f in fields(params) if f.metadata.get("output")}
+    return {k: v for k, v in asdict(params).items() if k not in outputs}
 
 
 def _with_loss(workload: TimeToTarget, model: Any) -> Any:
