@@ -166,3 +166,18 @@ def test_the_mllog_of_a_throughput_run_passes_the_compliance_rules_and_a_false_s
     claimed = tmp_path / "claimed.mllog"
     claimed.write_text(missed.read_text().replace('"value": "throughput"', '"value": "target"'))
     assert check(claimed, [MLPERF_RULES]) != []
+
+
+def test_a_throughput_run_beside_the_bare_loop_stores_its_ratio(tmp_path):
+    """``perfsuite crosscheck`` of a throughput run: the bare loop's throughput and the ratio are
+    in its record as in a time-to-target run's, and the run is still its budget's success."""
+    env = dict(cli_env(tmp_path), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    args = ("-p", "goal=throughput", "-p", "max_steps=20", "-p", "eval_every=10", "--rounds", "2", "--json")
+    proc = run_cli(env, "crosscheck", "training.gpt", "--quick", "--device", "cpu", *args, timeout=400, check=True)
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "success" and record["verification"]["status"] == "passed", record["error"]
+    assert _metrics(record)["steps_run"]["value"] == 20
+    cc = record["details"]["crosscheck"]["train"]
+    assert cc["status"] == "measured", cc.get("reason")
+    assert cc["rounds"][0]["suite_samples_per_s"] == _metrics(record)["samples_per_s"]["value"]  # the run's own
+    assert cc["rate_ratio"] == pytest.approx(cc["suite_samples_per_s"] / cc["reference_samples_per_s"])
