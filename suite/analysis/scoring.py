@@ -33,14 +33,16 @@ def _time_to_target(record: dict) -> float | None:
     return found[0] if found else None
 
 
-def _is_throughput_goal(record: dict) -> bool:
+def is_throughput_goal(record: dict) -> bool:
+    """A training run whose goal is throughput (``goal=throughput``): it trains for its budget,
+    so it is never scored as a time to target (nor needs the runs an olympic mean does)."""
     return (record["workload"].get("params") or {}).get("goal") == "throughput"
 
 
 def _is_time_to_target(record: dict) -> bool:
     """A record of a time-to-target run: it has the metric, or stopped short of it; never a run
     whose goal is throughput, whatever its status."""
-    if _is_throughput_goal(record):
+    if is_throughput_goal(record):
         return False
     return _time_to_target(record) is not None or record["status"] == "aborted"
 
