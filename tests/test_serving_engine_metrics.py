@@ -79,7 +79,11 @@ def test_a_server_without_metrics_is_recorded_as_not_available_and_measured_as_b
     (step,) = d["concurrency_sweep"]["steps"]
     assert step["valid"] and step["completed"] == 8
     assert step["engine_metrics"] == {"available": False, "reason": d["engine_metrics"]["reason"]}
-    assert "engine metrics: not available (GET http" in _shown(ctx)
+    shown = _shown(ctx)
+    assert "engine metrics: not available (GET http" in shown
+    # nothing of the engine's to show: the steps' cache state in a line, not a table of dashes
+    assert "prefix-cache hit rate: not reported; cache state by step: unknown (concurrency 2)" in shown
+    assert "the engine's view of each step" not in shown
     (step,) = off.details["serving"]["concurrency_sweep"]["steps"]
     assert step["engine_metrics"]["reason"] == "not scraped (metrics_path=none)"
 

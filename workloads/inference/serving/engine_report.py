@@ -57,6 +57,12 @@ def engine_table(serving: Mapping[str, Any]) -> list[Any]:
     if setup and not setup.get("available"):
         out.append(Text(f"engine metrics: not available ({setup.get('reason')})"))
     scraped = [r for r in rows if (r.get("engine_metrics") or {}).get("available")]
+    if not scraped and not any((r.get("prefix_cache") or {}).get("hit_rate") is not None for r in rows):
+        # nothing of the engine's to show beside the client's figures: the cache state per step in
+        # one line rather than a table of dashes
+        out.append(Text(f"prefix-cache hit rate: not reported; cache state by step: {_states(rows)}"))
+        out.extend(_flagged(rows))
+        return out
     title = "the engine's view of each step"
     if scraped:
         em = scraped[0]["engine_metrics"]
@@ -73,7 +79,7 @@ def engine_table(serving: Mapping[str, Any]) -> list[Any]:
             *(
                 Text(c)
                 for c in (
-                    str(row.get("case") or f"{row.get('mode')} {row.get('load')}"),
+                    _case(row),
                     _pair((row.get("ttft_ms") or {}).get("p50"), s.get("ttft_p50_ms")),
                     _pair((row.get("ttft_ms") or {}).get("p99"), s.get("ttft_p99_ms")),
                     _n(s.get("queue_time_p50_ms")),
@@ -87,11 +93,33 @@ def engine_table(serving: Mapping[str, Any]) -> list[Any]:
             )
         )
     out.append(t)
+    out.extend(_flagged(rows))
+    return out
+
+
+def _case(row: Mapping[str, Any]) -> str:
+    return str(row.get("case") or f"{row.get('mode')} {row.get('load')}")
+
+
+def _states(rows: list[dict]) -> str:
+    """Each step's cache state, steps of one state named together in their order."""
+    by_state: dict[str, list[str]] = {}
     for row in rows:
         cache = row.get("cache_state") or {}
-        if cache.get("flagged"):
-            out.append(Text(f"{row.get('case')}: {cache.get('reason')}"))
-    return out
+        state = str(cache.get("state", "-")) + (" (not ranked)" if cache.get("flagged") else "")
+        by_state.setdefault(state, []).append(_case(row))
+    return "; ".join(f"{state} ({', '.join(cases)})" for state, cases in by_state.items())
+
+
+def _flagged(rows: list[dict]) -> list[Any]:
+    """One line for each step the cache guard flagged, with its reason."""
+    from rich.text import Text
+
+    return [
+        Text(f"{row.get('case')}: {(row.get('cache_state') or {}).get('reason')}")
+        for row in rows
+        if (row.get("cache_state") or {}).get("flagged")
+    ]
 
 
 # The engine's figures a step records as metrics of its case, so that ``export`` carries them
