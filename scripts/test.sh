@@ -10,7 +10,11 @@ whole=1
 for arg in "$@"; do case $arg in -*) ;; *) whole=0 ;; esac; done
 if [ "$whole" = 1 ]; then
   mkdir -p .pytest_cache
-  python3 tests/support/llama_cpp.py > .pytest_cache/llama-server-prebuild.log 2>&1 &
+  # its own process group, stopped with its compilers if this script ends first (a failed set-up):
+  # a half-done build is redone by the next start (it is done only once build-times.json is written)
+  setsid python3 tests/support/llama_cpp.py > .pytest_cache/llama-server-prebuild.log 2>&1 &
+  prebuild=$!
+  trap 'if kill -0 "$prebuild" 2>/dev/null; then kill -- "-$prebuild" 2>/dev/null || kill "$prebuild"; fi' EXIT
 fi
 scripts/setup-venv.sh triton,plot,postgres,parquet,export,test,training,mlperf,inference,serving,dev,docs
 # The leaderboard's browser tests drive Debian's chromium through playwright (never a
