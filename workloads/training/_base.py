@@ -451,16 +451,18 @@ class TimeToTarget(Workload):
         that the throughput of a run that diverged (a bf16 overflow, a learning rate too high) is never
         filed as a figure of training. The target is not its claim, so it is not checked."""
         bad = [e for e in evals if not math.isfinite(e["loss"]) or not math.isfinite(e["accuracy"])]
+        if bad:
+            detail = f"not finite at step {bad[0]['step']}"
+        elif evals:
+            detail = f"{len(evals)} evaluations, the last loss {evals[-1]['loss']:.4g}"
+        else:
+            detail = "no evaluation"
         ctx.add_check(
             Check(
                 "finite training",
                 bool(evals) and not bad,
                 "every evaluation's loss and accuracy are finite (the training did not diverge)",
-                detail=(
-                    f"{len(evals)} evaluations, the last loss {evals[-1]['loss']:.4g}"
-                    if evals and not bad
-                    else (f"not finite at step {bad[0]['step']}" if bad else "no evaluation")
-                ),
+                detail=detail,
             )
         )
 
