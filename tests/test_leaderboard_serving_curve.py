@@ -120,3 +120,61 @@ def test_a_serving_table_without_the_curve_says_why_instead_of_drawing_nothing(s
     note.wait_for()
     assert "measured before the curve was kept" in note.inner_text()
     assert page.errors == []
+
+
+def _rate_sweep_with_peak_search(tmp_path: Path) -> Path:
+    """A rate sweep of three rates, then a peak search that measured two of those rates again with
+    other figures (as a real sweep does): the site of one record holding both."""
+    b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
+
+    def step(case: str, rate: float, per_user: float, ttft_p99: float) -> dict:
+        row = {
+            "case": case,
+            "mode": "rate",
+            "load": rate,
+            "output_tokens_per_s": rate * 64,
+            "output_tokens": rate * 64 * 5,
+            "rate_span_s": 5.0,
+            "ttft_ms": {"p50": ttft_p99 / 2, "p99": ttft_p99},
+            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 2e3 / per_user},
+            "valid": True,
+            "within_slo": True,
+        }
+        row["curve"] = point(row, b, None)
+        return row
+
+    steps = [step(f"rate {r:g}/s", r, u, t) for r, u, t in ((2.0, 14.0, 100.0), (4.0, 12.0, 150.0), (8.0, 9.0, 300.0))]
+    steps += [step("find_peak 4/s", 4.0, 30.0, 5000.0), step("find_peak 8/s", 8.0, 25.0, 9000.0)]
+    record = make_record(
+        workload_name="inference.serving",
+        category="inference",
+        host="peak-node",
+        device="cuda",
+        params={"rates": [2.0, 4.0, 8.0], "find_peak": True, "output_tokens": 64},
+        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [8.0], higher_is_better=True)],
+        details={
+            "serving": {
+                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
+                "endpoint": {"engine": {"name": "vllm", "version": "1"}},
+                "rate_sweep": {"steps": steps},
+            }
+        },
+    )
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(record)
+        build_site(reg, tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_a_sweeps_peak_search_is_left_out_of_both_pictures_where_the_sweep_has_rates_of_its_own(tmp_path, page):
+    """The peak search measures rates the sweep already drew: drawn too, the per-GPU line would run
+    back and forth between two measurements of one rate. The per-GPU line draws the sweep's own
+    steps, as the latency picture does: per user 9 to 14 tokens/s, the peak search's 25 and 30
+    nowhere."""
+    site = _rate_sweep_with_peak_search(tmp_path)
+    page.goto((site / "workloads" / "inference.serving.html").as_uri())
+    curve = page.locator("#serving-curve")
+    curve.locator("canvas").wait_for()
+    x_min, x_max = map(float, curve.get_attribute("data-x").split())
+    assert x_min <= 9.0 and 14.0 <= x_max < 25.0
+    assert page.errors == []

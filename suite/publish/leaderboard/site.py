@@ -344,9 +344,7 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
         )
         for system, rid in chunk:
             details = serving.get(rid) or {}
-            steps = ((details.get("rate_sweep") or {}).get("steps")) or []
-            own = [step for step in steps if not str(step.get("case", "")).startswith("find_peak")]
-            by_rate = {step["load"]: step for step in (own or steps) if step.get("load")}
+            by_rate = {step["load"]: step for step in _sweep_steps(details, "rate_sweep") if step.get("load")}
             for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
                 points = sorted(
                     [step["output_tokens_per_s"], step[key]["p99"]]
@@ -370,11 +368,19 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
     return curves, per_gpu
 
 
+def _sweep_steps(details: dict, key: str) -> list[dict]:
+    """A sweep's own steps (its rates or concurrencies), else, where it has none, the steps of its
+    peak search: a peak search retries loads the sweep already drew, and a line through both runs
+    back and forth between two measurements of one load."""
+    steps = (details.get(key) or {}).get("steps") or []
+    own = [step for step in steps if not str(step.get("case", "")).startswith("find_peak")]
+    return own or steps
+
+
 def _per_gpu_line(details: dict) -> list:
-    """[tokens/s per user, tokens/s per GPU] of a record's sweep steps, by tokens/s per user."""
-    steps = [
-        step for key in ("rate_sweep", "concurrency_sweep") for step in ((details.get(key) or {}).get("steps") or [])
-    ]
+    """[tokens/s per user, tokens/s per GPU] of a record's sweep steps (as :func:`_sweep_steps`
+    picks them), by tokens/s per user."""
+    steps = [step for key in ("rate_sweep", "concurrency_sweep") for step in _sweep_steps(details, key)]
     points = []
     for step in steps:
         point = step.get("curve") or {}
