@@ -76,8 +76,20 @@
 
   // -- charts ---------------------------------------------------------------------------------
   function chartWidth(el) { return Math.max(280, Math.min(el.clientWidth || 600, 1100)); }
+  // A value axis as wide as its widest figure (uPlot's axis-autosize): at uPlot's fixed 50 px,
+  // "1,400,000" runs under the axis's name.
+  function fitAxis(u, values, axisIdx, cycleNum) {
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1) return axis._size;
+    var longest = "";
+    (values || []).forEach(function (v) { if (v !== null && String(v).length > longest.length) longest = String(v); });
+    var size = axis.ticks.size + axis.gap;
+    if (longest) { u.ctx.font = axis.font[0]; size += u.ctx.measureText(longest).width / devicePixelRatio; }
+    return Math.max(50, Math.ceil(size + 4));
+  }
   function drawChart(el, opts, data) {
     el.textContent = "";
+    (opts.axes || []).forEach(function (axis, i) { if (i > 0 && axis && axis.size === undefined) axis.size = fitAxis; });
     opts.width = chartWidth(el);
     opts.height = Math.round(Math.min(420, Math.max(240, opts.width * 0.55)));
     // A canvas says nothing to a screen reader: once drawn, the container names the picture and
@@ -271,7 +283,7 @@
     drawChart(eff, {
       title: "scaling efficiency against GPUs",
       scales: { x: xScale, y: { range: function () { return [0, effTop * 1.1]; } } },
-      axes: [xAxis, { label: "scaling efficiency" }],
+      axes: [xAxis, { label: "scaling efficiency", size: 90 }],  // as wide as the throughput's: the GPU axes line up
       series: [{ label: "GPUs" }].concat(chart.series.map(function (s, i) { return lineSeries(s.label, i, true); }), [ideal])
     }, align(effList));
     var wrap = doc.createElement("table"), head = doc.createElement("tr");
