@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from perfsuite.analysis.tables import size_text
 from perfsuite.owned_output import publish_folder
 from perfsuite.registry.models import Metric, Run, Submission
 
@@ -279,11 +280,30 @@ def _latest_runs(config: Config) -> dict[str, str]:
     }
 
 
+# The settings that choose which message sizes a sweep measures, never what one size measures:
+# two sweeps that differ in them share the sizes they both drew.
+SWEEP_RANGE = ("param.min_bytes", "param.max_bytes", "param.step_factor")
+
+
+def _sweep_range(config: Config) -> str:
+    """A table's sizes as people say them: ``16 B–1 GiB ×4``."""
+    low, high, step = (config.shown.get(k) for k in SWEEP_RANGE)
+    if low is None or high is None:
+        return ""
+    try:
+        span = f"{size_text(int(low))}–{size_text(int(high))}"
+    except ValueError:
+        return ""
+    return f"{span} ×{step}" if step is not None else span
+
+
 def _busbw_charts(session, board: Board) -> dict:
     """Per table, busbw against message size of each system's newest run (nccl-tests' in-place
     column, else out-of-place), with the curves of the tables whose settings differ only in the
-    world size drawn beside, dashed and named by their ranks: busbw is nccl-tests' figure that
-    compares across rank counts, while the tables never rank them together."""
+    world size (and the range of sizes swept, :data:`SWEEP_RANGE`) drawn beside, dashed and named
+    by their ranks, and by their range where it is not the table's: busbw is nccl-tests' figure
+    that compares across rank counts, while the tables never rank them together. Of a world
+    size's several such tables, the one that drew the most sizes is drawn."""
     latest = {c.id: _latest_runs(c) for c in board.configs}
     run_ids = sorted({rid for runs in latest.values() for rid in runs.values()})
     curves: dict[str, list] = {}
@@ -300,17 +320,30 @@ def _busbw_charts(session, board: Board) -> dict:
                 curves[rid] = points
 
     def rest(config: Config) -> dict:
-        return {k: v for k, v in config.shown.items() if not k.startswith("world.")}
+        return {k: v for k, v in config.shown.items() if not k.startswith("world.") and k not in SWEEP_RANGE}
+
+    def world(config: Config) -> str:
+        return config.shown.get("world.world_size", "1")
+
+    def drawn(config: Config) -> int:
+        return max((len(curves.get(rid, [])) for rid in latest[config.id].values()), default=0)
 
     out = {}
     for config in board.configs:
-        siblings = [c for c in board.configs if c is not config and rest(c) == rest(config)]
+        by_world: dict[str, Config] = {}
+        for c in board.configs:
+            if c is config or world(c) == world(config) or rest(c) != rest(config):
+                continue
+            if world(c) not in by_world or drawn(c) > drawn(by_world[world(c)]):
+                by_world[world(c)] = c
+        siblings = list(by_world.values())
         series, others = {}, []
         for c in [config, *siblings]:
+            sizes = _sweep_range(c) if _sweep_range(c) != _sweep_range(config) else ""
             for system, rid in latest[c.id].items():
                 if rid not in curves:
                     continue
-                label = f"{system} ({c.shown.get('world.world_size', '1')} ranks)" if siblings else system
+                label = f"{system} ({world(c)} ranks{', ' + sizes if sizes else ''})" if siblings else system
                 series[label] = curves[rid]
                 if c is not config:
                     others.append(label)
