@@ -1,0 +1,69 @@
+"""``bench/ddp_step_gap.py``, the experiment that splits the suite's data-parallel step from the bare
+DDP loop's one difference at a time, run as the lead runs it on GPUs: under torchrun (two gloo
+ranks here, a tiny GPT on the CPU), then alone, then summarised as weak-scaling efficiencies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "bench" / "ddp_step_gap.py"
+TINY = [
+    *("--device", "cpu", "--per-gpu", "4", "--seconds", "0.05", "--rounds", "1"),
+    *("--set", "layers=1", "--set", "width=16", "--set", "heads=2", "--set", "context=8", "--set", "vocab=32"),
+    *("--set", "symbols=4", "--set", "precision=fp32", "--set", "compile=false"),
+    *("--set", "train_samples=64", "--set", "eval_samples=8"),
+]
+VARIANTS = ["bare", "symbols", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline", "suite"]
+
+
+def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_two_ranks_time_every_variant_alike_and_one_rank_summarises_them(tmp_path):
+    two, one = tmp_path / "gap-2.json", tmp_path / "gap-1.json"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    done = _run([*torchrun, str(SCRIPT), *TINY, "--out", str(two)], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(two.read_text())
+    assert found["world_size"] == 2 and found["global_batch"] == 8 and found["per_rank_batch"] == 4
+    assert list(found["variants"]) == [*VARIANTS, "bare after restore", "suite after restore"]
+    for name, v in found["variants"].items():
+        assert len(v["block_seconds"]) == 1 and v["block_seconds"][0] > 0, name
+        assert len(v["power_w"][0]) == 2, name  # both ranks reported their block
+    # the phase split is taken only where the events ran, on every rank
+    assert all(v["phases_ms"][0][0] is None for n, v in found["variants"].items() if n in ("bare", "sampler"))
+    assert set(found["variants"]["events"]["phases_ms"][0][0]) == {"forward", "backward", "optimizer"}
+    # the bare loop's block has no Python thread beside the steps; the suite's has the lifeline's
+    assert found["variants"]["bare"]["python_threads"] == ["MainThread"]
+    assert "perfsuite-lifeline" in found["variants"]["suite"]["python_threads"]
+    assert "bare" in done.stdout and "suite after restore" in done.stdout
+
+    alone = _run([sys.executable, str(SCRIPT), *TINY, "--variants", "bare,suite", "--out", str(one)], tmp_path)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert json.loads(one.read_text())["world_size"] == 1
+    summary = _run([sys.executable, str(SCRIPT), "--summarize", str(one), str(two)], tmp_path)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    rows = {line[:22].strip(): line[22:].split() for line in summary.stdout.splitlines()[2:]}
+    # the variants the one-rank file has, each at two ranks: its efficiency, and that less bare's
+    assert set(rows) == {"bare", "suite", "bare after restore", "suite after restore"}
+    assert rows["bare"][1] == "+0.000" and all(len(cells) == 2 for cells in rows.values())
+
+
+def test_a_summary_without_a_one_rank_file_is_refused(tmp_path):
+    lone = tmp_path / "gap-2.json"
+    lone.write_text(json.dumps({"world_size": 2, "model": "gpt", "variants": {}}))
+    done = _run([sys.executable, str(SCRIPT), "--summarize", str(lone)], tmp_path)
+    assert done.returncode != 0
+    assert "no one-rank file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
