@@ -14,6 +14,11 @@ there of the run's ``tokens_per_s`` (else ``samples_per_s``), the first of them 
 charted run reports. A series' efficiency at N GPUs is its throughput over N times its
 throughput on its fewest GPUs, per GPU (``T(N) * n0 / (N * T(n0))``): 1 on one GPU, and named
 "against n0 GPUs" where the series has no one-GPU point.
+
+Beside it, the bare DDP loop's efficiency by the same formula, from the bare loop the training
+cross-check ran in the same call as each run (``details.crosscheck.train.reference_samples_per_s``,
+the same model, loss, precision, optimizer and compile setting at the run's world size): scaling
+is judged against what a plain loop reaches on the same machine, not against 1.0 alone.
 """
 
 from __future__ import annotations
@@ -85,11 +90,34 @@ def _throughputs(session, run_ids: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _bare_loop_rates(session, run_ids: list[str]) -> dict[str, float]:
+    """run id -> the bare DDP loop's samples/s that the training cross-check measured beside the
+    run, where it measured one."""
+    out: dict[str, float] = {}
+    for start in range(0, len(run_ids), CHUNK):
+        chunk = run_ids[start : start + CHUNK]
+        for run_id, crosscheck in session.execute(
+            select(Run.run_id, Run.record[("details", "crosscheck")]).where(Run.run_id.in_(chunk))
+        ):
+            train = (crosscheck or {}).get("train") if isinstance(crosscheck, dict) else None
+            rate = (train or {}).get("reference_samples_per_s")
+            if (train or {}).get("status") == "measured" and isinstance(rate, (int, float)) and rate > 0:
+                out[run_id] = float(rate)
+    return out
+
+
+def _efficiencies(points: list[tuple[int, float | None]]) -> list[float | None]:
+    """Each (world, throughput)'s scaling efficiency against the first point's."""
+    base_world, base = points[0]
+    return [t * base_world / (w * base) if t is not None and base else None for w, t in points]
+
+
 def scaling_charts(session, board: Board) -> dict[str, dict]:
     """Per table id, the scaling series it belongs to (strong and weak), as the page's chart data:
     ``{"metric", "unit", "series": [{"label", "system", "kind", "held", "base_world",
-    "points": [[world, throughput, efficiency, run count], ...]}]}``. Tables in no group with
-    two world sizes have no entry. Training boards only."""
+    "points": [[world, throughput, efficiency, run count, bare loop efficiency], ...]}]}`` (the
+    bare loop's efficiency null where a point's runs, or the series' first point's, measured no
+    bare loop). Tables in no group with two world sizes have no entry. Training boards only."""
     if board.category != "training":
         return {}
     groups = scaling_groups(board)
@@ -102,6 +130,7 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
                 ids = {rv.run_id for cell in row.cells.values() for rv in cell.runs}
                 runs_of[(config.id, row.system.name)] = sorted(ids)
     figures = _throughputs(session, sorted({r for ids in runs_of.values() for r in ids}))
+    bare = _bare_loop_rates(session, sorted({r for ids in runs_of.values() for r in ids}))
     reported = [set(figures.get(r, {})) for ids in runs_of.values() for r in ids]
     metric = next((m for m in THROUGHPUT if reported and all(m in names for names in reported)), None)
     if metric is None:
@@ -112,15 +141,19 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
         series = []
         systems = sorted({row.system.name for c in configs for row in c.rows})
         for system in systems:
-            points = []
+            points: list[tuple[int, float, int, float | None]] = []
             for config in configs:
                 found = runs_of.get((config.id, system))
                 if found:
                     values = [figures[r][metric] for r in found]
-                    points.append([world_size(config), statistics.median(values), len(values)])
+                    loops = [bare[r] for r in found if r in bare]
+                    loop = statistics.median(loops) if loops else None
+                    points.append((world_size(config), statistics.median(values), len(values), loop))
             if len(points) < 2:
                 continue
-            base_world, base = points[0][0], points[0][1]
+            base_world = points[0][0]
+            efficiency = _efficiencies([(w, t) for w, t, _, _ in points])
+            bare_efficiency = _efficiencies([(w, b) for w, _, _, b in points])
             series.append(
                 {
                     "label": f"{system} · {kind} scaling ({held})",
@@ -128,7 +161,9 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
                     "kind": kind,
                     "held": held,
                     "base_world": base_world,
-                    "points": [[w, t, t * base_world / (w * base) if base else None, n] for w, t, n in points],
+                    "points": [
+                        [w, t, e, n, b] for (w, t, n, _), e, b in zip(points, efficiency, bare_efficiency, strict=True)
+                    ],
                 }
             )
         for config in configs:

@@ -278,16 +278,28 @@
     var effTop = 1;
     chart.series.forEach(function (s) { s.points.forEach(function (p) { if (p[2] !== null) effTop = Math.max(effTop, p[2]); }); });
     var effList = chart.series.map(function (s) { return { points: s.points.map(function (p) { return [p[0], p[2]]; }) }; });
+    var effSeries = chart.series.map(function (s, i) { return lineSeries(s.label, i, true); });
+    // the bare DDP loop the cross-check ran beside each run: the efficiency a plain loop reaches
+    // on the same machine, dashed in its series' colour
+    chart.series.forEach(function (s, i) {
+      var loop = s.points.filter(function (p) { return p[4] !== null && p[4] !== undefined; });
+      if (!loop.length) return;
+      loop.forEach(function (p) { effTop = Math.max(effTop, p[4]); });
+      effList.push({ points: loop.map(function (p) { return [p[0], p[4]]; }) });
+      var bare = lineSeries(s.system + " · bare DDP loop", i, true);
+      bare.dash = [3, 3];
+      effSeries.push(bare);
+    });
     effList.push({ points: [[lo, 1], [hi, 1]] });
     var ideal = { label: "ideal (1.0)", stroke: "#555", width: 1, dash: [6, 4], points: { show: false }, spanGaps: true };
     drawChart(eff, {
       title: "scaling efficiency against GPUs",
       scales: { x: xScale, y: { range: function () { return [0, effTop * 1.1]; } } },
       axes: [xAxis, { label: "scaling efficiency", size: 90 }],  // as wide as the throughput's: the GPU axes line up
-      series: [{ label: "GPUs" }].concat(chart.series.map(function (s, i) { return lineSeries(s.label, i, true); }), [ideal])
+      series: [{ label: "GPUs" }].concat(effSeries, [ideal])
     }, align(effList));
     var wrap = doc.createElement("table"), head = doc.createElement("tr");
-    ["series", "GPUs", chart.metric + " (" + chart.unit + ")", "efficiency", "against", "runs"].forEach(function (h) {
+    ["series", "GPUs", chart.metric + " (" + chart.unit + ")", "efficiency", "against", "runs", "bare DDP loop's efficiency"].forEach(function (h) {
       head.appendChild(text(doc.createElement("th"), h));
     });
     var thead = doc.createElement("thead"); thead.appendChild(head); wrap.appendChild(thead);
@@ -295,8 +307,9 @@
     chart.series.forEach(function (s) {
       s.points.forEach(function (p) {
         var tr = doc.createElement("tr");
+        var loop = p[4] === null || p[4] === undefined ? "" : p[4].toFixed(3);
         [s.label, String(p[0]), fmt(p[1]), p[2] === null ? "" : p[2].toFixed(3), s.base_world + " GPU" + (s.base_world === 1 ? "" : "s"),
-         String(p[3])].forEach(function (v) { tr.appendChild(text(doc.createElement("td"), v)); });
+         String(p[3]), loop].forEach(function (v) { tr.appendChild(text(doc.createElement("td"), v)); });
         body.appendChild(tr);
       });
     });
