@@ -222,10 +222,15 @@ class BareLoopCheck:
         n_rounds: int,
         sampler: Callable[[], Any] | None = None,
         agree: Callable[[int], int] | None = None,
+        gpu_index: int | None = None,
     ) -> dict:
         """``versus_bare_loop``, once the bare loop is known to train a model of the suite's
         ``parameters``; the bare loop is closed afterwards. ``agree`` (several ranks): the
-        largest of the ranks' block lengths, so that every rank times the same steps."""
+        largest of the ranks' block lengths, so that every rank times the same steps.
+        ``gpu_index`` (NVML's index of this rank's GPU): every block of either side is sampled by
+        a child process (``perfsuite.crosscheck.gpu_watch``), not by a thread of the suite's
+        process, which only the suite's side would carry; ``sampler`` is used where it is None."""
+        watch = None
         out = {"tool": "training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
         try:
             self.wait_ready()
@@ -236,6 +241,11 @@ class BareLoopCheck:
                 )
             if self.failure is None:
                 try:
+                    if gpu_index is not None:
+                        from perfsuite.crosscheck.gpu_watch import GpuWatch
+
+                        watch = GpuWatch(gpu_index)
+                        sampler = watch
                     found = versus_bare_loop(
                         self.bare,
                         suite_rates,
@@ -252,6 +262,8 @@ class BareLoopCheck:
                     self.failure = str(exc)
             return {**out, "status": "failed", "reason": self.failure}
         finally:
+            if watch is not None:
+                watch.close()
             self.close()
 
     def close(self) -> None:
@@ -276,8 +288,9 @@ def versus_bare_loop(
     side, the bare loop's included, is ``WARM_STEPS`` untimed steps and then one block of
     ``turn_steps`` steps (the evaluation interval, longer where that is under ``MIN_BLOCK_S``).
     ``sampler`` (a fresh
-    NVML sampler) samples the GPU during every block of either side, so that a round shows the
-    clocks each ran at. Figures are samples per second; the ratio is the suite's over the bare
+    NVML sampler for each block; the training driver's runs in a child process,
+    ``perfsuite.crosscheck.gpu_watch``) samples the GPU during every block of either side, so
+    that a round shows the clocks each ran at. Figures are samples per second; the ratio is the suite's over the bare
     loop's (below 1: the suite is slower), of the medians over rounds."""
 
     block = turn_steps(steps, samples_per_step, suite_rates)

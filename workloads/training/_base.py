@@ -378,8 +378,9 @@ class TimeToTarget(Workload):
                     p.eval_every,
                     p.global_batch,
                     ctx.crosscheck.rounds(),
-                    ctx.gpu_sampler,
+                    None,  # no sampler thread in this process: the GPU is sampled from a child (gpu_index)
                     lambda n: self._agree_max(n, device, world),
+                    gpu_index=ctx.nvml_index(),
                 )
             }
         ctx.details.update(
