@@ -26,8 +26,9 @@ then, after the model, optimizer and schedule are loaded back from copies taken 
 (as the untimed initialisation does), ``bare`` and ``suite`` once more. A block is ``WARM_STEPS``
 untimed steps, then as many steps as last ``--seconds`` (the same count on every rank), timed with
 the host clock between two synchronisations; the GPU's mean power over it comes from NVML's energy
-counter (two reads, no thread). Rank 0 prints a table (ms per step, samples/s of the global batch,
-the ratio to ``bare``, power per rank, the phase split where events ran) and writes ``--out``.
+counter (two reads, no thread), and Python's garbage collections over it (by generation, and
+their seconds). Rank 0 prints a table (ms per step, samples/s of the global batch, the ratio to
+``bare``, power per rank, collection time, the phase split where events ran) and writes ``--out``.
 
     torchrun --standalone --nproc-per-node 2 bench/ddp_step_gap.py --model gpt --out gap-gpt-2.json
     python bench/ddp_step_gap.py --summarize gap-gpt-1.json gap-gpt-2.json gap-gpt-4.json
@@ -43,6 +44,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -315,6 +317,30 @@ class Lifeline:
         self.thread.join()
 
 
+class GcPauses:
+    """Python's garbage collections during a block, by generation, and the seconds they held
+    the interpreter: a rank paused by a full collection holds every rank at the next all-reduce."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.seconds = 0.0
+        self._since = 0.0
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._since = time.perf_counter()
+        else:
+            self.count[info["generation"]] += 1
+            self.seconds += time.perf_counter() - self._since
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._note)
+
+
 def gpu_index(device: Any) -> int | None:
     """NVML's index of this rank's GPU (as ``RunContext.nvml_index`` finds it)."""
     if device.type != "cuda":
@@ -350,7 +376,7 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
     clock = PhaseClock(steps.cuda)
     steps.sync()
     e0 = nvml.energy_mj(index) if index is not None else None
-    with beside(toggles, index):
+    with beside(toggles, index), GcPauses() as pauses:
         threads = sorted(t.name for t in threading.enumerate())
         t0 = time.perf_counter()
         for _ in range(n):
@@ -364,6 +390,8 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
         "power_w": (e1 - e0) / 1000.0 / seconds if e0 is not None and e1 is not None and e1 > e0 else None,
         "phases_ms": {k: 1e3 * clock.seconds[k] / n for k in COMPUTE} if "events" in toggles else None,
         "python_threads": threads,
+        "gc_collections": pauses.count,  # by generation
+        "gc_s": pauses.seconds,
     }
 
 
@@ -438,11 +466,21 @@ def fold(every: list[list[dict]], n: int, global_batch: int) -> dict:
         name, r = entry["variant"], entry["round"]
         ranks = [next(e for e in theirs if e["variant"] == name and e["round"] == r) for theirs in every]
         v = out.setdefault(
-            name, {"block_seconds": [], "power_w": [], "phases_ms": [], "python_threads": entry["python_threads"]}
+            name,
+            {
+                "block_seconds": [],
+                "power_w": [],
+                "phases_ms": [],
+                "gc_s": [],
+                "gc_collections": [],
+                "python_threads": entry["python_threads"],
+            },
         )
         v["block_seconds"].append(max(e["seconds"] for e in ranks))
         v["power_w"].append([e["power_w"] for e in ranks])
         v["phases_ms"].append([e["phases_ms"] for e in ranks])
+        v["gc_s"].append([e["gc_s"] for e in ranks])
+        v["gc_collections"].append([e["gc_collections"] for e in ranks])
     for v in out.values():
         v["ms_per_step"] = 1e3 * statistics.median(v["block_seconds"]) / n
         v["samples_per_s"] = n * global_batch / statistics.median(v["block_seconds"])
@@ -458,7 +496,7 @@ def print_table(out: dict) -> None:
         f"{out['per_rank_batch']} a rank, {out['steps_per_block']} steps a block, compiled in {out['compile_s']:.1f} s"
     )
     head = f"{'variant':<22}{'ms/step':>9}{'samples/s':>11}{'vs bare':>9}  {'power W (rank 0..)':<26}"
-    print(head + "fwd/bwd/opt ms (rank 0)")
+    print(head + f"{'gc ms (max rank)':>17}  fwd/bwd/opt ms (rank 0)")
     for name, v in out["variants"].items():
         powers = [[w for w in rnd if w is not None] for rnd in v["power_w"]]
         per_rank = [statistics.median(col) for col in zip(*powers, strict=False)] if all(powers) else []
@@ -466,7 +504,9 @@ def print_table(out: dict) -> None:
         phases = [rnd[0] for rnd in v["phases_ms"] if rnd[0]]
         split = "/".join(f"{statistics.median(ph[k] for ph in phases):.1f}" for k in phases[0]) if phases else "-"
         ratio = f"{v['vs_bare']:.3f}" if v["vs_bare"] else "-"
-        print(f"{name:<22}{v['ms_per_step']:>9.2f}{v['samples_per_s']:>11.1f}{ratio:>9}  {watts:<26}{split}")
+        gc_ms = 1e3 * statistics.median(max(rnd) for rnd in v["gc_s"])
+        row = f"{name:<22}{v['ms_per_step']:>9.2f}{v['samples_per_s']:>11.1f}{ratio:>9}  {watts:<26}"
+        print(row + f"{gc_ms:>17.1f}  {split}")
     for name in ("bare", "suite"):
         if name in out["variants"]:
             print(f"python threads during a {name} block: {', '.join(out['variants'][name]['python_threads'])}")

@@ -42,6 +42,7 @@ def test_two_ranks_time_every_variant_alike_and_one_rank_summarises_them(tmp_pat
     for name, v in found["variants"].items():
         assert len(v["block_seconds"]) == 1 and v["block_seconds"][0] > 0, name
         assert len(v["power_w"][0]) == 2, name  # both ranks reported their block
+        assert [len(counts) for counts in v["gc_collections"][0]] == [3, 3], name  # by generation, each rank
     # the phase split is taken only where the events ran, on every rank
     assert all(v["phases_ms"][0][0] is None for n, v in found["variants"].items() if n in ("bare", "sampler"))
     assert set(found["variants"]["events"]["phases_ms"][0][0]) == {"forward", "backward", "optimizer"}
