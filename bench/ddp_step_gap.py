@@ -18,12 +18,15 @@ rounds that rotate their order, so that each difference's cost shows alone:
     events      CUDA events around forward, backward and optimizer (perfsuite.workloads.training._phases)
     scheduler   the lr set by torch's LambdaLR (perfsuite.workloads.training._optim)
     sampler     the NVML sampler thread in this process (perfsuite.measure.nvml_sampler), as the
-                cross-check's turns run it around the suite's blocks
+                cross-check's turns ran it around the suite's blocks
+    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch), as they run it now
     lifeline    the lifeline thread every measuring process runs (perfsuite.engine.lifeline), polling
-    suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step)
+    suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step as it
+                was measured beside the bare loop)
+    suite-now   the same with the watch in place of the sampler thread
 
 then, after the model, optimizer and schedule are loaded back from copies taken before compiling
-(as the untimed initialisation does), ``bare`` and ``suite`` once more. A block is ``WARM_STEPS``
+(as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more. A block is ``WARM_STEPS``
 untimed steps, then as many steps as last ``--seconds`` (the same count on every rank), timed with
 the host clock between two synchronisations; the GPU's mean power over it comes from NVML's energy
 counter (two reads, no thread), and Python's garbage collections over it (by generation, and
@@ -101,9 +104,11 @@ VARIANTS: dict[str, frozenset[str]] = {
     "scheduler": frozenset({"scheduler"}),
     "sampler": frozenset({"sampler"}),
     "lifeline": frozenset({"lifeline"}),
+    "watch": frozenset({"watch"}),
     "suite": frozenset({"suite-data", "events", "scheduler", "sampler", "lifeline"}),
+    "suite-now": frozenset({"suite-data", "events", "scheduler", "watch", "lifeline"}),
 }
-AFTER_RESTORE = ("bare", "suite")
+AFTER_RESTORE = ("bare", "suite", "suite-now")
 
 
 def parse_args() -> argparse.Namespace:
@@ -359,6 +364,12 @@ def beside(toggles: frozenset[str], index: int | None) -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     if "sampler" in toggles:
         stack.enter_context(nvml_sampler.sample(index))
+    if "watch" in toggles and index is not None:
+        from perfsuite.crosscheck.gpu_watch import GpuWatch
+
+        watch = GpuWatch(index)  # started before the block's clock, closed after it
+        stack.callback(watch.close)
+        stack.enter_context(watch())
     if "lifeline" in toggles:
         stack.enter_context(Lifeline())
     return stack
@@ -507,7 +518,7 @@ def print_table(out: dict) -> None:
         gc_ms = 1e3 * statistics.median(max(rnd) for rnd in v["gc_s"])
         row = f"{name:<22}{v['ms_per_step']:>9.2f}{v['samples_per_s']:>11.1f}{ratio:>9}  {watts:<26}"
         print(row + f"{gc_ms:>17.1f}  {split}")
-    for name in ("bare", "suite"):
+    for name in ("bare", "suite", "suite-now"):
         if name in out["variants"]:
             print(f"python threads during a {name} block: {', '.join(out['variants'][name]['python_threads'])}")
 

@@ -23,7 +23,10 @@ TINY = [
     *("--set", "symbols=4", "--set", "precision=fp32", "--set", "compile=false"),
     *("--set", "train_samples=64", "--set", "eval_samples=8"),
 ]
-VARIANTS = ["bare", "symbols", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline", "suite"]
+VARIANTS = [
+    *("bare", "symbols", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline", "watch"),
+    *("suite", "suite-now"),
+]
 
 
 def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -38,7 +41,8 @@ def test_two_ranks_time_every_variant_alike_and_one_rank_summarises_them(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(two.read_text())
     assert found["world_size"] == 2 and found["global_batch"] == 8 and found["per_rank_batch"] == 4
-    assert list(found["variants"]) == [*VARIANTS, "bare after restore", "suite after restore"]
+    restored = ["bare after restore", "suite after restore", "suite-now after restore"]
+    assert list(found["variants"]) == [*VARIANTS, *restored]
     for name, v in found["variants"].items():
         assert len(v["block_seconds"]) == 1 and v["block_seconds"][0] > 0, name
         assert len(v["power_w"][0]) == 2, name  # both ranks reported their block
