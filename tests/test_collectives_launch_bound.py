@@ -31,6 +31,14 @@ def _filed() -> list[tuple[str, list[dict]]]:
 
 
 FILED_RUNS = _filed()
+# The second 4 x H200 node's sweeps (the shipped scaleout-collectives-x4 plan: fp32 and bf16, eager and
+# graphed, 16 B-1 GiB by x4), judged in the test after the next; the others came from the first node.
+SECOND_NODE = {
+    "53c29a48", "bec60a00", "9f9a1d73", "ac1ba3a5", "123f45b0", "b92ec723", "c4404068", "4432678d", "a3da9212",
+    "aa7f387c", "3b37b1fc", "3077d555", "926a28e4", "905eb743", "fb750e20", "5e0ab5b5", "36809d7e", "8f475e44",
+    "3d5c0150", "20b13583",
+}  # fmt: skip
+FIRST_NODE_RUNS = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] not in SECOND_NODE]
 
 
 def test_the_filed_records_hold_the_sizes_this_judges():
@@ -39,7 +47,7 @@ def test_the_filed_records_hold_the_sizes_this_judges():
     assert len(FILED_RUNS) >= 6
 
 
-@pytest.mark.parametrize("name,compare", FILED_RUNS, ids=[n for n, _ in FILED_RUNS])
+@pytest.mark.parametrize("name,compare", FIRST_NODE_RUNS, ids=[n for n, _ in FIRST_NODE_RUNS])
 def test_on_filed_4_gpu_records_every_size_from_1_to_4_mib_that_differs_names_its_side(name, compare):
     """The 1-4 MiB sizes that read 1.03-1.30 apart were left as 'neither side is launch-bound';
     each now names nccl-tests with its reason, and the large sizes that agree name no side."""
@@ -55,6 +63,24 @@ def test_on_filed_4_gpu_records_every_size_from_1_to_4_mib_that_differs_names_it
         if r["size_bytes"] >= 16 * MiB and r["verdict"] == AGREES:
             assert (r["launch_bound"], r["launch_bound_why"]) == (None, None), r
     assert verdict["explained"] is True and "neither side" not in verdict["summary"]
+
+
+def test_on_the_second_nodes_records_three_sizes_from_1_mib_up_differ_with_no_side_named():
+    """The second node's 20 sweeps: from 1 MiB up every size agrees within 3% or names its
+    launch-bound side, except three, which the judgement leaves unexplained and says so: the graphed
+    fp32 all_reduce and reduce_scatter in place at 1 MiB, where nccl-tests read 4.5 and 3.8 us more
+    than the suite, past its fixed cost over the suite's at small sizes (3.4 and 3.1 us) give or
+    take 3%, and bf16 send_recv at 4 MiB, where the suite read 0.947 of nccl-tests' busbw."""
+    runs = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] in SECOND_NODE]
+    assert len(runs) == len(SECOND_NODE)
+    unexplained = set()
+    for name, compare in runs:
+        rows, verdict = attribute(compare)
+        for r in rows:
+            if r["size_bytes"] >= MiB and r["verdict"] != AGREES and r["launch_bound"] is None:
+                unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, r["mode"], round(r["time_ratio"], 3)))
+                assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
+    assert unexplained == {("3b37b1fc", 1, "ip", 1.286), ("926a28e4", 1, "ip", 1.378), ("aa7f387c", 4, "oop", 0.947)}
 
 
 def test_the_filed_cuda_graph_all_gather_names_nccl_tests_fixed_cost_up_to_16_mib():
