@@ -11,7 +11,8 @@ both do, and times blocks of steps that each differ from the bare loop's step in
 rounds that rotate their order, so that each difference's cost shows alone:
 
     bare        the bare loop's step: a random gather from a small device split, the lr set by hand
-    symbols     the same, with the tokens drawn from the workload's few symbols (training.gpt only)
+    vocab       the same, its tokens drawn from the whole vocabulary instead of the workload's
+                symbols, as the bare loop drew them before it took ``--symbols`` (training.gpt only)
     suite-data  the suite's tensor pipeline (perfsuite.inputs.tensors) over the workload's own split
     epoch-sync  suite-data, plus a copy from pageable memory at each epoch (what that pipeline
                 did before its epoch order was copied from pinned memory): a host synchronisation
@@ -97,7 +98,7 @@ MODELS: dict[str, dict[str, Any]] = {
 PER_GPU = {"gpt": 16, "resnet": 256}
 VARIANTS: dict[str, frozenset[str]] = {
     "bare": frozenset(),
-    "symbols": frozenset({"symbols"}),
+    "vocab": frozenset({"vocab"}),
     "suite-data": frozenset({"suite-data"}),
     "epoch-sync": frozenset({"suite-data", "epoch-sync"}),
     "events": frozenset({"events"}),
@@ -181,12 +182,13 @@ def workload_for(args: argparse.Namespace, world: int) -> Any:
     return cls(params.resolve(cls, given, quick=False))
 
 
-def bare_split(workload: Any, device: Any, per_rank: int, rank: int) -> tuple[Any, Any, Any]:
-    """The bare loop's own device-resident split and input layout (its ``build_*``)."""
+def bare_split(workload: Any, device: Any, per_rank: int, rank: int, *extra: str) -> tuple[Any, Any, Any]:
+    """The bare loop's own device-resident split and input layout (its ``build_*``); ``extra``:
+    arguments after the workload's (the last of a repeated one counts)."""
     from perfsuite.crosscheck import training_reference
 
     p = workload.params
-    argv = [*workload.reference_args(), "--batch", str(p.global_batch), "--device", device.type]
+    argv = [*workload.reference_args(), "--batch", str(p.global_batch), "--device", device.type, *extra]
     saved, sys.argv = sys.argv, ["training_reference.py", *argv]
     try:
         ref_args = training_reference.parse_args()
@@ -230,13 +232,10 @@ class Steps:
             copy.deepcopy(self.sched.state_dict()),
         )
         self.bare_x, self.bare_y, self.layout = bare_split(workload, device, self.per_rank, rank)
-        if hasattr(p, "symbols") and p.symbols:
-            # the bare split's tokens folded onto the workload's symbols (1..symbols), labels alike
-            ignore = self.bare_y < 0
-            self.sym_x = (self.bare_x - 1) % p.symbols + 1
-            self.sym_y = torch.where(ignore, self.bare_y, (self.bare_y - 1) % p.symbols + 1)
-        else:
-            self.sym_x = self.sym_y = None
+        self.vocab_x: Any = None
+        self.vocab_y: Any = None
+        if workload.reference_args()[0] == "gpt":
+            self.vocab_x, self.vocab_y, _ = bare_split(workload, device, self.per_rank, rank, "--symbols", "0")
         train_x, train_y, _eval_x, _eval_y = workload.make_data()
         self.order = RankBatches(len(train_x), p.global_batch, rank, world, 1)
         self.stream = batches("tensor", train_x, train_y, self.order, device, 0)
@@ -253,8 +252,8 @@ class Steps:
             if "epoch-sync" in toggles and self.index % self.order.steps_per_epoch == 0:
                 torch.randperm(self.order.n).to(self.device)  # pageable: the host waits for the GPU
             return next(self.stream)
-        if "symbols" in toggles and self.sym_x is not None:
-            x, y = self.sym_x, self.sym_y
+        if "vocab" in toggles and self.vocab_x is not None:
+            x, y = self.vocab_x, self.vocab_y
         else:
             x, y = self.bare_x, self.bare_y
         idx = torch.randint(0, len(x), (self.per_rank,), device=self.device)
@@ -415,8 +414,8 @@ def measure(args: argparse.Namespace) -> None:
     steps = Steps(workload, rank, world, device)
     index = gpu_index(device)
     names = args.variants.split(",")
-    if args.model != "gpt" and "symbols" in names:
-        names.remove("symbols")  # images have no symbols
+    if args.model != "gpt" and "vocab" in names:
+        names.remove("vocab")  # images have no vocabulary
 
     def agree_max(value: float) -> float:
         if world == 1:

@@ -187,7 +187,7 @@ class GPTTraining(TimeToTarget):
         return [
             "gpt",
             *("--arch", p.arch, "--layers", str(p.layers), "--width", str(p.width), "--heads", str(p.heads)),
-            *("--context", str(p.context), "--vocab", str(p.vocab)),
+            *("--context", str(p.context), "--vocab", str(p.vocab), "--symbols", str(p.symbols)),
         ]
 
     def trained(self, ctx: Any, model: Any, reached: bool, accuracy: float) -> None:
