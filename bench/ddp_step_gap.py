@@ -27,8 +27,10 @@ rounds that rotate their order, so that each difference's cost shows alone:
     suite-now   the same with the watch in place of the sampler thread
 
 then, after the model, optimizer and schedule are loaded back from copies taken before compiling
-(as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more. A block is ``WARM_STEPS``
-untimed steps, then as many steps as last ``--seconds`` (the same count on every rank), timed with
+(as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more; last, on a
+GPU whose ``local_cpulist`` the kernel gives, every rank pinned to the CPUs beside its GPU, ``bare``
+and ``suite-now`` again (nothing pins the suite's ranks or the bare loop's). A block is
+``WARM_STEPS`` untimed steps, then as many steps as last ``--seconds`` (the same count on every rank), timed with
 the host clock between two synchronisations; the GPU's mean power over it comes from NVML's energy
 counter (two reads, no thread), and Python's garbage collections over it (by generation, and
 their seconds). Rank 0 prints a table (ms per step, samples/s of the global batch, the ratio to
@@ -345,6 +347,25 @@ class GcPauses:
         gc.callbacks.remove(self._note)
 
 
+def gpu_local_cpus(device: Any) -> set[int] | None:
+    """The CPUs the kernel lists beside this rank's GPU (its PCI device's ``local_cpulist``), or None."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    try:
+        bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        text = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist").read_text().strip()
+    except (AttributeError, OSError):
+        return None  # an older torch, or no such file (a container without /sys)
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus & os.sched_getaffinity(0) or None
+
+
 def gpu_index(device: Any) -> int | None:
     """NVML's index of this rank's GPU (as ``RunContext.nvml_index`` finds it)."""
     if device.type != "cuda":
@@ -400,6 +421,7 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
         "power_w": (e1 - e0) / 1000.0 / seconds if e0 is not None and e1 is not None and e1 > e0 else None,
         "phases_ms": {k: 1e3 * clock.seconds[k] / n for k in COMPUTE} if "events" in toggles else None,
         "python_threads": threads,
+        "cpus": len(os.sched_getaffinity(0)),  # the CPUs this rank may run on
         "gc_collections": pauses.count,  # by generation
         "gc_s": pauses.seconds,
     }
@@ -439,6 +461,15 @@ def measure(args: argparse.Namespace) -> None:
     for name in AFTER_RESTORE:
         if name in names:
             runs.append((f"{name} after restore", args.rounds, block(steps, VARIANTS[name], n, index)))
+    # last, every rank pinned to the CPUs beside its GPU (where every rank can be): whether where
+    # the scheduler put a rank's threads is part of the gap (nothing pins the suite's ranks or the bare loop's)
+    local = gpu_local_cpus(device)
+    if -agree_max(-float(local is not None and local != os.sched_getaffinity(0))) > 0:
+        assert local is not None
+        os.sched_setaffinity(0, local)
+        for name in ("bare", "suite-now"):
+            if name in names:
+                runs.append((f"{name} pinned", args.rounds + 1, block(steps, VARIANTS[name], n, index)))
     mine = [dict(found, variant=name, round=r, rank=rank) for name, r, found in runs]
     every: list[Any] = [None] * world
     if world > 1:
