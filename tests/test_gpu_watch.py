@@ -82,3 +82,28 @@ def test_the_child_refuses_bad_arguments_with_one_line(tmp_path: Path):
     )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "not an index" in done.stderr
+
+
+def test_a_watch_that_fails_is_named_beside_each_round_of_the_training_crosscheck(tmp_path: Path):
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from perfsuite.crosscheck import take_turns
+    from perfsuite.crosscheck.training import BareLoop, versus_bare_loop
+
+    tiny = ["gpt", "--layers", "1", "--width", "16", "--heads", "2", "--context", "8", "--vocab", "32"]
+    bare = BareLoop([*tiny, "--batch", "4", "--device", "cpu", "--precision", "fp32"], tmp_path / "bare.log")
+    watch = GpuWatch(0, argv=[sys.executable, "-c", "import sys; sys.exit(3)"])
+    try:
+        bare.start()
+        bare.ready(timeout_s=120)
+        found = versus_bare_loop(bare, [100.0], lambda n: 0.01 * n, 2, 4, 2, take_turns, watch)
+    finally:
+        watch.close()
+        bare.close()
+    later = found["rounds"][1]  # round 1's suite side is the run's own blocks, sampled by nobody
+    for side in ("suite_clocks", "reference_clocks"):
+        assert "exited with code 3" in later[side]["sampler_error"], side
+        assert later[side]["sm_clock_mhz_median"] is None
+    assert found["status"] == "measured" and found["reference_samples_per_s"] > 0

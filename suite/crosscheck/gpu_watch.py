@@ -93,6 +93,8 @@ class GpuWatch:
         if self.error is not None:
             raise OSError(self.error)
         assert self.proc is not None and self.proc.stdin is not None
+        if self.proc.poll() is not None:
+            raise EOFError(f"the GPU watch exited with code {self.proc.returncode}")
         self.proc.stdin.write(f"{word}\n".encode())
         self.proc.stdin.flush()
         line = self._lines.readline(ANSWER_TIMEOUT_S)

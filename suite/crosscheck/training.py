@@ -361,11 +361,14 @@ def turn_steps(steps: int, samples_per_step: int, suite_rates: list[float]) -> i
 def _clocks(nvml: dict | None) -> dict | None:
     if not nvml:
         return None
-    return {
+    clocks = {
         "sm_clock_mhz_median": nvml.get("sm_clock_mhz_median"),
         "power_w_median": nvml.get("power_w_median"),
         "clock_events": nvml.get("clock_events") or [],
     }
+    if nvml.get("sampler_error"):  # a sampler that failed says so beside the round, not nowhere
+        clocks["sampler_error"] = nvml["sampler_error"]
+    return clocks
 
 
 class _Null:
