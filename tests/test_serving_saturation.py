@@ -2,11 +2,11 @@
 real rate sweep through ``perfsuite run`` against the null server answering one completion at
 a time (``--max-in-flight 1``) with its events ``GAP_MS`` apart, so its capacity is known (one
 answer per answer's time). A step below the capacity kept its schedule and reads the offered
-rate exactly; a step five times above it reads the completions' own rate (n - 1 completions
-over their spread, re-derived here from the requests file), which can be no more than the
-capacity, and says so; the latency-throughput curve draws the same figure. The rule itself on
-requests timed by hand: the saturated step that read its offered rate, a client that sent late,
-a step without a schedule, one with a single completion."""
+rate exactly; a step five times above it (a server that queues) reads the tokens it delivered
+in its steady-state window (re-derived here from the requests file), which can be no more than
+the capacity, and says so; the latency-throughput curve draws the same figure. The rule itself
+on requests timed by hand: the saturated step that read its offered rate, a client that sent
+late, a step without a schedule, one with a single completion."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ TOKENS = 8
 # GAP_MS after the last: one at a time, the server answers at most this many requests a second.
 CAPACITY_RPS = 1e3 / ((TOKENS + 2) * GAP_MS)
 BELOW, ABOVE = 10.0, 100.0  # half the capacity, evenly spaced (no request waits); five times it
-REQUESTS = 16
+REQUESTS = 32  # five times the capacity: the queue's first answer ends well inside the arrivals
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,14 @@ def _sweep(cli, tmp_path: Path, url: str) -> dict:
     return json.loads(records[-1].read_text())["details"]["serving"]
 
 
+def _token_ns(row: dict) -> list[float]:
+    """Each token's time from a requests-file row: the first, then the recorded gaps."""
+    times = [float(row["first_ns"])]
+    for gap_ms in row["itl_ms"]:
+        times.append(times[-1] + gap_ms * 1e6)
+    return times
+
+
 def _requests(serving: dict, step: dict) -> list[dict]:
     path = Path(serving["artifact_dir"]) / step["requests_file"]
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -67,16 +75,20 @@ def test_a_step_above_capacity_reads_the_servers_rate_and_one_below_reads_the_of
     assert below["completed_rps"] == pytest.approx(BELOW, rel=1e-12)
     assert below["output_tokens_per_s"] == pytest.approx(BELOW * TOKENS, rel=1e-12)
 
-    # above it: the server fell behind, and the rates are its completions' own
+    # above it: the server fell behind, and the rates are what it delivered in the window from the
+    # first request's end to the last arrival
     rows = [r for r in _requests(serving, above) if r["reason"] is None]
     assert len(rows) == REQUESTS and all(r["tokens"] == TOKENS for r in rows)
-    ends = [r["done_ns"] for r in rows]
-    spread_s = (max(ends) - min(ends)) * 1e-9
-    assert above["kept_schedule"] is False
-    assert above["rate_span"].startswith("completions: the server fell behind its schedule"), above["rate_span"]
-    assert above["completion_spread_s"] == pytest.approx(spread_s, rel=1e-12)
-    assert above["completed_rps"] == pytest.approx((REQUESTS - 1) / spread_s, rel=1e-9)
-    assert above["output_tokens_per_s"] == pytest.approx((REQUESTS - 1) / spread_s * TOKENS, rel=1e-9)
+    start = min(r["done_ns"] for r in rows)
+    end = max(r["sched_ns"] for r in rows)
+    delivered = sum(1 for r in rows for t in _token_ns(r) if start < t <= end)
+    window_s = (end - start) * 1e-9
+    assert above["kept_schedule"] is False and above["steady_state"] is True
+    assert above["rate_span"].startswith("delivered: the server fell behind its schedule"), above["rate_span"]
+    assert above["steady_window"]["span_s"] == pytest.approx(window_s, rel=1e-9)
+    # the requests file keeps the gaps to 0.1 us: a token on the window's edge may fall either side
+    assert above["output_tokens_per_s"] == pytest.approx(delivered / window_s, abs=1.5 / window_s)
+    assert above["completed_rps"] == pytest.approx(above["output_tokens_per_s"] / TOKENS, rel=1e-12)
     # one answer at a time, each at least its events' gaps long: no more than the capacity (a
     # timer may fire a fraction of a millisecond early), far below the offered rate
     assert above["completed_rps"] <= CAPACITY_RPS * 1.05 < ABOVE / 2
@@ -101,16 +113,17 @@ def _request(i: int, due_s: float, sent_s: float, first_s: float, done_s: float)
 
 def test_the_rule_on_the_saturated_step_that_read_its_offered_rate():
     """640 requests offered at 128/s over 5 s, answered one every 31.25 ms (32/s) after a queue
-    that grows through the step: 639 completions over 19.97 s, not 128/s."""
+    that grows through the step: 158 answers delivered in the 4.96 s from the first answer's end
+    to the last arrival, 31.8/s, not 128/s."""
     n, rate, capacity = 640, 128.0, 32.0
     rows = [_request(i, i / rate, i / rate, (i + 1) / capacity - 0.01, (i + 1) / capacity) for i in range(n)]
     s = summarize(rows, SLO(), n / rate)
-    spread_s = (n - 1) / capacity
-    assert s["kept_schedule"] is False and s["completion_spread_s"] == pytest.approx(spread_s)
-    assert s["completed_rps"] == pytest.approx(capacity) and s["output_tokens_per_s"] == pytest.approx(
-        capacity * TOKENS
+    window_s = (n - 1) / rate - 1 / capacity
+    assert s["kept_schedule"] is False and s["steady_window"]["span_s"] == pytest.approx(window_s)
+    assert s["completed_rps"] == pytest.approx(158 / window_s) and s["output_tokens_per_s"] == pytest.approx(
+        158 * TOKENS / window_s
     )
-    assert s["rate_span"].startswith("completions: the server fell behind its schedule (completions spread 20 s")
+    assert s["rate_span"].startswith("delivered: the server fell behind its schedule (254.8 tokens/s delivered")
     # the same requests answered at once on arrival kept the schedule: the offered rate exactly
     kept = [_request(i, i / rate, i / rate, i / rate + 0.01, i / rate + 0.02) for i in range(n)]
     s = summarize(kept, SLO(), n / rate)
@@ -121,10 +134,15 @@ def test_a_client_that_sent_late_is_named_and_a_step_without_a_schedule_divides_
     n, rate = 20, 10.0
     late = [_request(i, i / rate, 3 * i / rate, 3 * i / rate + 0.01, 3 * i / rate + 0.02) for i in range(n)]
     s = summarize(late, SLO(), n / rate)
-    assert s["kept_schedule"] is False and s["rate_span"].startswith("completions: the client fell behind")
-    assert s["completed_rps"] == pytest.approx((n - 1) / (3 * (n - 1) / rate))
+    assert s["kept_schedule"] is False and s["rate_span"].startswith("delivered: the client fell behind")
+    # 6 answers in the 1.88 s from the first answer's end to the last arrival: about a third of the rate
+    assert s["completed_rps"] == pytest.approx(6 / ((n - 1) / rate - 0.02))
     s = summarize(late, SLO())  # a concurrency step: no schedule to keep
     assert s["kept_schedule"] is None and s["rate_span"].startswith("duration") and s["rate_span_s"] == s["duration_s"]
     one = [late[0], RequestResult(1, late[1].scheduled_ns, late[1].sent_ns, done_ns=late[1].sent_ns, reason="stall")]
     s = summarize(one, SLO(), 2 / rate)
-    assert s["kept_schedule"] is None and s["rate_span_s"] == 2 / rate and "1 request(s) completed" in s["rate_span"]
+    assert (
+        s["kept_schedule"] is None
+        and s["rate_span_s"] == s["duration_s"]
+        and "1 request(s) completed" in s["rate_span"]
+    )

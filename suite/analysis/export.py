@@ -25,6 +25,7 @@ from typing import Any
 from perfsuite.schemas.comparability import comparability_key, key_settings
 from perfsuite.schemas.headline import case_metric_names
 from perfsuite.schemas.regime import case_regime
+from perfsuite.schemas.serving_steady import case_marks
 from perfsuite.schemas.throttle import record_summary, throttle_flag
 
 # (column, what it is). The order is the order of the columns in every export.
@@ -61,6 +62,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("division", "open or closed"),
     ("quick", "whether the quick preset was used"),
     ("throttled", "power-capped or thermal slowdown seen by NVML while this case was timed, else empty"),
+    ("steady_state", "an open-loop serving step whose throughput is not a steady-state figure: why, else empty"),
     ("seed", "the run's seed"),
     ("repeat_index", "which of a --repeat's runs (from 0)"),
     ("warmup", "untimed calls first (empty: not applied by this workload)"),
@@ -162,6 +164,7 @@ def metric_rows(record: dict) -> list[dict[str, Any]]:
     """One row per metric and case of a run, every column of :data:`COLUMNS` present."""
     shared = run_fields(record)
     heads = _headlines(record)
+    unsteady = case_marks(record)  # a serving step's rates measured in no steady state
     rows = []
     for m in record["metrics"]:
         s = m.get("statistics") or {}
@@ -180,6 +183,7 @@ def metric_rows(record: dict) -> list[dict[str, Any]]:
                 "roofline_fraction": roof.get("fraction"),
                 "throttled": throttle_flag(record_summary(record, m["case"])),
                 "regime": case_regime(record, m["case"]),
+                "steady_state": unsteady.get(m["case"]),
                 **{k: s.get(k) for k in STATISTICS},
             }
         )

@@ -12,7 +12,9 @@ and no finish reason, as an engine that gives up mid-answer does. Other engines'
 whole blocks of BLOCK words that an earlier prompt began with are reported as
 ``usage.prompt_tokens_details.cached_tokens``, its words as ``prompt_tokens``, and each answer's
 words name the request, `` r{n}w{i}``, so that a conversation's history can be traced),
-``--max-in-flight N`` (at most N completions answered at once per server process, the rest
+``--batching --step-per-answer-ms MS`` (a batching engine whose step grows by MS per answer in
+flight: it admits everything and slows every stream, processor sharing, at most one token per MS
+in all), ``--max-in-flight N`` (at most N completions answered at once per server process, the rest
 waiting their turn in arrival order: with ``--event-gap-ms`` a server of known capacity, N
 answers per answer's time, that a load above it makes fall behind),
 ``--metrics`` (a Prometheus ``/metrics`` under vLLM's names whose figures move with the traffic:
@@ -394,10 +396,13 @@ class Batcher:
     answers' next token beside), any other ``step_s``. So requests that arrive together share one
     prefill step and those that arrive a moment apart each cost the running answers one: the
     TTFT and inter-token latency an engine shows depend on how the load generator bunches its
-    requests, as a GPU engine's do."""
+    requests, as a GPU engine's do. With ``per_answer_s`` (``--step-per-answer-ms``) every step
+    is that much longer per answer in it: the engine admits every request and slows every stream
+    as more are in flight (processor sharing), delivering at most one token per ``per_answer_s``
+    in all, as a batching engine past its batch's sweet spot does."""
 
-    def __init__(self, step_s: float, prefill_s: float) -> None:
-        self.step_s, self.prefill_s = step_s, prefill_s
+    def __init__(self, step_s: float, prefill_s: float, per_answer_s: float = 0.0) -> None:
+        self.step_s, self.prefill_s, self.per_answer_s = step_s, prefill_s, per_answer_s
         self.waiting: list[tuple[NullHTTP, list[bytes]]] = []
         self.running: list[tuple[NullHTTP, list[bytes]]] = []
         self.stepping = False
@@ -422,7 +427,7 @@ class Batcher:
                 metrics.queue.observe(now - conn.arrived)
         batch = self.running + admitted
         self.running = []
-        duration = self.prefill_s if admitted else self.step_s
+        duration = (self.prefill_s if admitted else self.step_s) + self.per_answer_s * len(batch)
         asyncio.get_running_loop().call_later(duration, self._emit, batch)
 
     def _emit(self, batch: list[tuple["NullHTTP", list[bytes]]]) -> None:
@@ -552,6 +557,13 @@ def main(argv: list[str] | None = None) -> int:
         "that admits requests",
     )
     ap.add_argument(
+        "--step-per-answer-ms",
+        type=float,
+        default=0.0,
+        help="with --batching, each step this much longer per answer in it (processor sharing: every stream "
+        "slows as more are in flight)",
+    )
+    ap.add_argument(
         "--max-in-flight",
         type=int,
         default=0,
@@ -593,11 +605,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     state.gate = Gate(a.max_in_flight) if a.max_in_flight else None
     state.metrics = NullMetrics() if a.metrics else None
+    if not 0 <= a.step_per_answer_ms < 60_000:
+        print("error: --step-per-answer-ms must be from 0 to 60000", file=sys.stderr)
+        return 2
     if a.batching:
         if not a.event_gap_ms > 0:
             print("error: --batching needs --event-gap-ms above 0 (the step)", file=sys.stderr)
             return 2
-        state.batcher = Batcher(a.event_gap_ms / 1e3, (a.first_event_ms or a.event_gap_ms) / 1e3)
+        state.batcher = Batcher(
+            a.event_gap_ms / 1e3, (a.first_event_ms or a.event_gap_ms) / 1e3, a.step_per_answer_ms / 1e3
+        )
+    elif a.step_per_answer_ms:
+        print("error: --step-per-answer-ms needs --batching (it lengthens the batch's step)", file=sys.stderr)
+        return 2
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((a.host, a.port))

@@ -41,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfsuite.workloads.inference.serving.steady import no_steady_state
+
 CURVE_FIELDS = (
     "mode",
     "load",
@@ -72,13 +74,16 @@ def curve(record: Mapping[str, Any]) -> dict:
     """The latency-throughput points of a record's sweeps, with the SLO lines:
     ``{"slo": {...}, "points": [{mode, load, offered_rps, completed_rps, output_tokens_per_s,
     goodput_rps, slo_attainment, valid, within_slo, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms,
-    tpot_p99_ms, itl_p50_ms, e2e_p99_ms}, ...]}`` (points in the order measured)."""
+    tpot_p99_ms, itl_p50_ms, e2e_p99_ms, no_steady_state}, ...]}`` (points in the order measured;
+    ``no_steady_state``: why a rate step's throughput is not a steady-state figure, else None,
+    ``serving.steady``, for records of every version)."""
     serving = (record.get("details") or {}).get("serving") or {}
     points = []
     for key in ("rate_sweep", "concurrency_sweep", "trace_replay"):
         for row in (serving.get(key) or {}).get("steps", []):
             point = {f: row.get(f) for f in CURVE_FIELDS}
             point["traffic_shape"] = (row.get("traffic") or {}).get("shape", "single_turn")
+            point["no_steady_state"] = no_steady_state(row)  # why its rates are no steady-state figure
             point["prefix_cache_hit_rate"] = (row.get("prefix_cache") or {}).get("hit_rate")
             for kind in ("ttft", "tpot", "itl", "e2e"):
                 for pct in ("p50", "p99"):
@@ -189,6 +194,7 @@ def render(record: Mapping[str, Any]) -> Any:
             t.add_column(col, justify="left" if col in ("load", "verdict") else "right")
         for p in points:
             verdict = ("VALID" if p["valid"] else "INVALID") + (", within SLO" if p["within_slo"] else "")
+            verdict += "; no steady state" if p["no_steady_state"] else ""
             t.add_row(
                 *(
                     Text(c)
@@ -212,6 +218,11 @@ def render(record: Mapping[str, Any]) -> Any:
                 )
             )
         parts.append(t)
+        parts += [
+            Text(f"{p['mode']} {p['load']:g}: {p['no_steady_state']}; its throughput is not a steady-state figure")
+            for p in points
+            if p["no_steady_state"]
+        ]
         parts += _per_gpu_table(points, serving.get("curve_basis") or {})
         peak = (serving.get("rate_sweep") or {}).get("peak_rps")
         if peak is not None:

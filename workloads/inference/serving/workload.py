@@ -67,8 +67,12 @@ class Serving(Workload):
     # from the first, so a step after the first met them in an engine's prefix cache); trace_sha256
     # and accuracy_data_sha256 name the files' content in the key. 3: a rate step whose server fell
     # behind its schedule reads the completions' own rates, no longer the offered rate
-    # (``serving.metrics.rate_span``), so a saturated step's rates changed meaning
-    version = 3
+    # (``serving.metrics.rate_span``), so a saturated step's rates changed meaning. 4: a rate step's
+    # rates are what the server delivered in its steady-state window (first request's end to last
+    # arrival), the offered rate only where it delivered that; a step with no steady state reads its
+    # duration: a batching engine that admits everything and slows every stream no longer reads
+    # the offered rate
+    version = 4
     description = (
         "an OpenAI-compatible endpoint under MLPerf LoadGen and rate/concurrency sweeps: TTFT, TPOT, ITL, "
         "SLO goodput, AIPerf cross-check"

@@ -1,0 +1,57 @@
+"""Whether an open-loop step's throughput is a steady-state figure, read from the fields a step
+row stores, so that ``perfsuite show`` marks the steps of any record, those filed before the
+window was measured included.
+
+A step's rates are measured in a window from its first request's end (the in-flight population
+has filled: before it requests only arrive) to its last scheduled arrival (after it the
+population only drains; ``serving.metrics.rate_span``). The step has a steady state when that
+window holds at least :data:`STEADY_WINDOW_SHARE` of its arrivals' spread. A row measured so
+states its verdict (``steady_state``); an older row has no first end, so it is estimated by the
+requests' median E2E: a step whose arrivals last less than twice its requests' median time
+(5 s steps of requests that take 4 to 24 s) has no steady state, whatever its rates read.
+
+``perfsuite.schemas.serving_steady`` holds the same reading for export and the leaderboard
+(they may not import a workload); a test holds the two to the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The share of a step's arrival spread its steady-state window must cover: less, and the first
+# request ended after half the arrivals, so the window sees the step's tail, not its steady state.
+STEADY_WINDOW_SHARE = 0.5
+
+
+def arrival_spread_s(row: Mapping[str, Any]) -> float | None:
+    """The step's arrivals, first to last: as recorded, else requests over the offered rate
+    (rows filed before the spread was kept)."""
+    spread = row.get("arrival_spread_s")
+    if isinstance(spread, (int, float)) and spread > 0:
+        return float(spread)
+    load, requests = row.get("load"), row.get("requests")
+    if isinstance(load, (int, float)) and load > 0 and isinstance(requests, (int, float)) and requests > 0:
+        return float(requests) / float(load)
+    return None
+
+
+def no_steady_state(row: Mapping[str, Any]) -> str | None:
+    """Why a rate step's throughput is not a steady-state figure (one line), or None where it is
+    one or the step is not an open-loop rate step (a concurrency step, a trace replay)."""
+    if row.get("mode") != "rate":
+        return None
+    spread = arrival_spread_s(row)
+    p50_ms = (row.get("e2e_ms") or {}).get("p50")
+    figures = (
+        f"arrivals {spread:.3g} s, requests' E2E p50 {p50_ms / 1e3:.3g} s"
+        if spread is not None and isinstance(p50_ms, (int, float))
+        else "too few completed requests to judge"
+    )
+    if "steady_state" in row:  # measured: the row's own verdict on its window
+        return None if row["steady_state"] is True else f"no steady state: {figures}"
+    if spread is None or not isinstance(p50_ms, (int, float)):
+        return f"no steady state: {figures}"
+    if p50_ms / 1e3 > spread * (1 - STEADY_WINDOW_SHARE):
+        return f"no steady state: {figures} (estimated: filed before the window was measured)"
+    return None
