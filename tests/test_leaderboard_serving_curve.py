@@ -178,3 +178,80 @@ def test_a_sweeps_peak_search_is_left_out_of_both_pictures_where_the_sweep_has_r
     x_min, x_max = map(float, curve.get_attribute("data-x").split())
     assert x_min <= 9.0 and 14.0 <= x_max < 25.0
     assert page.errors == []
+
+
+def _filed_sweep(tmp_path: Path) -> Path:
+    """A rate sweep as the 5 s steps of ``transformers serve`` were filed: every step read the
+    offered rate x 64 tokens, its requests lasting 4 to 24 s against 5 s of arrivals (no steady
+    state), beside one step of 32 s of arrivals for 4 s requests (a steady state)."""
+    b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
+
+    def step(rate: float, spread_s: float, e2e_p50_s: float, per_user: float) -> dict:
+        row = {
+            "case": f"rate {rate:g}/s",
+            "mode": "rate",
+            "load": rate,
+            "requests": int(rate * spread_s),
+            "arrival_spread_s": spread_s,
+            "output_tokens_per_s": rate * 64,
+            "output_tokens": rate * 64 * spread_s,
+            "rate_span_s": spread_s,
+            "kept_schedule": True,
+            "e2e_ms": {"p50": e2e_p50_s * 1e3, "p99": e2e_p50_s * 1.1e3},
+            "ttft_ms": {"p50": 100.0, "p99": 400.0},
+            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 1.2e3 / per_user},
+            "valid": True,
+            "within_slo": True,
+        }
+        row["curve"] = point(row, b, None)
+        return row
+
+    steps = [step(2.0, 32.0, 4.0, 16.0)]  # 32 s of arrivals for 4 s requests: a steady state
+    steps += [step(r, 4.99, e, u) for r, e, u in ((16.0, 6.8, 9.5), (64.0, 11.9, 5.4), (128.0, 24.0, 2.8))]
+    record = make_record(
+        workload_name="inference.serving",
+        category="inference",
+        version=3,
+        host="filed-node",
+        device="cuda",
+        params={"rates": [2.0, 16.0, 64.0, 128.0], "output_tokens": 64},
+        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [2.0], higher_is_better=True)],
+        details={
+            "serving": {
+                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
+                "endpoint": {"engine": {"name": "transformers serve", "version": "5.17.0"}},
+                "rate_sweep": {"steps": steps},
+            }
+        },
+    )
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(record)
+        build_site(reg, tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_steps_with_no_steady_state_are_drawn_apart_as_marked_points_not_as_the_line(tmp_path, page):
+    """The filed sweep's 5 s steps ran out to 8,192 tokens/s at 2.8 tokens/s per user: the offered
+    load, not a measurement. They stay on the picture, every figure as filed, in a series of their
+    own named for what they are; the line is the step that had a steady state."""
+    site = _filed_sweep(tmp_path)
+    page.goto((site / "workloads" / "inference.serving.html").as_uri())
+    curve = page.locator("#serving-curve")
+    curve.locator("canvas").wait_for()
+    legend = sorted(curve.locator(".u-legend .u-series th").all_inner_texts())
+    assert legend == [
+        "filed-node transformers serve",
+        "filed-node transformers serve · no steady state",
+        "tokens/s per user",
+    ]
+    # marked, never dropped: the y axis still reaches the filed 8,192 tokens/s
+    _, y_max = map(float, curve.get_attribute("data-y").split())
+    assert y_max >= 128 * 64
+    # as points no line joins: the line is the measurement's alone
+    assert curve.get_attribute("data-unjoined") == "filed-node transformers serve · no steady state"
+    latency = page.locator("#family-chart")
+    latency.locator("canvas").wait_for()
+    names = latency.locator(".u-legend .u-series th").all_inner_texts()
+    assert "filed-node TTFT p99 · no steady state" in names and "filed-node TTFT p99" in names
+    assert "filed-node TPOT p99 · no steady state" in latency.get_attribute("data-unjoined").split(" | ")
+    assert page.errors == []

@@ -32,6 +32,7 @@ from sqlalchemy import select
 from perfsuite.analysis.tables import size_text
 from perfsuite.owned_output import publish_folder
 from perfsuite.registry.models import Metric, Run, Submission
+from perfsuite.schemas.serving_steady import no_steady_state
 
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
@@ -352,6 +353,12 @@ def _busbw_charts(session, board: Board) -> dict:
     return out
 
 
+# The suffix of a serving series of steps whose throughput is not a steady-state figure (their
+# arrivals lasted less than twice their requests): drawn apart, as points, never joined to the line
+# of the steps that measured one; the page's script draws a series so named that way.
+UNSTEADY = " · no steady state"
+
+
 def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], dict[str, list]]:
     """TTFT and TPOT (p99) against the throughput each step achieved (output tokens/s), per
     system, from the latest run's rate sweep (``inference.serving``'s
@@ -365,7 +372,12 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
     Beside them, InferenceMAX's view (``per_gpu``): output tokens/s per GPU against output
     tokens/s per user (``serving.curve``), one line per system and engine, from every step of the
     rate and concurrency sweeps that records both (records made before the curve was kept have
-    none)."""
+    none).
+
+    A step whose throughput is not a steady-state figure (``serving_steady``: a rate step whose
+    arrivals lasted less than twice its requests, as the 5 s steps filed before the window was
+    measured did) is drawn, never dropped or rewritten, in a series of its own named with
+    :data:`UNSTEADY`, apart from its system's line."""
     curves: dict[str, list] = {}
     per_gpu: dict[str, list] = {}
     slos: dict[str, float] = {}
@@ -379,17 +391,22 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
             details = serving.get(rid) or {}
             by_rate = {step["load"]: step for step in _sweep_steps(details, "rate_sweep") if step.get("load")}
             for label, key in (("TTFT p99", "ttft_ms"), ("TPOT p99", "tpot_ms")):
-                points = sorted(
-                    [step["output_tokens_per_s"], step[key]["p99"]]
-                    for step in by_rate.values()
-                    if isinstance(step.get(key), dict) and step[key].get("p99") and step.get("output_tokens_per_s")
-                )
-                if points:
-                    curves[f"{system} {label}"] = points
-            line = _per_gpu_line(details)
-            if line:
-                engine = ((details.get("endpoint") or {}).get("engine") or {}).get("name")
-                per_gpu[f"{system} {engine}" if engine else system] = line
+                for steady, suffix in ((True, ""), (False, UNSTEADY)):
+                    points = sorted(
+                        [step["output_tokens_per_s"], step[key]["p99"]]
+                        for step in by_rate.values()
+                        if isinstance(step.get(key), dict)
+                        and step[key].get("p99")
+                        and step.get("output_tokens_per_s")
+                        and (no_steady_state(step) is None) == steady
+                    )
+                    if points:
+                        curves[f"{system} {label}{suffix}"] = points
+            engine = ((details.get("endpoint") or {}).get("engine") or {}).get("name")
+            for steady, suffix in ((True, ""), (False, UNSTEADY)):
+                line = _per_gpu_line(details, steady)
+                if line:
+                    per_gpu[(f"{system} {engine}" if engine else system) + suffix] = line
             if by_rate:
                 for label, key in (("SLO TTFT", "ttft_ms"), ("SLO TPOT", "tpot_ms")):
                     if (details.get("slo") or {}).get(key):
@@ -410,12 +427,15 @@ def _sweep_steps(details: dict, key: str) -> list[dict]:
     return own or steps
 
 
-def _per_gpu_line(details: dict) -> list:
+def _per_gpu_line(details: dict, steady: bool = True) -> list:
     """[tokens/s per user, tokens/s per GPU] of a record's sweep steps (as :func:`_sweep_steps`
-    picks them), by tokens/s per user."""
+    picks them), by tokens/s per user: those whose throughput is a steady-state figure, or
+    (``steady`` false) those that are not (``perfsuite.schemas.serving_steady``)."""
     steps = [step for key in ("rate_sweep", "concurrency_sweep") for step in _sweep_steps(details, key)]
     points = []
     for step in steps:
+        if (no_steady_state(step) is None) != steady:
+            continue
         point = step.get("curve") or {}
         user, gpu = point.get("output_tokens_per_s_per_user"), point.get("output_tokens_per_s_per_gpu")
         if isinstance(user, (int, float)) and isinstance(gpu, (int, float)) and user > 0 and gpu > 0:

@@ -38,7 +38,8 @@ def arrival_spread_s(row: Mapping[str, Any]) -> float | None:
 
 def no_steady_state(row: Mapping[str, Any]) -> str | None:
     """Why a rate step's throughput is not a steady-state figure (one line), or None where it is
-    one or the step is not an open-loop rate step (a concurrency step, a trace replay)."""
+    one, the step is not an open-loop rate step (a concurrency step, a trace replay), or an older
+    row keeps neither its arrivals nor its requests' E2E to judge it by."""
     if row.get("mode") != "rate":
         return None
     spread = arrival_spread_s(row)
@@ -51,7 +52,7 @@ def no_steady_state(row: Mapping[str, Any]) -> str | None:
     if "steady_state" in row:  # measured: the row's own verdict on its window
         return None if row["steady_state"] is True else f"no steady state: {figures}"
     if spread is None or not isinstance(p50_ms, (int, float)):
-        return f"no steady state: {figures}"
+        return None  # nothing to judge it by: not marked
     if p50_ms / 1e3 > spread * (1 - STEADY_WINDOW_SHARE):
         return f"no steady state: {figures} (estimated: filed before the window was measured)"
     return None

@@ -106,6 +106,9 @@
     }] };
     var plot = new uPlot(opts, data, el);
     el.setAttribute("data-series", String(opts.series.length - 1));
+    // the series drawn as points that no line joins, named for whoever reads the page without its canvas
+    var unjoined = opts.series.slice(1).filter(function (s) { return s.width === 0; }).map(function (s) { return s.label; });
+    if (unjoined.length) el.setAttribute("data-unjoined", unjoined.join(" | "));
     window.addEventListener("resize", function () { plot.setSize({ width: chartWidth(el), height: opts.height }); });
     return plot;
   }
@@ -127,6 +130,19 @@
     var colour = PALETTE[i % PALETTE.length];
     return { label: label, stroke: colour, width: 2, spanGaps: true, points: { show: true, size: 6, fill: colour },
              paths: lines ? undefined : function () { return null; } };
+  }
+  // A serving series of steps whose throughput is not a steady-state figure (the site names it
+  // with this suffix): hollow points in its system's colour, never joined by a line, so that a
+  // step shorter than its requests is shown as what it is, not drawn as a measurement.
+  var UNSTEADY = " · no steady state";
+  function servingSeries(n, i, names) {
+    var at = n.indexOf(UNSTEADY);
+    if (at < 0) return lineSeries(n, i, true);
+    var own = names.indexOf(n.slice(0, at));
+    var s = lineSeries(n, own >= 0 ? own : i, false);
+    s.width = 0;
+    s.points = { show: true, size: 9, fill: "#fff", stroke: s.stroke, width: 2 };
+    return s;
   }
   function bytes(v) {
     if (v === null || v === undefined) return "";
@@ -174,7 +190,7 @@
         scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
         axes: [{ label: "achieved output tokens/s" }, { label: "ms" }],
         series: [{ label: "output tokens/s" }].concat(names.map(function (n, i) {
-          var s = lineSeries(n, i, true);
+          var s = servingSeries(n, i, names);
           if (n.indexOf("SLO ") === 0) { s.dash = [6, 4]; s.points = { show: false }; s.stroke = "#555"; s.width = 1; }
           return s;
         }))
@@ -243,7 +259,7 @@
       title: "output tokens/s per GPU against output tokens/s per user (InferenceMAX's view)",
       scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
       axes: [{ label: "output tokens/s per user" }, { label: "output tokens/s per GPU" }],
-      series: [{ label: "tokens/s per user" }].concat(names.map(function (n, i) { return lineSeries(n, i, true); }))
+      series: [{ label: "tokens/s per user" }].concat(names.map(function (n, i) { return servingSeries(n, i, names); }))
     }, align(names.map(function (n) { return { points: series[n] }; })));
   }
 
