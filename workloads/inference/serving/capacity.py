@@ -211,7 +211,8 @@ def measure(
 def open_loop(pool: ClientPool, server: NullServer, rate: float, seconds: float) -> dict:
     """One open-loop step at ``rate`` (Poisson arrivals) against ``server``, with its CPU cost;
     ``achieved_rps`` over the step's rate span (``serving.metrics.rate_span``: the schedule's,
-    n / rate seconds, where the completions kept pace with it; their own where they fell behind)."""
+    n / rate seconds, where what was delivered in the step's steady state kept pace with it; the
+    delivered rate where the client or the server fell behind)."""
     n = max(1, int(rate * seconds))
     job = _job(server.url, n, offsets=arrival_offsets_s(n, rate, 1.0, seed=0))
     with CPUMeter(pool, server) as meter:
