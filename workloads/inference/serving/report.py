@@ -15,7 +15,11 @@ that the leaderboard reads to draw latency against throughput.
 - ``rate_sweep`` / ``concurrency_sweep``: ``steps``, each a step row: ``mode`` ("rate" or
   "concurrency"), ``load``, ``offered_rps``, ``valid``, ``invalid_reasons``, ``within_slo``,
   ``completed_rps``, ``output_tokens_per_s``, ``goodput_rps``, ``goodput_tokens_per_s``,
-  ``slo_attainment``, ``ttft_ms`` / ``tpot_ms`` / ``itl_ms`` / ``e2e_ms`` / ``send_lag_ms``
+  ``slo_attainment``, the span the rates divide by and why (``rate_span_s``, ``rate_span``),
+  ``kept_schedule``, ``steady_state`` and ``steady_window`` (what was delivered and offered from
+  the first request's end to the last arrival, ``serving.metrics.rate_span``; a step of an older
+  record is judged from its other fields, ``serving.steady``), ``ttft_ms`` / ``tpot_ms`` /
+  ``itl_ms`` / ``e2e_ms`` / ``send_lag_ms``
   (each ``{p50, p90, p99, mean, min, max}``), ``errors`` (``count``, ``by_reason``,
   ``examples``), ``energy`` (``per_request_j``, ``per_output_token_j``, ``power_w``) where
   measured, ``requests_file`` (every request's row, JSONL, beside the record). The rate sweep
