@@ -18,7 +18,7 @@ from perfsuite.testing import run_in_process
 from perfsuite.workloads.inference.serving import Serving
 from perfsuite.workloads.inference.serving.capacity import null_server
 from perfsuite.workloads.inference.serving.client import RequestResult, StreamParser
-from perfsuite.workloads.inference.serving.server import engine_from_report
+from perfsuite.workloads.inference.serving.server import ServerUnavailable, engine_from_report
 
 pytest.importorskip("httptools")
 pytest.importorskip("mlperf_loadgen")
@@ -50,6 +50,22 @@ def test_an_engine_without_health_is_ready_by_v1_models_and_the_record_says_whic
     assert step["completed"] == 8 and step["token_count_source"] == "usage"
     # the null server names itself in its Server header (not a web framework's name): that is the engine
     assert d["endpoint"]["engine"] == {"name": "perfsuite-null", "version": "1", "source": "server header"}
+
+
+def test_an_engine_whose_health_says_loading_is_waited_for_not_called_ready_by_v1_models():
+    """llama.cpp's /health answers 503 while its model loads and its /v1/models 200 already: the
+    suite waits for /health, and asks /v1/models only of an engine without /health."""
+    command = "{python} -m perfsuite.workloads.inference.serving.null_server --port {port} --loading-s 1.5"
+    d = _sweep("", server_command=command)
+    server = d["endpoint"]["server"]
+    assert server["health_path"] == "/health" and server["ready_after_s"] >= 1.5, server
+    (step,) = d["rate_sweep"]["steps"]
+    assert step["completed"] == 8
+    # a server the suite did not start: one that says it is loading is not ready, and the line says so
+    with null_server(extra=("--loading-s", "60")) as running, pytest.raises(ServerUnavailable) as err:
+        _sweep(running.url)
+    text = str(err.value)
+    assert "(/health: HTTP 503)" in text and "\n" not in text, text  # /v1/models not asked
 
 
 def test_an_engine_with_no_readiness_endpoint_is_one_line_naming_health_path(cli, tmp_path):

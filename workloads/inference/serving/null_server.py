@@ -19,6 +19,8 @@ waiting their turn in arrival order: with ``--event-gap-ms`` a server of known c
 answers per answer's time, that a load above it makes fall behind),
 ``--metrics`` (a Prometheus ``/metrics`` under vLLM's names whose figures move with the traffic:
 running and waiting requests, a TTFT histogram, prefix-cache hits; ``serving.null_metrics``),
+``--loading-s S`` (``/health`` answers 503 for its first S seconds, as llama.cpp's does while its
+model loads, while ``/v1/models`` answers 200 at once),
 ``--no-health`` (no ``/health``), ``--no-models`` (no ``/v1/models`` either), ``--no-usage`` (no
 token counts in the stream), ``--server-header TEXT`` (the ``Server`` header, ``uvicorn`` for one
 built on a web framework), ``--owned-by TEXT`` (``/v1/models``' ``owned_by``; empty: none).
@@ -137,7 +139,13 @@ END = b"0\r\n\r\n"
 
 def json_response(status: int, obj: object, server: str = SERVER_HEADER) -> bytes:
     body = json.dumps(obj).encode()
-    reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error"}[status]
+    reason = {
+        200: "OK",
+        404: "Not Found",
+        400: "Bad Request",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }[status]
     return b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nServer: %s\r\n\r\n%s" % (
         status,
         reason.encode(),
@@ -231,7 +239,10 @@ class NullHTTP(asyncio.Protocol):
         st = self.state
         json_response = st.json_response
         if method == "GET" and path == "/health" and st.health:
-            t.write(json_response(200, {"status": "ok"}))
+            if time.monotonic() < st.loaded_at:
+                t.write(json_response(503, {"error": {"code": 503, "message": "Loading model"}}))
+            else:
+                t.write(json_response(200, {"status": "ok"}))
             return False
         if method == "GET" and path == "/metrics" and st.metrics is not None:
             waiting = len(st.batcher.waiting) if st.batcher is not None else 0
@@ -506,6 +517,7 @@ class ServerState:
     gate: Gate | None = None  # at most so many completions answered at once (--max-in-flight)
     count: int = 0  # requests answered by this process
     health: bool = True  # answers GET /health
+    loaded_at: float = 0.0  # time.monotonic() before which /health answers 503 (--loading-s)
     models: bool = True  # answers GET /v1/models
     usage: bool = True  # token counts in the stream
     server_header: str = SERVER_HEADER
@@ -581,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--metrics", action="store_true", help="GET /metrics: Prometheus text under vLLM's names")
     ap.add_argument("--no-health", action="store_true", help="no GET /health (404)")
+    ap.add_argument(
+        "--loading-s", type=float, default=0.0, help="GET /health answers 503 for this long after the start"
+    )
     ap.add_argument("--no-models", action="store_true", help="no GET /v1/models (404)")
     ap.add_argument("--no-usage", action="store_true", help="no usage (token counts) in the stream")
     ap.add_argument("--server-header", default=SERVER_HEADER, help="the Server header of every answer")
@@ -595,6 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     faults = Faults(a.fail_every, a.stall_every, a.stall_s, a.malformed_every, a.truncate_every, a.cut_every)
     state = ServerState(a.chunks, faults, a.write_each_event, a.event_gap_ms / 1e3, a.first_event_ms / 1e3)
     state.health, state.models, state.usage = not a.no_health, not a.no_models, not a.no_usage
+    state.loaded_at = time.monotonic() + max(a.loading_s, 0.0)
     state.server_header, state.owned_by = a.server_header, a.owned_by
     if a.prefix_cache < 0:
         print("error: --prefix-cache must be 0 (none) or a block of at least 1 word", file=sys.stderr)

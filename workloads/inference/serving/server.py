@@ -131,15 +131,26 @@ def health_paths(health_path: str) -> tuple[str, ...]:
 
 
 def find_ready(base_url: str, health_path: str, headers: dict[str, str] | None = None) -> str:
-    """The first readiness endpoint of :func:`health_paths` that answers 200; raises
-    ServerUnavailable (one line naming each path's answer and the option that fixes it)."""
+    """The first readiness endpoint of :func:`health_paths` that answers 200, the next one asked
+    only where the one before is absent (HTTP 404; :func:`absent`); raises ServerUnavailable (one
+    line naming each path's answer and the option that fixes it)."""
     answers = []
     for path in health_paths(health_path):
         status = probe(base_url, path, headers)
         if status == 200:
             return path
         answers.append(f"{path}: HTTP {status}")
+        if not absent(status):
+            break
     raise ServerUnavailable(not_ready_line(base_url, health_path, answers))
+
+
+def absent(status: int) -> bool:
+    """Whether a readiness endpoint's answer says the engine has no such endpoint, so that the
+    next one may be asked. Any other answer is the engine's own word on its readiness: llama.cpp's
+    ``/health`` answers 503 while its model loads, and its ``/v1/models`` 200 already, so asking on
+    would call a loading engine ready."""
+    return status == 404
 
 
 def not_ready_line(base_url: str, health_path: str, answers: list[str]) -> str:
@@ -205,8 +216,11 @@ class ServerProcess:
                         self.ready_path = path
                         return self.ready_s
                     last[path] = f"HTTP {status}"
+                    if not absent(status):
+                        break  # the engine has this endpoint and says it is not ready yet
                 except (OSError, ValueError) as exc:
                     last[path] = str(getattr(exc, "reason", exc))
+                    break  # nothing answers yet: no other path will
             time.sleep(POLL_S)
         answers = [f"{path}: {why}" for path, why in last.items()]
         raise ServerUnavailable(
