@@ -3,8 +3,8 @@ the fields a step row stores: one rule for the readers that may not import a wor
 export``'s ``steady_state`` column, the leaderboard's serving curves), which mark such steps
 beside their figures and never drop or rewrite them.
 
-The same reading as the workload's own (``perfsuite.workloads.inference.serving.steady``, which
-``perfsuite show`` uses); a test holds the two to the same answers. A step's rates are measured
+The workload reads it too, through the public ``perfsuite.serving_steady`` (``perfsuite show``
+and the window its rates are measured in). A step's rates are measured
 in a window from its first request's end to its last scheduled arrival; it has a steady state
 when that window holds at least :data:`STEADY_WINDOW_SHARE` of its arrivals' spread. A row
 measured so states its verdict (``steady_state``); an older row has no first end, so it is

@@ -17,6 +17,7 @@ exports (``__all__``) and the public modules named here::
     from perfsuite.inputs import cache    # the cache folder for what a run makes once (data sets, models)
     from perfsuite.testing import run_in_process       # a plugin's tests: run a workload here, get its outcome
     from perfsuite.convergence import verdict   # MLPerf-style reference convergence points: a run's verdict
+    from perfsuite.serving_steady import no_steady_state   # a serving rate step: a steady-state figure or not
     from perfsuite.owned_output import publish_folder   # a folder a user names: never over what it did not write
 
 For code that drives perfsuite (a notebook, a CI script): ``perfsuite.run(name, params=...,

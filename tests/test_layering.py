@@ -36,6 +36,7 @@ PUBLIC_MODULES = {f"perfsuite.{name}" for name in perfsuite.__all__ if not name[
     "perfsuite.checks",
     "perfsuite.convergence",
     "perfsuite.owned_output",
+    "perfsuite.serving_steady",
     "perfsuite.inputs.cache",
     "perfsuite.inputs.datasets",
     "perfsuite.inputs.images",
@@ -390,6 +391,7 @@ FLOORS = (
             "perfsuite.copies",
             "perfsuite.fused_chain",
             "perfsuite.headlines",
+            "perfsuite.serving_steady",  # the serving workload's steady-state rule, the record rules' own
             "perfsuite.hookspecs",
             "perfsuite.plugins",
             # the reference tools a workload reaches through RunContext.crosscheck and the

@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 from support.factories import make_metric, make_record, sign
 
+from perfsuite import serving_steady as steady  # the workload's reading
 from perfsuite.registry import open_registry
 from perfsuite.schemas import serving_steady
 from perfsuite.testing import run_in_process
-from perfsuite.workloads.inference.serving import steady
 from perfsuite.workloads.inference.serving.capacity import null_server
 from perfsuite.workloads.inference.serving.workload import Serving
 
@@ -148,9 +148,14 @@ def test_steps_filed_before_the_window_are_marked_where_their_arrivals_last_less
     assert marks[1] is not None and marks[2] is not None and "arrivals 8 s" in marks[2]
     assert marks[3] is None and marks[4] is None and marks[5] is None
     assert marks[6] == "no steady state: arrivals 4.9 s, requests' E2E p50 1 s"
-    # the record rules read rows as the workload does, and the same share
+    # the record rules read rows as the workload does, and the same share: one rule, which the
+    # workload's show and rates reach through the public module
     assert [serving_steady.no_steady_state(row) for row in STORED] == marks
     assert serving_steady.STEADY_WINDOW_SHARE == steady.STEADY_WINDOW_SHARE
+    from perfsuite.workloads.inference.serving import metrics, report
+
+    assert report.no_steady_state is serving_steady.no_steady_state
+    assert metrics.STEADY_WINDOW_SHARE == serving_steady.STEADY_WINDOW_SHARE
 
 
 def test_export_and_show_mark_a_filed_steps_throughput_and_keep_its_figure(cli, perfsuite_env):

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from perfsuite.serving_steady import STEADY_WINDOW_SHARE
 from perfsuite.workloads.inference.serving.client import REASONS, RequestResult
-from perfsuite.workloads.inference.serving.steady import STEADY_WINDOW_SHARE
 
 PERCENTILES = (50, 90, 99)
 EXAMPLES_PER_REASON = 3

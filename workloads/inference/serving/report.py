@@ -18,7 +18,7 @@ that the leaderboard reads to draw latency against throughput.
   ``slo_attainment``, the span the rates divide by and why (``rate_span_s``, ``rate_span``),
   ``kept_schedule``, ``steady_state`` and ``steady_window`` (what was delivered and offered from
   the first request's end to the last arrival, ``serving.metrics.rate_span``; a step of an older
-  record is judged from its other fields, ``serving.steady``), ``ttft_ms`` / ``tpot_ms`` /
+  record is judged from its other fields, ``perfsuite.serving_steady``), ``ttft_ms`` / ``tpot_ms`` /
   ``itl_ms`` / ``e2e_ms`` / ``send_lag_ms``
   (each ``{p50, p90, p99, mean, min, max}``), ``errors`` (``count``, ``by_reason``,
   ``examples``), ``energy`` (``per_request_j``, ``per_output_token_j``, ``power_w``) where
@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfsuite.workloads.inference.serving.steady import no_steady_state
+from perfsuite.serving_steady import no_steady_state
 
 CURVE_FIELDS = (
     "mode",
@@ -80,7 +80,7 @@ def curve(record: Mapping[str, Any]) -> dict:
     goodput_rps, slo_attainment, valid, within_slo, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms,
     tpot_p99_ms, itl_p50_ms, e2e_p99_ms, no_steady_state}, ...]}`` (points in the order measured;
     ``no_steady_state``: why a rate step's throughput is not a steady-state figure, else None,
-    ``serving.steady``, for records of every version)."""
+    ``perfsuite.serving_steady``, for records of every version)."""
     serving = (record.get("details") or {}).get("serving") or {}
     points = []
     for key in ("rate_sweep", "concurrency_sweep", "trace_replay"):
