@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, offline_page
+from support.browser import launch_chromium, watched_page
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -50,10 +50,7 @@ def browser():
 
 @pytest.fixture(params=[1280, 390], ids=["desktop", "phone"])
 def page(browser, request):
-    p = offline_page(browser, request.param)
-    p.errors = []
-    p.on("pageerror", lambda e: p.errors.append(str(e)))
-    p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
+    p = watched_page(browser, request.param)
     yield p
     p.context.close()
 

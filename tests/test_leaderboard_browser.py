@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, offline_page
+from support.browser import launch_chromium, watched_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -133,11 +133,9 @@ def browser():
 
 
 def _page(browser, width: int = 1400, downloads: bool = False):
-    p = offline_page(browser, width, accept_downloads=downloads)
-    p.dialogs, p.errors = [], []
+    p = watched_page(browser, width, accept_downloads=downloads)
+    p.dialogs = []
     p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))
-    p.on("pageerror", lambda e: p.errors.append(str(e)))
-    p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
     return p
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.browser import launch_chromium, offline_page
+from support.browser import launch_chromium, watched_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -136,10 +136,7 @@ def browser():
 
 
 def _page(browser, width: int = 1280):
-    p = offline_page(browser, width)
-    p.errors = []
-    p.on("pageerror", lambda e: p.errors.append(str(e)))
-    p.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
+    p = watched_page(browser, width)
     p.on("requestfailed", lambda r: p.errors.append(f"failed: {r.url}"))
     return p
 

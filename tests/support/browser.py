@@ -39,3 +39,13 @@ def offline_page(browser, width: int, **context_options):
     context.route("http://*/**", lambda route: route.abort())
     context.route("https://*/**", lambda route: route.abort())
     return context.new_page()
+
+
+def watched_page(browser, width: int, **context_options):
+    """:func:`offline_page` whose uncaught errors and console errors are kept in ``page.errors``,
+    so that a test can assert the page logged none."""
+    page = offline_page(browser, width, **context_options)
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    return page
