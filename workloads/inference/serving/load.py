@@ -81,7 +81,11 @@ def token_counter(tokenizer: str | None) -> Callable[[str], int] | None:
     from tokenizers import Tokenizer
 
     path = Path(tokenizer)
-    tok = Tokenizer.from_file(str(path / "tokenizer.json" if path.is_dir() else path))
+    file = path / "tokenizer.json" if path.is_dir() else path
+    try:
+        tok = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises its own exception type with the parser's message
+        raise ValueError(f"the tokenizer {file} cannot be read: {exc}") from exc
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
@@ -134,8 +138,7 @@ class Job:
         )
 
 
-async def _run(job: Job, session: Session) -> list[RequestResult]:
-    count = token_counter(job.tokenizer)
+async def _run(job: Job, session: Session, count: Callable[[str], int] | None) -> list[RequestResult]:
     positions = job.positions or list(range(len(job.order)))
     if job.offsets_s is not None:
         tasks = []
@@ -191,18 +194,32 @@ def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 class Sender:
-    """One client process's event loop and keep-alive connections, kept from job to job (a
-    sweep's steps, the capacity measurement's phases), so that a job's first requests find their
-    connections open as its later ones do."""
+    """One client process's event loop, keep-alive connections and token counters, kept from job
+    to job (a sweep's steps, the capacity measurement's phases), so that a job's first requests
+    find their connections open as its later ones do. A token counter is read from its
+    ``tokenizer.json`` once, by :meth:`prepare`, before a job's schedule starts: a large
+    vocabulary takes a tenth of a second or more to load, which on the schedule's clock would make
+    a step's first sends late."""
 
     def __init__(self) -> None:
         self.loop = event_loop()()
         self.session = new_session()
+        self._counters: dict[str, Callable[[str], int] | None] = {}
+        self.prepared_ns: dict[str, int] = {}  # when each tokenizer was ready (the clock of the schedules)
+
+    def prepare(self, job: Job) -> Callable[[str], int] | None:
+        """The job's token counter, loaded on first use and kept."""
+        key = job.tokenizer or ""
+        if key not in self._counters:
+            self._counters[key] = token_counter(job.tokenizer)
+            self.prepared_ns[key] = perf_counter_ns()
+        return self._counters[key]
 
     def run(self, job: Job) -> list[RequestResult]:
+        count = self.prepare(job)
         if not job.start_ns:
             job.start_ns = perf_counter_ns()
-        return self.loop.run_until_complete(_run(job, self.session))
+        return self.loop.run_until_complete(_run(job, self.session, count))
 
     def close(self) -> None:
         try:
@@ -230,11 +247,16 @@ def _worker_main(conn: Any) -> None:
     with Sender() as sender:
         conn.send(("ready", None))
         while True:
-            job = conn.recv()
-            if job is None:
+            message = conn.recv()
+            if message is None:
                 return
+            verb, job = message
             try:
-                conn.send(("ok", sender.run(job)))
+                if verb == "prepare":
+                    sender.prepare(job)
+                    conn.send(("ok", None))
+                else:
+                    conn.send(("ok", sender.run(job)))
             except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -272,26 +294,36 @@ class ClientPool:
         return job.senders(self.processes)
 
     def run(self, job: Job) -> list[RequestResult]:
+        """Send ``job``: every sending process first loads what the job needs (its token
+        counter), then the schedule starts, so that nothing a process loads is on its clock."""
         if not self._workers:
             if self._here is None:
                 self._here = Sender()
+            self._here.prepare(job)
             job.start_ns = perf_counter_ns()
             return self._here.run(job)
         workers = self._workers[: self.senders(job)]
+        self._each(workers, "prepare", lambda w: job)
         job.start_ns = perf_counter_ns() + int(START_LEAD_S * 1e9)
-        for w, (_, conn) in enumerate(workers):
-            conn.send(job.share(w, len(workers)))
         out: list[RequestResult] = []
-        errors = []
+        for payload in self._each(workers, "run", lambda w: job.share(w, len(workers))):
+            out.extend(payload)
+        return out
+
+    @staticmethod
+    def _each(workers: list[tuple[Any, Any]], verb: str, part: Callable[[int], Job]) -> list[Any]:
+        """Hand each worker its part of a job under ``verb`` and collect the answers; a worker's
+        error is raised here, after every worker has answered (none is left mid-job)."""
+        for w, (_, conn) in enumerate(workers):
+            conn.send((verb, part(w)))
+        answers: list[Any] = []
+        errors: list[str] = []
         for _proc, conn in workers:
             status, payload = conn.recv()
-            if status == "ok":
-                out.extend(payload)
-            else:
-                errors.append(payload)
+            (answers if status == "ok" else errors).append(payload)
         if errors:
             raise RuntimeError(f"a client process failed: {errors[0]}")
-        return out
+        return answers
 
     def close(self) -> None:
         if self._here is not None:
