@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -455,18 +456,9 @@ def test_triton_info_command_comes_from_the_plugin(triton_plugin_env):
 
 
 # -- packaging: a fresh virtual environment with the suite and the plugin, no torch ------------
-CORE_DEPS = [
-    "pluggy",
-    "click",
-    "sqlalchemy",
-    "alembic",
-    "jsonschema",
-    "rich",
-    "numpy",
-    "nvidia-ml-py",
-    "psutil",
-    "orjson",
-]
+# The suite's core dependencies as its pyproject.toml declares them, read rather than copied, so
+# the fresh environment is the one a user's ``pip install perfsuite`` makes without extras.
+CORE_DEPS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
 def _copy_sources(dest: Path) -> tuple[Path, Path]:
