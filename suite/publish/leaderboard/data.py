@@ -176,6 +176,13 @@ class Config:
     def version(self) -> int:
         return int(self.settings.get("version") or 0)
 
+    @property
+    def throughput_goal(self) -> bool:
+        """A training table of runs whose goal is throughput (``goal=throughput``): each trained for a
+        budget and reports its rate, the points of a scaling view, never a time to target; such a
+        table never ranks the benchmark where one of time to target exists."""
+        return self.category == "training" and self.shown.get("param.goal") == "throughput"
+
 
 @dataclass
 class Board:
@@ -560,13 +567,17 @@ def _assemble(
         for c in configs:
             c.label = settings_label(c.shown, shared)
             c.rows.sort(key=lambda row: _rank_key(row, c.cases[0]))
-        latest_version = max(c.version for c in configs)
-        # the standard table: the latest version, one with a figure other than zero, a collective
-        # among more than one rank, then the one most systems ran, then most runs, then the one
-        # that measured most cases (a sweep before one step of it), then the newest (a round's
-        # settings before an older one's)
+        # training is ranked by time to target (MLPerf's figure): a table of throughput runs leads
+        # only a board that has no other, whatever its version
+        leading = [c for c in configs if not c.throughput_goal] or configs
+        latest_version = max(c.version for c in leading)
+        # the standard table: time to target before throughput (training), the latest version, one
+        # with a figure other than zero, a collective among more than one rank, then the one most
+        # systems ran, then most runs, then the one that measured most cases (a sweep before one
+        # step of it), then the newest (a round's settings before an older one's)
         configs.sort(
             key=lambda c: (
+                c.throughput_goal,
                 c.version != latest_version,
                 c.all_zero,
                 c.one_rank_collective,

@@ -173,6 +173,17 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
     return out
 
 
+def leading_series(board: Board, charts: dict[str, dict], systems: int) -> dict[str, dict]:
+    """``charts`` with each table's series cut to those of its first ``systems`` rows (its leaders,
+    as its other pictures draw)."""
+    for config in board.configs:
+        chart = charts.get(config.id)
+        if chart is not None:
+            leaders = {row.system.name for row in config.rows[:systems]}
+            chart["series"] = [s for s in chart["series"] if s["system"] in leaders]
+    return charts
+
+
 def _unit(session, metric: str, run_id: str) -> str:
     found = session.execute(
         select(Metric.unit).join(Run, Metric.run_id == Run.id).where(Run.run_id == run_id, Metric.name == metric)

@@ -36,7 +36,8 @@ from perfsuite.schemas.serving_steady import no_steady_state
 
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
-from .scaling import scaling_charts
+from .scaling import leading_series, scaling_charts
+from .training import goal_text, scaling_beside, training_card
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
@@ -594,6 +595,7 @@ def board_data(session, board: Board) -> dict:
                 "shown": c.shown,
                 "regime": c.regime,
                 "runs": c.runs,
+                "throughput_goal": c.throughput_goal,
                 "columns": _columns(c),
                 "rows": cell_json(c),
             }
@@ -601,19 +603,9 @@ def board_data(session, board: Board) -> dict:
         ],
         "chart_systems": CHART_SYSTEMS,
         "charts": _family_charts(session, board),
-        "scaling": _leading_series(board, scaling_charts(session, board)),
+        "scaling": scaling_beside(board, leading_series(board, scaling_charts(session, board), CHART_SYSTEMS)),
         "trends": {c.id: trend_series(c, CHART_SYSTEMS) for c in board.configs},
     }
-
-
-def _leading_series(board: Board, charts: dict[str, dict]) -> dict[str, dict]:
-    """Each table's scaling series, those of its leaders only (as its other pictures)."""
-    for config in board.configs:
-        chart = charts.get(config.id)
-        if chart is not None:
-            leaders = {row.system.name for row in config.rows[:CHART_SYSTEMS]}
-            chart["series"] = [s for s in chart["series"] if s["system"] in leaders]
-    return charts
 
 
 def board_script(data: dict) -> str:
@@ -651,7 +643,7 @@ def _build(registry, out: Path, submissions: Path | None, per_run: bool = False)
         rows = board_rows(boards)
         downloads = _write_downloads(rows, out)
         system_list = sorted(systems.values(), key=lambda s: (s.submitter, s.name))
-        front = [front_card(board) for board in boards]
+        front = [front_card(board) | training_card(board) for board in boards]
         _write(
             out / "index.html",
             env.get_template("index.html").render(
@@ -668,6 +660,7 @@ def _build(registry, out: Path, submissions: Path | None, per_run: bool = False)
                     board=board,
                     facets=data["facets"],
                     columns={c.id: _columns(c) for c in board.configs},
+                    goals={c.id: goal_text(board, c) for c in board.configs},
                     chart_systems=CHART_SYSTEMS,
                 ),
             )

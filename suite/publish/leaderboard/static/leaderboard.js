@@ -151,7 +151,7 @@
     return (Math.round(v * 10) / 10) + " " + units[i];
   }
 
-  function familyChart(el, chart) {
+  function familyChart(el, chart, cfg) {
     // "the N leaders of the table": said only above a picture that draws systems
     var leaders = doc.getElementById("chart-systems");
     if (leaders) leaders.classList.toggle("hidden", !chart);
@@ -161,6 +161,8 @@
       note(el, board.category === "kernels" ? "Kernel results are drawn on their system's roofline: follow a system's link."
              : board.category === "collectives" ? "No bus-bandwidth curve for this table: at one rank busbw is zero by " +
                                                   "nccl-tests' formula, and a log axis cannot draw it."
+             : cfg && cfg.throughput_goal ? "Throughput runs reach no target, so there is no time to target to draw: " +
+                                            "their rates are drawn against the GPUs in the scaling view below."
              : "No picture for this benchmark's family: its figures are in the table above.");
       return;
     }
@@ -270,6 +272,14 @@
     var thr = doc.getElementById("scaling-throughput"), eff = doc.getElementById("scaling-efficiency");
     var tableEl = doc.getElementById("scaling-table");
     tableEl.textContent = "";
+    scalingShown = null;
+    // a time-to-target table is drawn beside the throughput runs' series: the page says so
+    var source = doc.getElementById("scaling-source");
+    if (source) {
+      text(source, chart && chart.from ? "Drawn from " + chart.from + ", beside this table's time to target and never " +
+                                         "ranked against it: throughput runs reach no target." : "");
+      source.classList.toggle("hidden", !(chart && chart.from));
+    }
     if (!chart || !chart.series.length) {
       note(thr, "No scaling series for this table: no other table of this benchmark differs from it only in the " +
                 "number of GPUs (and, for weak scaling, in a global batch that keeps the batch per GPU).");
@@ -314,24 +324,64 @@
       axes: [xAxis, { label: "scaling efficiency", size: 90 }],  // as wide as the throughput's: the GPU axes line up
       series: [{ label: "GPUs" }].concat(effSeries, [ideal])
     }, align(effList));
-    var wrap = doc.createElement("table"), head = doc.createElement("tr");
-    ["series", "GPUs", chart.metric + " (" + chart.unit + ")", "efficiency", "against", "runs", "bare DDP loop's efficiency"].forEach(function (h) {
-      head.appendChild(text(doc.createElement("th"), h));
+    scalingTable(tableEl, chart);
+  }
+
+  // The scaling figures as a table. On a phone (PHONE) each series is a heading row over its
+  // points, which then need neither its name nor its base world ("against") in a column of their
+  // own: five narrow columns under wrapped headers fit 390 px with nothing scrolled or clipped.
+  var PHONE = window.matchMedia ? window.matchMedia("(max-width: 600px)") : null;
+  var scalingShown = null;
+  function breakable(el, s) {  // a header that may wrap after "_" ("samples_per_s (images/s)")
+    s.split(/(?<=_)/).forEach(function (part, i) {
+      if (i) el.appendChild(doc.createElement("wbr"));
+      el.appendChild(doc.createTextNode(part));
     });
+    return el;
+  }
+  function scalingTable(tableEl, chart) {
+    scalingShown = chart;
+    tableEl.textContent = "";
+    var narrow = !!(PHONE && PHONE.matches);
+    var heads = [["series", "series"], ["GPUs", "num"], [chart.metric + " (" + chart.unit + ")", "num"],
+                 ["efficiency", "num"], ["against", "against"], ["runs", "num"], ["bare DDP loop's efficiency", "num"]]
+      .filter(function (h) { return !narrow || (h[1] !== "series" && h[1] !== "against"); });
+    var wrap = doc.createElement("table"), head = doc.createElement("tr");
+    heads.forEach(function (h) { head.appendChild(breakable(doc.createElement("th"), h[0])).className = h[1]; });
     var thead = doc.createElement("thead"); thead.appendChild(head); wrap.appendChild(thead);
     var body = doc.createElement("tbody");
     chart.series.forEach(function (s) {
+      var against = s.base_world + " GPU" + (s.base_world === 1 ? "" : "s");
+      if (narrow) {
+        var group = doc.createElement("tr"), th = text(doc.createElement("th"), s.label);
+        group.className = "series-head";
+        th.colSpan = heads.length;
+        th.scope = "rowgroup";
+        th.appendChild(doc.createElement("br"));
+        th.appendChild(text(doc.createElement("small"), "efficiency against " + against));
+        group.appendChild(th);
+        body.appendChild(group);
+      }
       s.points.forEach(function (p) {
         var tr = doc.createElement("tr");
+        tr.className = "point";
         var loop = p[4] === null || p[4] === undefined ? "" : p[4].toFixed(3);
-        [s.label, String(p[0]), fmt(p[1]), p[2] === null ? "" : p[2].toFixed(3), s.base_world + " GPU" + (s.base_world === 1 ? "" : "s"),
-         String(p[3]), loop].forEach(function (v) { tr.appendChild(text(doc.createElement("td"), v)); });
+        var cells = [[s.label, "series"], [String(p[0]), "num"], [fmt(p[1]), "num"], [p[2] === null ? "" : p[2].toFixed(3), "num"],
+                     [against, "against"], [String(p[3]), "num"], [loop, "num"]];
+        cells.filter(function (c) { return !narrow || (c[1] !== "series" && c[1] !== "against"); })
+          .forEach(function (c) { tr.appendChild(text(doc.createElement("td"), c[0])).className = c[1]; });
         body.appendChild(tr);
       });
     });
     wrap.appendChild(body);
-    wrap.className = "scaling";
+    wrap.className = "scaling" + (narrow ? " narrow" : "");
     tableEl.appendChild(wrap);
+  }
+  if (PHONE && PHONE.addEventListener) {  // a phone turned, a window narrowed: the table redrawn for its width
+    PHONE.addEventListener("change", function () {
+      var el = doc.getElementById("scaling-table");
+      if (el && scalingShown) scalingTable(el, scalingShown);
+    });
   }
 
   function trendChart(el, trends, caseName, axisLabel) {
@@ -467,7 +517,7 @@
       doc.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("selected", t.getAttribute("data-config") === id); });
       syncFacets(id);
       if (!tables[id]) build(configs[id]);
-      familyChart(doc.getElementById("family-chart"), board.charts[id]);
+      familyChart(doc.getElementById("family-chart"), board.charts[id], configs[id]);
       if (doc.getElementById("scaling-throughput")) scalingCharts((board.scaling || {})[id]);
       var select = doc.getElementById("trend-case");
       select.textContent = "";
