@@ -269,12 +269,18 @@ def test_export_refuses_a_missing_parent_unless_asked(env, world):
     assert out.read_text().startswith("run_id,")
 
 
-def test_export_replaces_a_regular_file_it_is_pointed_at(env, world):
+def test_export_replaces_a_regular_file_it_wrote_and_refuses_one_it_did_not(env, world):
     out = world / "x.csv"
     out.write_text("old\n")
-    ok(perfsuite(env, "export", "--out", str(out)))
+    before = snapshot(world)
+    line = refused(perfsuite(env, "export", "--out", str(out)))
+    assert str(out) in line and "perfsuite did not write it" in line
+    assert snapshot(world) == before
+    out.unlink()
+    for _ in range(2):  # the second replaces what the first wrote
+        ok(perfsuite(env, "export", "--out", str(out)))
     assert out.read_text().startswith("run_id,") and stat.S_ISREG(os.lstat(out).st_mode)
-    assert sorted(p.name for p in world.iterdir() if p.name.startswith(".")) == []
+    assert sorted(p.name for p in world.iterdir() if p.name.startswith(".")) == [".x.csv.perfsuite.json"]
 
 
 def test_export_into_proc_or_a_read_only_folder_is_one_line(env, tmp_path):

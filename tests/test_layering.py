@@ -371,6 +371,7 @@ FLOORS = (
             "perfsuite.processes",  # what a launch tags and how it is killed
             "perfsuite.files",  # atomic writes
             "perfsuite.owned_output",
+            "perfsuite.owned_file",  # which single file a command may replace
             "perfsuite.controls",
             "perfsuite.dtypes",
             "perfsuite.text",

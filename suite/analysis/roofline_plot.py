@@ -10,10 +10,12 @@ from perfsuite.analysis.roofline_report import MEMORY, num
 PLOT_SUFFIXES = (".png", ".svg")
 
 
-def plot(data: dict, path: Path) -> None:
+def plot(data: dict, path: Path, replace: bool = False, parents: bool = False) -> None:
     """Write the roofline as PNG or SVG (by ``path``'s suffix): the log-log roofline of cases
     with FLOPs, and beside it the GB/s of cases without FLOPs against their ceilings. A path
-    that is not a regular file or a new name is refused (``OutputRefused``)."""
+    that is not a new name or a plot perfsuite wrote there before (``replace``: or any regular
+    file) is refused (``OutputRefused``: :func:`perfsuite.owned_file.write_owned_file`); a missing
+    folder above it is created only with ``parents``."""
     from matplotlib.figure import Figure
 
     points = [p for p in data["points"] if p["fraction"] is not None]
@@ -26,11 +28,13 @@ def plot(data: dict, path: Path) -> None:
         bandwidth_panel(fig.add_subplot(1, panels, 2), data, bandwidth)
     import io
 
-    from perfsuite.owned_output import write_file
+    from perfsuite.owned_file import write_owned_file
 
     buffer = io.BytesIO()  # drawn in memory, then written as a regular file only (never a device or FIFO)
     fig.savefig(buffer, format=Path(path).suffix.lower().lstrip("."))
-    write_file(path, buffer.getvalue())
+    write_owned_file(
+        path, buffer.getvalue(), command="roofline", parents=parents, replace=replace, replace_option="--replace"
+    )
 
 
 def roofline_panel(ax, data: dict, compute: list[dict]) -> None:

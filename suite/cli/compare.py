@@ -87,7 +87,7 @@ class Fraction(click.ParamType):
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Also write JUnit XML: one test case per case and headline metric, failed where --fail-on says. "
-    "A regular file or a new name: a device, FIFO or symlink there is refused.",
+    "A new name or a file perfsuite wrote there before: any other file, a device, FIFO or symlink is refused.",
 )
 @click.option("--parents", is_flag=True, help="Create the folders above --junit where they are missing.")
 @click.pass_context
@@ -305,10 +305,11 @@ def markdown(result) -> str:
 def write_junit(result, path: Path, failing: tuple[str, ...], parents: bool = False) -> None:
     """JUnit XML: one test suite, one test case per case and headline metric; a verdict that
     ``failing`` names is a failure with the figures as its message. Written as a regular file
-    only (:func:`perfsuite.owned_output.write_file`, which raises ``OutputRefused``)."""
+    only, and only over a file perfsuite wrote there before (:func:`perfsuite.owned_file.write_owned_file`,
+    which raises ``OutputRefused``)."""
     import xml.etree.ElementTree as ET
 
-    from perfsuite.owned_output import write_file
+    from perfsuite.owned_file import write_owned_file
 
     heads = [m for m in result.metrics if m.headline] or result.metrics
     suite = ET.Element(
@@ -329,4 +330,5 @@ def write_junit(result, path: Path, failing: tuple[str, ...], parents: bool = Fa
             ET.SubElement(case, "system-out").text = summary
     root = ET.Element("testsuites")
     root.append(suite)
-    write_file(path, ET.tostring(root, encoding="utf-8", xml_declaration=True), parents=parents)
+    xml = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    write_owned_file(path, xml, command="compare", parents=parents)

@@ -17,17 +17,19 @@ from perfsuite.cli.results import parse_since
 FORMATS = ("csv", "parquet", "jsonl", "nccl-tests")
 
 
-def write_out(out: Path | None, data: str | bytes, parents: bool = False) -> None:
+def write_out(out: Path | None, data: str | bytes, parents: bool = False, replace: bool = False) -> None:
     """To stdout, or to the regular file ``out`` through a temporary sibling renamed into place
-    (:func:`perfsuite.owned_output.write_file`): a reader never sees half a file, a
-    device, FIFO or symlink at ``out`` is refused, and a failed export leaves what was there."""
-    from perfsuite.owned_output import OutputRefused, write_file
+    (:func:`perfsuite.owned_file.write_owned_file`): a reader never sees half a file, a device,
+    FIFO or symlink at ``out`` is refused, a file there that perfsuite did not write (or that
+    changed since) is refused unless ``replace``, and a failed export leaves what was there."""
+    from perfsuite.owned_file import write_owned_file
+    from perfsuite.owned_output import OutputRefused
 
     if out is None:
         click.echo(data if isinstance(data, str) else data.decode(), nl=False)
         return
     try:
-        write_file(out, data, parents=parents)
+        write_owned_file(out, data, command="export", parents=parents, replace=replace, replace_option="--replace")
     except OutputRefused as exc:
         fail(f"--out: {exc}")
 
@@ -38,10 +40,16 @@ def write_out(out: Path | None, data: str | bytes, parents: bool = False) -> Non
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to this file (default: standard output; parquet needs a file). A regular file or a new "
-    "name: a device, FIFO or symlink there is refused.",
+    help="Write to this file (default: standard output; parquet needs a file): a new name, or a file "
+    "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
+    "refused, and so are a device, FIFO or symlink.",
 )
 @click.option("--parents", is_flag=True, help="Create the folders above --out where they are missing.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace the regular file at --out even where perfsuite cannot tell it wrote it (no record beside it).",
+)
 @click.option("--workload", default=None, help="Only this workload.")
 @click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
 @click.option("--status", default=None, help="Only runs of this status (success, failed, invalid ...).")
@@ -53,6 +61,7 @@ def export_cmd(
     fmt: str,
     out: Path | None,
     parents: bool,
+    replace: bool,
     workload: str | None,
     since: str | None,
     status: str | None,
@@ -76,13 +85,15 @@ def export_cmd(
             fail("--format nccl-tests needs --run RUN_ID of a collectives run (one sweep per file)")
         from perfsuite.analysis.nccl_tests_json import document
 
-        write_out(out, parents=parents, data=json.dumps(document(sweeps[0]), indent=1) + "\n")
+        write_out(out, parents=parents, replace=replace, data=json.dumps(document(sweeps[0]), indent=1) + "\n")
         return
     rows = list(export.rows_of(records))
     if fmt == "csv":
-        write_out(out, parents=parents, data=export.csv_text(rows, export.COLUMN_NAMES))
+        write_out(out, parents=parents, replace=replace, data=export.csv_text(rows, export.COLUMN_NAMES))
     elif fmt == "jsonl":
-        write_out(out, parents=parents, data="".join(json.dumps(row, sort_keys=False) + "\n" for row in rows))
+        write_out(
+            out, parents=parents, replace=replace, data="".join(json.dumps(row, sort_keys=False) + "\n" for row in rows)
+        )
     else:
         if out is None:
             fail("--format parquet writes a binary file: give --out FILE")
@@ -90,4 +101,4 @@ def export_cmd(
             import pyarrow  # noqa: F401 - the Parquet writer
         except ImportError:
             fail("--format parquet needs pyarrow: pip install 'perfsuite[export]'")
-        write_out(out, parents=parents, data=export.parquet_bytes(rows))
+        write_out(out, parents=parents, replace=replace, data=export.parquet_bytes(rows))

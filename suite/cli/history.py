@@ -32,10 +32,16 @@ from perfsuite.cli._types import FiniteFloat, Name
     "plot_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write a plot (.svg or .png; needs matplotlib, the 'plot' extra). A regular file or a new name: "
-    "a device, FIFO or symlink there is refused.",
+    help="Write a plot (.svg or .png; needs matplotlib, the 'plot' extra) to a new name, or over a plot "
+    "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
+    "refused, and so are a device, FIFO or symlink.",
 )
 @click.option("--parents", is_flag=True, help="Create the folders above --plot where they are missing.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace the regular file at --plot even where perfsuite cannot tell it wrote it (no record beside it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def history_cmd(
@@ -48,6 +54,7 @@ def history_cmd(
     all_versions: bool,
     plot_path: Path | None,
     parents: bool,
+    replace: bool,
     as_json: bool,
 ) -> None:
     """A metric of WORKLOAD over time, one series per comparability key, with change points."""
@@ -71,7 +78,7 @@ def history_cmd(
         )
     found = _series(points, min_step)
     if plot_path is not None:
-        _plot(_as_data(found), workload, plot_path, parents)
+        _plot(_as_data(found), workload, plot_path, parents, replace)
     if as_json:
         emit_json(_as_data(found))
         return
@@ -152,12 +159,14 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
         print_table(con, t)
 
 
-def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
+def _plot(series: list[dict], workload: str, path: Path, parents: bool, replace: bool) -> None:
     """The plot (perfsuite.analysis.history_plot: each series labelled by the settings that set it
-    apart), drawn in memory and written as a regular file only (a device, FIFO or symlink at
-    ``path`` is refused: :func:`perfsuite.owned_output.write_file`)."""
+    apart), drawn in memory and written as a regular file only, and only over a plot perfsuite
+    wrote there before unless ``replace`` (a device, FIFO or symlink at ``path``, or a file of the
+    user's, is refused: :func:`perfsuite.owned_file.write_owned_file`)."""
     from perfsuite.cli._common import fail
-    from perfsuite.owned_output import OutputRefused, write_file
+    from perfsuite.owned_file import write_owned_file
+    from perfsuite.owned_output import OutputRefused
 
     try:
         import matplotlib  # noqa: F401 - the plot's one dependency
@@ -166,6 +175,7 @@ def _plot(series: list[dict], workload: str, path: Path, parents: bool) -> None:
     from perfsuite.analysis.history_plot import figure_bytes
 
     try:
-        write_file(path, figure_bytes(series, workload, path.suffix.lower().lstrip(".")), parents=parents)
+        figure = figure_bytes(series, workload, path.suffix.lower().lstrip("."))
+        write_owned_file(path, figure, command="history", parents=parents, replace=replace, replace_option="--replace")
     except OutputRefused as exc:
         fail(f"--plot: {exc}")

@@ -70,7 +70,15 @@ def require_matplotlib() -> None:
     "out_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write the plot here (.png or .svg); needs matplotlib (perfsuite[plot]).",
+    help="Write the plot here (.png or .svg; needs matplotlib, perfsuite[plot]): a new name, or a plot "
+    "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
+    "refused, and so are a device, FIFO or symlink.",
+)
+@click.option("--parents", is_flag=True, help="Create the folders above --out where they are missing.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace the regular file at --out even where perfsuite cannot tell it wrote it (no record beside it).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the placed points as JSON.")
 @click.pass_context
@@ -80,6 +88,8 @@ def roofline_command(
     run_ids: tuple[str, ...],
     limit: int,
     out_path: Path | None,
+    parents: bool,
+    replace: bool,
     as_json: bool,
 ) -> None:
     """Place kernel results on the device's measured roofline: intensity, achieved TFLOP/s
@@ -110,7 +120,7 @@ def roofline_command(
         from perfsuite.owned_output import OutputRefused
 
         try:
-            roofline_plot.plot(data, out_path)
+            roofline_plot.plot(data, out_path, replace, parents)
         except OutputRefused as exc:
             fail(f"--out: {exc}")
         data["plot"] = str(out_path)
