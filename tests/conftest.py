@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,21 @@ def pytest_collection_modifyitems(config, items):
     keep = [item for item in items if (item.get_closest_marker("alone") is not None) == (choice == "only")]
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_temp_root(tmp_path_factory) -> Iterator[Path]:
+    """The test run's temporary files under pytest's own folder (which pytest prunes to the last
+    few runs), never the machine's temp root: a context with no artifact root makes a fresh
+    folder for each run (``RunContext.artifact_dir``, as ``perfsuite.testing.run_in_process``
+    does), and engines and LoadGen make their own. ``tempfile.tempdir`` moves it for this
+    process, ``TMPDIR`` for every subprocess a test starts; a test that sets its own TMPDIR
+    keeps it."""
+    folder = tmp_path_factory.mktemp("tmp", numbered=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield folder
 
 
 def cli_env(folder: Path) -> dict:
