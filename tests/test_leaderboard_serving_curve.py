@@ -104,6 +104,7 @@ def test_the_serving_page_draws_tokens_per_gpu_against_tokens_per_user_per_syste
     assert y_min == 0 and y_max >= max(per_gpu)
     # concurrency sweeps only: the latency picture above says it draws rate steps
     assert "No rate sweep in these runs" in page.locator("#family-chart").inner_text()
+    assert page.locator("p.unsteady-key").count() == 0  # every step had a steady state: no hollow point to explain
     assert page.errors == []
 
 
@@ -251,4 +252,8 @@ def test_steps_with_no_steady_state_are_drawn_apart_as_marked_points_not_as_the_
     names = latency.locator(".u-legend .u-series th").all_inner_texts()
     assert "filed-node TTFT p99 · no steady state" in names and "filed-node TTFT p99" in names
     assert "filed-node TPOT p99 · no steady state" in latency.get_attribute("data-unjoined").split(" | ")
+    # and said in words, once, under the first picture that draws such points
+    (key,) = latency.locator("p.unsteady-key").all_inner_texts()
+    assert key.startswith("Hollow points, never joined to a line: rate steps whose throughput is no steady-state")
+    assert curve.locator("p.unsteady-key").count() == 0
     assert page.errors == []

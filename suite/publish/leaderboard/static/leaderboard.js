@@ -144,6 +144,16 @@
     s.points = { show: true, size: 9, fill: "#fff", stroke: s.stroke, width: 2 };
     return s;
   }
+  // Under the first serving picture with such steps: what the hollow points are, in words (a
+  // legend's "no steady state" alone does not say why a point stands apart from its line).
+  function unsteadyKey(el, names) {
+    if (!names.some(function (n) { return n.indexOf(UNSTEADY) >= 0; })) return;
+    if (doc.querySelector("#pictures .unsteady-key")) return;  // said once, under the picture above
+    el.appendChild(text(doc.createElement("p"), "Hollow points, never joined to a line: rate steps whose throughput is " +
+      "no steady-state figure. Their first request ended after half of the step's arrivals, so the step measured its " +
+      "tail: a step past saturation, or a step of a sweep filed before the window was measured (judged from its " +
+      "requests' median time). They are drawn as measured, apart from their system's curve.")).className = "note unsteady-key";
+  }
   function bytes(v) {
     if (v === null || v === undefined) return "";
     var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
@@ -197,6 +207,7 @@
           return s;
         }))
       }, align(names.map(function (n) { return { points: chart.series[n] }; })));
+      unsteadyKey(el, names);
       inferenceMaxChart(el, chart.per_gpu || {});  // drawn below, a rate sweep or not
     } else if (chart.kind === "latency") {
       var lat = names.map(function (n) { return { points: chart.series[n] }; });
@@ -263,6 +274,7 @@
       axes: [{ label: "output tokens/s per user" }, { label: "output tokens/s per GPU" }],
       series: [{ label: "tokens/s per user" }].concat(names.map(function (n, i) { return servingSeries(n, i, names); }))
     }, align(names.map(function (n) { return { points: series[n] }; })));
+    unsteadyKey(el, names);
   }
 
   // A training benchmark's scaling: throughput and efficiency against GPUs, one series per system
