@@ -253,3 +253,18 @@ def test_throughput_runs_never_lead_time_to_target_of_the_same_version_even_with
             (board,), _ = load(s, "training.resnet")
     assert [h.metric for h in board.default.heads.values()] == ["time_to_target_s"]
     assert [len(c.rows) for c in board.configs] == [1, 2]
+
+
+def test_the_trend_names_its_axis_by_metric_and_unit_within_a_phones_chart_height(site, phone):
+    (config,) = [c for c in _configs(site) if "world_size 4" in c[1]]
+    phone.goto((site / "workloads" / "training.resnet.html").as_uri() + f"#cfg={config[0]}")
+    trend = phone.locator("#trend-chart")
+    label = _wait_attr(phone, trend, "aria-label")
+    assert label.startswith("throughput over time; samples_per_s (images/s) axis from ")  # the case is the title's
+    drawn = phone.evaluate(
+        """() => { const c = document.createElement("canvas").getContext("2d");
+                   c.font = "bold 12px system-ui, -apple-system, \\"Segoe UI\\", Roboto, \\"Helvetica Neue\\", sans-serif";
+                   return c.measureText("samples_per_s (images/s)").width; }"""
+    )
+    assert drawn < trend.locator(".u-over").bounding_box()["height"]
+    assert phone.errors == []

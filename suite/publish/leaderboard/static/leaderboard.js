@@ -534,9 +534,11 @@
       var select = doc.getElementById("trend-case");
       select.textContent = "";
       Object.keys(board.trends[id] || {}).forEach(function (c) { var o = doc.createElement("option"); o.value = c; o.textContent = c; select.appendChild(o); });
+      // the metric and its unit: the case is in the picture's title, and with it the name ran past
+      // a phone's 240 px tall axis ("throughput samples_per_s (image")
       var axisLabel = function (c) {
         var col = configs[id].columns.filter(function (k) { return k["case"] === c; })[0];
-        return col ? c + " " + col.metric + " (" + col.unit + ")" : c;
+        return col ? col.metric + " (" + col.unit + ")" : c;
       };
       trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value, axisLabel(select.value));
       select.onchange = function () { trendChart(doc.getElementById("trend-chart"), board.trends[id], select.value, axisLabel(select.value)); };
