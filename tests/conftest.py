@@ -3,6 +3,7 @@ throwaway plugin distributions discovered through real entry points."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.temp_root import MACHINE_TEMP_ROOT  # read here, before the session moves the temp root
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,9 +45,13 @@ def session_temp_root(tmp_path_factory) -> Iterator[Path]:
     folder for each run (``RunContext.artifact_dir``, as ``perfsuite.testing.run_in_process``
     does), and engines and LoadGen make their own. ``tempfile.tempdir`` moves it for this
     process, ``TMPDIR`` for every subprocess a test starts; a test that sets its own TMPDIR
-    keeps it."""
+    keeps it. torch.compile's cache stays where torch puts it by default (the machine's temp
+    root), so that each run does not compile the CPU tests' models afresh."""
     folder = tmp_path_factory.mktemp("tmp", numbered=False)
     with pytest.MonkeyPatch.context() as patch:
+        if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+            inductor = Path(MACHINE_TEMP_ROOT) / f"torchinductor_{getpass.getuser()}"
+            patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
         patch.setenv("TMPDIR", str(folder))
         patch.setattr(tempfile, "tempdir", str(folder))
         yield folder

@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.temp_root import MACHINE_TEMP_ROOT
+
 BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin", *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
 
 
@@ -64,7 +66,7 @@ def start(prefix: str = "perfsuite-pg-", max_connections: int | None = None) -> 
     pg_bin = server_bin()
     if pg_bin is None:
         raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=MACHINE_TEMP_ROOT))
     as_user: list[str] = []
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.temp_root import MACHINE_TEMP_ROOT
+
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sinfo")
 PARTITION = "debug"
@@ -196,7 +198,7 @@ def start(prefix: str = "perfsuite-slurm-") -> Cluster:
     why = unavailable()
     if why:
         raise RuntimeError(why)
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=MACHINE_TEMP_ROOT))
     os.chmod(root, 0o755)  # jobs' processes read slurm.conf and reach the munge socket
     for sub in ("state", "spool", "log"):
         (root / sub).mkdir()
