@@ -9,10 +9,24 @@ when it is printed (:class:`FittedTable` is a rich renderable), so the same tabl
   never folded: it is as wide as its widest cell;
 - a ``wrap`` column (descriptions, errors) breaks between words only; a single word longer
   than :data:`MAX_WORD` (a long path, a URL) is the one thing that may fold;
-- when the columns cannot fit, those with the highest ``drop`` rank are left out first
-  (``drop=0``: always shown); a header may break between its words;
-- where even the columns always shown cannot fit, each row is printed as ``header  value``
-  lines instead (as ``psql -x`` does), so that nothing is cut.
+- a ``split`` column (metric names) is shown whole, broken after its ``split`` characters
+  (``early_stopping_`` / ``latency_p90_ms``) where it is narrower than a name: never cut, never
+  dropped, never folded mid-word;
+- when the columns cannot fit, wrapping and split columns narrow toward :data:`SNUG`; where
+  that is not enough, those with the highest ``drop`` rank are left out first (``drop=0``:
+  always shown), and a line under the table names them; a header may break between its words;
+- where the columns always shown still cannot fit, their wrapping and split columns narrow
+  further, to their longest word or piece (more lines a row, nothing lost);
+- only where even that cannot fit (each column always shown at its longest unbreakable word,
+  two spaces apart, is wider than the terminal) is each row printed as ``header  value`` lines
+  instead (as ``psql -x`` does), so that nothing is cut. The filed submissions' tables stay
+  tables down to 80 to 95 columns (``perfsuite results`` of the newest 50 runs: 76; of all of
+  them: 93; ``perfsuite compare`` of two runs: 80 for collectives, 95 for two copy benchmarks
+  of 80 metrics each): 100 columns hold each (``tests/test_narrow_tables.py``).
+
+A table may hold lines of its own between its rows (:meth:`FittedTable.add_line`: a run's id,
+workload and date above its figures), wrapped at the full width and never counted in a
+column's width: a long workload name then costs no column its room.
 
 The same specs render as a GitHub-flavoured Markdown table (:func:`markdown`) for
 ``$GITHUB_STEP_SUMMARY``. Cells are plain text (:func:`perfsuite.text.plain`): never markup.
@@ -20,6 +34,7 @@ The same specs render as a GitHub-flavoured Markdown table (:func:`markdown`) fo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +43,10 @@ from perfsuite.text import clean, plain
 
 MAX_WORD = 40  # a longer unbroken word (a path, a URL) in a wrapping column may fold rather than widen the table
 COMFORT = 16  # a wrapping column is not made narrower than this (or its longest cell), lest it fold into a tower
+SNUG = 12  # ...unless a column would be left out: then it may narrow to this (or its longest word)
+NARROWEST_AT, SNUG_AT = 2, 3  # where _needs gives these widths
 GAP = 2  # columns are two spaces apart: one separator and one cell of padding
+MAX_REFLOWED = 400  # distinct cells of narrowed wrapping columns tried at other widths (not a long history's)
 
 
 @dataclass(frozen=True)
@@ -37,6 +55,7 @@ class Column:
     justify: str = "left"  # "left" or "right" (numbers)
     wrap: bool = False  # prose: may break between words; otherwise never broken or cut
     drop: int = 0  # 0: always shown; higher ranks are left out first when the table does not fit
+    split: str = ""  # a name that may break after these characters (a metric's "_") rather than be cut or dropped
 
 
 def _width(text: str) -> int:
@@ -60,53 +79,136 @@ def visible(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[in
     return [i for i in range(len(columns)) if any((row[i] or "").strip() for row in rows)]
 
 
-def _needs(col: Column, cells: list[str]) -> tuple[int, int]:
-    """(narrowest, natural) width of a column: its content never cut or folded mid-word."""
+SHORT_TAIL = 2  # a name's last piece this short (a unit: "s", "ms") stays with the one before it
+
+
+def _pieces(text: str, split: str) -> list[str]:
+    """``text`` in the pieces a line may break between: after a space, and after each of the
+    ``split`` characters (``early_``, ``stopping_``, ``latency_``, ``p90_ms``): a word's last
+    piece of :data:`SHORT_TAIL` characters or fewer is kept with the one before it, so that
+    ``samples_per_s`` breaks as ``samples_`` / ``per_s``, never leaving ``s`` alone."""
+    pieces, piece = [], ""
+    for char in text:
+        piece += char
+        if char == " " or char in split:
+            pieces.append(piece)
+            piece = ""
+    if piece:
+        if split and len(piece.rstrip()) <= SHORT_TAIL and pieces and pieces[-1][-1:] in split:
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    out: list[str] = []
+    for piece in pieces:  # the same for a word that ends before a space ("j *" stays "token_j *")
+        tail = piece.rstrip()
+        if split and out and out[-1][-1:] in split and piece.endswith(" ") and len(tail) <= SHORT_TAIL:
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out
+
+
+def _longest_piece(text: str, split: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(piece.strip()) for piece in _pieces(text, split)), default=0)
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip(" "))
+
+
+def _needs(col: Column, cells: list[str]) -> tuple[int, int, int, int]:
+    """(comfortable, natural, narrowest, snug) width of a column: its content never cut or folded
+    mid-word; a wrapping or split column is comfortable at :data:`COMFORT` (or its natural width
+    where that is less), snug at :data:`SNUG`, and at its narrowest as wide as its longest word
+    (or piece)."""
     widest = max(map(_width, cells), default=0)  # each cell measured once: a history has thousands
     natural = max(_width(col.header), widest)
     header_word = _longest_word(col.header)
-    if col.wrap:
-        words = max([header_word] + [min(_longest_word(c), MAX_WORD) for c in cells])
-        return max(1, words, min(natural, COMFORT)), max(1, natural)
-    return max(header_word, widest), natural
+    if col.wrap or col.split:
+        if col.split:
+            words = max([header_word] + [_longest_piece(c, col.split) for c in set(cells)])
+        else:  # an indented cell (a case under its run) keeps its indent on every line
+            words = max([header_word] + [min(_longest_word(c), MAX_WORD) + _indent(c) for c in cells])
+        narrowest = max(1, words)
+        comfortable = max(narrowest, min(natural, COMFORT))
+        return comfortable, max(1, natural), narrowest, max(narrowest, min(comfortable, SNUG))
+    fixed = max(header_word, widest)
+    return fixed, natural, fixed, fixed
 
 
 def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], list[int]] | None:
     """(the columns shown, their widths) for a table ``width`` cells wide: empty columns left out,
-    then columns by ``drop`` rank until the rest fits, wrapping columns given the space left;
-    None where even the columns that are always shown cannot fit."""
+    then columns by ``drop`` rank until the rest fits with its wrapping and split columns snug (a
+    dropped one that fits after all comes back), then, where the columns always shown still do
+    not fit, those at their narrowest; the wrapping and split columns are given the space left,
+    toward comfortable, then natural. None where even that cannot fit."""
     shown = visible(columns, rows)
     needs = {i: _needs(columns[i], [row[i] or "" for row in rows]) for i in shown}
 
     def overhead(n: int) -> int:
         return GAP * max(0, n - 1)
 
-    def least(cols: list[int]) -> int:
-        return sum(needs[i][0] for i in cols) + overhead(len(cols))
+    def least(cols: list[int], at: int = 0) -> int:
+        return sum(needs[i][at] for i in cols) + overhead(len(cols))
 
     dropped = []
-    while least(shown) > width:
+    while least(shown, SNUG_AT) > width:  # a column is left out where the rest cannot fit snug
         droppable = [i for i in shown if columns[i].drop > 0]
         if not droppable:
             break
         dropped.append(max(droppable, key=lambda i: (columns[i].drop, i)))
         shown.remove(dropped[-1])
-    for i in sorted(dropped, key=lambda i: (columns[i].drop, i)):  # what fits beside a wide one left out
-        if least(sorted([*shown, i])) <= width:
-            shown = sorted([*shown, i])
-    sizes = {i: needs[i][0] for i in shown}
-    spare = width - least(shown)
-    wrapping = [i for i in shown if columns[i].wrap]
+    at = SNUG_AT if least(shown, SNUG_AT) <= width else NARROWEST_AT
+    if at == SNUG_AT:
+        for i in sorted(dropped, key=lambda i: (columns[i].drop, i)):  # what fits beside a wide one left out
+            if least(sorted([*shown, i]), SNUG_AT) <= width:
+                shown = sorted([*shown, i])
+    sizes = {i: needs[i][at] for i in shown}
+    spare = width - least(shown, at)
+    wrapping = [i for i in shown if columns[i].wrap or columns[i].split]
     if spare < 0:
         return None
-    # Grow the wrapping columns toward their natural width, the smallest need first.
-    for n, i in enumerate(sorted(wrapping, key=lambda i: needs[i][1] - sizes[i])):
-        if spare <= 0:
-            break
-        share = spare // (len(wrapping) - n)
-        grow = min(needs[i][1] - sizes[i], max(share, 0))
-        sizes[i] += grow
-        spare -= grow
+
+    def fill(cols: list[int]) -> int:
+        """Grow ``cols`` toward their comfortable width (where they are narrower), then toward
+        their natural width, the smallest need first, each its share of the space left."""
+        nonlocal spare
+        given = 0
+        for target in (0, 1):
+            for n, i in enumerate(sorted(cols, key=lambda i: needs[i][target] - sizes[i])):
+                grow = min(max(needs[i][target] - sizes[i], 0), max(spare // (len(cols) - n), 0))
+                sizes[i] += grow
+                spare -= grow
+                given += grow
+        return given
+
+    fill(wrapping)
+    # A wrapping column breaks between words: its cells may use less than it was given (14 cells
+    # for "concurrency sweep" hold "concurrency" as 11 do). What they leave goes, a few cells at a
+    # time, to the column where they save the most lines (where the cells to try are few).
+    narrow = [i for i in wrapping if sizes[i] < needs[i][1]]
+    cells = {i: Counter(row[i] or "" for row in rows) for i in narrow}
+    if narrow and sum(map(len, cells.values())) <= MAX_REFLOWED:
+        for i in narrow:
+            used = _used(columns[i], list(cells[i]), sizes[i])
+            spare += sizes[i] - used
+            sizes[i] = used
+        while spare > 0:
+            steps = []  # (lines saved per cell given, cells given, column)
+            for i in narrow:
+                now = _line_count(columns[i], cells[i], sizes[i])
+                for k in range(1, min(spare, needs[i][1] - sizes[i]) + 1):
+                    saved = now - _line_count(columns[i], cells[i], sizes[i] + k)
+                    if saved > 0:
+                        steps.append((saved / k, -k, i))
+                        break
+            if not steps:
+                break
+            _, minus_k, i = max(steps)  # the most lines saved a cell, then the fewest cells
+            sizes[i] += -minus_k
+            spare -= -minus_k
     for i in shown:  # a header wider than its cells may still use the space left
         if spare <= 0:
             break
@@ -114,6 +216,45 @@ def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
         sizes[i] += grow
         spare -= grow
     return shown, [sizes[i] for i in shown]
+
+
+def _line_count(col: Column, cells: Counter[str], size: int) -> int:
+    """The lines a wrapping column's cells (each as often as it is in the column) take where
+    the column is ``size`` cells wide."""
+    return sum(n * len(broken(c[_indent(c) :], max(1, size - _indent(c)), col.split)) for c, n in cells.items())
+
+
+def _used(col: Column, cells: list[str], size: int) -> int:
+    """The cells a wrapping column's widest line takes where the column is ``size`` cells wide."""
+    from rich.cells import cell_len
+
+    lines = [_longest_word(col.header)]
+    for cell in set(cells):
+        lead = _indent(cell)
+        lines += [lead + cell_len(line) for line in broken(cell[lead:], max(1, size - lead), col.split)]
+    return min(size, max(lines))
+
+
+def broken(text: str, width: int, split: str = "") -> list[str]:
+    """``text`` as lines of at most ``width`` cells, broken between words and after the ``split``
+    characters; a piece wider than ``width`` alone (a long path) is folded. Trailing spaces dropped."""
+    from rich.cells import cell_len, chop_cells
+
+    out: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for piece in _pieces(paragraph, split):
+            if line and cell_len((line + piece).rstrip()) > width:
+                out.append(line.rstrip())
+                line = piece.lstrip()
+            else:
+                line += piece
+            while cell_len(line.rstrip()) > width:  # one piece wider than the line: folded
+                first, *_ = chop_cells(line, width)
+                out.append(first)
+                line = line[len(first) :]
+        out.append(line.rstrip())
+    return out
 
 
 class FittedTable:
@@ -130,6 +271,7 @@ class FittedTable:
         self.rows: list[list[str]] = []
         self.styles: list[str] = []
         self.cell_styles: list[dict[int, str]] = []
+        self.lines: dict[int, tuple[str, int]] = {}  # row index -> a line of its own (text, indent)
         self.title = title
         self.caption = caption
         for row in rows:
@@ -142,6 +284,33 @@ class FittedTable:
         self.rows.append([clean(c) for c in cells])
         self.styles.append(style)
         self.cell_styles.append(dict(cell_styles or {}))
+
+    def add_line(self, text: Any, indent: int = 0) -> None:
+        """A line of its own between the rows, across the columns (a run's id and workload above
+        its figures), wrapped between words at the full width, ``indent`` cells in: no column is
+        made wider for it."""
+        self.lines[len(self.rows)] = (clean(text), indent)
+        self.rows.append([""] * len(self.columns))
+        self.styles.append("")
+        self.cell_styles.append({})
+
+    def line_text(self, n: int, width: int) -> list[str]:
+        """The line of its own at row ``n``, as printed at ``width`` cells."""
+        text, indent = self.lines[n]
+        indent = min(indent, max(0, width - 1))
+        return [" " * indent + line for line in broken(text, width - indent)]
+
+    def shown_cell(self, row: Sequence[str], i: int, size: int) -> str:
+        """A cell as printed in a column ``size`` cells wide: a wrapping column's cell that is wider
+        broken into lines between its words (a split column's also after its split characters),
+        its indent kept on each line (as :func:`widths` measured it); any other as it is."""
+        cell = row[i] or ""
+        col = self.columns[i]
+        lead = _indent(cell)
+        if (col.split or col.wrap) and _width(cell) > size:
+            lines = broken(cell[lead:], max(1, size - lead), col.split)
+            return "\n".join(" " * lead + line for line in lines)
+        return cell
 
     def table(self, width: int):
         """The rich renderable for ``width`` cells: the title, the table, the caption (title and
@@ -160,41 +329,75 @@ class FittedTable:
             ([self.caption] if self.caption else [])
             + ([f"left out for the width ({width} columns): {', '.join(left_out)}"] if left_out else [])
         )
-        t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), collapse_padding=True, pad_edge=False)
-        for i, size in zip(shown, sizes, strict=True):
-            col = self.columns[i]
-            t.add_column(
-                Text(col.header, no_wrap=False, overflow="fold"),  # a header may break between its words
-                justify=col.justify,  # type: ignore[arg-type]
-                width=size,
-                no_wrap=not col.wrap,
-                overflow="fold",  # never reached by a cell that is not wrap: its width is its widest cell
+
+        def new_table(header: bool) -> Table:
+            t = Table(
+                box=box.SIMPLE_HEAD,
+                show_edge=False,
+                padding=(0, 1),
+                collapse_padding=True,
+                pad_edge=False,
+                show_header=header,
             )
-        body = _PlainRows.of(self, shown, sizes)
-        if body is None:
-            for row, style, cell_styles in zip(self.rows, self.styles, self.cell_styles, strict=True):
-                t.add_row(*(plain(row[i], style=cell_styles.get(i, "")) for i in shown), style=style or None)
+            for i, size in zip(shown, sizes, strict=True):
+                col = self.columns[i]
+                t.add_column(
+                    Text(col.header, no_wrap=False, overflow="fold"),  # a header may break between its words
+                    justify=col.justify,  # type: ignore[arg-type]
+                    width=size,
+                    no_wrap=not (col.wrap or col.split),
+                    overflow="fold",  # never reached by a cell that is not wrap: its width is its widest cell
+                )
+            return t
+
+        head = new_table(True) if shown else None
+        parts: list[Any] = [head] if head is not None else []
+        body = _PlainRows.of(self, shown, sizes, width)
+        if body is not None:
+            parts.append(body)  # the header (and its rule) from rich, the rows here
+        else:
+            current = head
+            for n, (row, style, cell_styles) in enumerate(zip(self.rows, self.styles, self.cell_styles, strict=True)):
+                if n in self.lines:
+                    parts += [plain(line) for line in self.line_text(n, width)]
+                    current = None
+                    continue
+                if current is None:  # the rows after a line of their own: the same columns, no header
+                    current = new_table(False)
+                    parts.append(current)
+                cells = (
+                    plain(self.shown_cell(row, i, size), style=cell_styles.get(i, ""))
+                    for i, size in zip(shown, sizes, strict=True)
+                )
+                current.add_row(*cells, style=style or None)
         title = [plain(self.title, style="bold")] if self.title else []
-        parts = [t] if body is None else [t, body]  # the header (and its rule) from rich, the rows here
         return Group(*title, *parts, *([plain(caption, style="dim")] if caption else []))
 
     def stacked(self):
         """Too narrow for the columns that must be shown: each row as ``header  value`` lines
-        (values wrap between words), rows one after another, as ``psql -x`` does."""
+        (values wrap between words), rows one after another, as ``psql -x`` does; a line of its
+        own stays a line."""
         from rich.console import Group
+        from rich.padding import Padding
         from rich.table import Table
         from rich.text import Text
 
         parts: list = [plain(self.title, style="bold")] if self.title else []
         shown = visible(self.columns, self.rows)
+        number = 0
         for n, row in enumerate(self.rows):
+            if n in self.lines:  # wrapped by rich at the width it is printed at, its indent kept
+                text, indent = self.lines[n]
+                parts.append(Padding(plain(text), (0, 0, 0, indent), expand=False))
+                continue
+            number += 1
             grid = Table.grid(padding=(0, 2))
             grid.add_column(no_wrap=True, style="bold")
             grid.add_column(overflow="fold")
             for i in shown:
                 if row[i]:
                     grid.add_row(Text(self.columns[i].header), plain(row[i]))
-            parts += [Text(f"-[ {n + 1} ]-", style="dim"), grid]
+            parts += [Text(f"-[ {number} ]-", style="dim"), grid]
         if self.caption:
             parts.append(plain(self.caption))
         return Group(*parts)
@@ -203,22 +406,23 @@ class FittedTable:
         yield self.table(options.max_width)
 
     def markdown(self) -> str:
-        return markdown(self.columns, self.rows, self.title)
+        rows = [[self.lines[n][0], *row[1:]] if n in self.lines else row for n, row in enumerate(self.rows)]
+        return markdown(self.columns, rows, self.title)
 
 
 class _PlainRows:
     """The rows of a fitted table where each is one line of unstyled text, as lines of their own:
     what rich's table makes of them (cells padded to their column, two spaces apart; a right-
     justified cell's trailing spaces dropped), at a hundredth of its time (a history of 5,000
-    runs: 1 s of rich's). :meth:`of` gives None where a row is styled or a cell does not fit its
-    column on one line: rich lays those out. ``tests/test_layout_fast_rows.py`` holds the two to
-    the same characters."""
+    runs: 1 s of rich's), and the table's lines of their own. :meth:`of` gives None where a row
+    is styled or a cell does not fit its column on one line: rich lays those out.
+    ``tests/test_layout_fast_rows.py`` holds the two to the same characters."""
 
     def __init__(self, lines: list[list[str]]) -> None:
         self.lines = lines  # each line as its cells, padded, the gap before each but the first
 
     @classmethod
-    def of(cls, table: FittedTable, shown: list[int], sizes: list[int]) -> _PlainRows | None:
+    def of(cls, table: FittedTable, shown: list[int], sizes: list[int], width: int) -> _PlainRows | None:
         from rich.cells import cell_len
 
         if not shown or any(table.styles) or any(table.cell_styles):
@@ -226,7 +430,10 @@ class _PlainRows:
         right = [table.columns[i].justify == "right" for i in shown]
         gap = " " * GAP
         lines = []
-        for row in table.rows:
+        for n, row in enumerate(table.rows):
+            if n in table.lines:  # a line of its own, broken to the width as rich is given it
+                lines += [[line] for line in table.line_text(n, width)]
+                continue
             cells = []
             for i, size, to_right in zip(shown, sizes, right, strict=True):
                 cell = row[i] or ""
