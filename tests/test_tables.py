@@ -198,8 +198,8 @@ def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_
 
 def test_results_shows_each_scenarios_loadgen_metric_under_its_run(tmp_path):
     """``perfsuite results``' table of stored H200 records at 100 columns: under the inference
-    run, a line per LoadGen scenario with its figure and verdict; under the collective, its busbw
-    at its largest size per mode."""
+    run's line, a line per LoadGen scenario with its metric, figure and verdict; under the
+    collective's, its busbw at its largest size per mode."""
     from perfsuite.analysis.export import records_by_id
 
     generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
@@ -214,9 +214,10 @@ def test_results_shows_each_scenarios_loadgen_metric_under_its_run(tmp_path):
     start = next(n for n, words in enumerate(shown) if words[:1] == ["8157a68a"] and "inference.generate" in words)
     scenarios = shown[start + 1 : start + 4]
     assert [w[0] for w in scenarios] == ["SingleStream", "Server", "Offline"]
-    assert [w[2] for w in scenarios] == ["ms", "tokens/s", "tokens/s"] and all("VALID" in w for w in scenarios)
+    assert [w[1] for w in scenarios] == ["latency_p90_ms", "tokens_per_s", "tokens_per_s"]  # the metric, named
+    assert [w[3] for w in scenarios] == ["ms", "tokens/s", "tokens/s"] and all("VALID" in w for w in scenarios)
     start = next(n for n, words in enumerate(shown) if words[:1] == ["99c2fe3d"] and "collectives.all_reduce" in words)
-    assert shown[start + 1][:5] == ["in-place", "1", "MiB", "85.1", "GB/s"]
+    assert shown[start + 1][:6] == ["in-place", "1", "MiB", "busbw_gbps", "85.1", "GB/s"]
 
 
 def test_compare_and_history_fit_100_columns_with_run_ids_whole(cli, perfsuite_env):

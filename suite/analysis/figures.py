@@ -6,6 +6,8 @@ results table, ``perfsuite show`` and ``perfsuite results``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from perfsuite.measure import specs
 from perfsuite.schemas.throttle import record_summary, throttle_flag
 
@@ -19,14 +21,16 @@ def understated(metric: dict) -> bool:
     return bool(roof and roof.get("fraction") is not None and roof["fraction"] > 1.0)
 
 
-def ceiling_cell(metric: dict, long: bool = False) -> str:
-    """'87.3% matmul.bf16', or the understated-ceiling warning, or (long) why there is none."""
+def ceiling_cell(metric: dict, long: bool = False, ids: Mapping[str, str] | None = None) -> str:
+    """'87.3% matmul.bf16', or the understated-ceiling warning, or (long) why there is none.
+    ``ids``: run id -> the prefix that names it in the registry, where the caller knows it."""
     roof = metric.get("roofline")
     if not roof:
         return ""
     if roof.get("fraction") is None:
         return (roof.get("reason") or "") if long else ""
-    run = roof.get("ceiling_run_id") or ""  # whole: a table cannot know which prefix is unique
+    run = roof.get("ceiling_run_id") or ""  # whole, unless the caller knows which prefix is unique
+    run = (ids or {}).get(run, run)
     if understated(metric):
         return f"ceiling understated: above {roof['resource']} of run {run}; redo {CEILINGS_WORKLOAD}"
     pct = f"{roof['fraction'] * 100:.1f}%"

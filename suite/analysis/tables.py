@@ -224,7 +224,7 @@ RUNS_COLUMNS = (
     Column("v", justify="right", drop=5),
     Column("device", drop=6),
     Column("case", wrap=True),  # which case the figure is of: `perfsuite show` has every case
-    Column("metric", drop=7),
+    Column("metric", split="_"),  # names the figure: broken after an underscore, never left out
     Column("value", justify="right"),
     Column("unit"),
     Column("95% CI", justify="right"),
@@ -234,13 +234,29 @@ RUNS_COLUMNS = (
     Column("status"),
     Column("error", wrap=True, drop=4),
 )
-CASE_INDENT = "  "  # a case under its run's workload, in the nested layout
+# The terminal's layout: a line of its own per run (id, workload, version, device, date; a run
+# without a figure its status, and its error under it), and under it a row per headline figure.
+# What names and qualifies a figure is never left out for the width; the share of the ceiling
+# goes first, then LoadGen's verdict (``perfsuite show`` has both).
+NESTED_COLUMNS = (
+    Column("run / case", wrap=True),
+    Column("metric", split="_"),
+    Column("value", justify="right"),
+    Column("unit"),
+    Column("95% CI", justify="right"),
+    Column("% of ceiling", wrap=True, drop=2),
+    Column("regime", wrap=True),
+    Column("valid", drop=1),
+    Column("status"),
+)
+CASE_INDENT = "  "  # a case under its run's line, in the nested layout
 
 
-def _run_lines(r: dict, record: dict | None) -> list[tuple[str, ...]]:
+def _run_lines(r: dict, record: dict | None, ids: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """(case, metric, value, unit, CI, % of ceiling, regime, valid, status) per headline row of a
     stored run: from its record where given, else the registry's one-line summary (no CI, no
-    ceiling); none for a run without a figure."""
+    ceiling); none for a run without a figure. ``ids``: run id -> the prefix shown for it (a
+    ceiling's run named in an understated share)."""
     if r["status"] != "success":
         return []
     if record is not None:
@@ -253,7 +269,7 @@ def _run_lines(r: dict, record: dict | None) -> list[tuple[str, ...]]:
             low, high = row["ci95"] or (None, None)
             ci = ci_cell(low, high, row["value"], row["unit"], row.get("statistic"))
             metric = _metric(record, row["case"], row["metric"]) if row.get("at") is None else None
-            ceiling = figures.ceiling_cell(metric) if metric else ""
+            ceiling = figures.ceiling_cell(metric, ids=ids) if metric else ""
             name = metric_cell(row["metric"], row.get("statistic"))
             out.append((case, name, value, unit, ci, ceiling, regime, valid_cell(row["valid"]), status))
         return out
@@ -262,6 +278,14 @@ def _run_lines(r: dict, record: dict | None) -> list[tuple[str, ...]]:
     value, unit = parts(r["value"], r["unit"])
     status = status_cell(r["status"], r["verification"])
     return [(r.get("case") or "", r.get("metric") or "", value, unit, "", "", r.get("throttled") or "", "", status)]
+
+
+def run_line(run: str, r: dict, status: str = "") -> str:
+    """A run's line of its own in the nested layout: ``c0a33717  inference.serving  v4  cuda
+    2026-11-27 13:42 UTC``, and its status where it has no figure to carry one."""
+    started = str(r["started_at"])[:16].replace("T", " ")
+    words = [run, r["workload"], f"v{r['version']}", r["device"] or "", f"{started} UTC" if started else "", status]
+    return "  ".join(w for w in words if w)
 
 
 def runs_table(
@@ -273,31 +297,30 @@ def runs_table(
     """``perfsuite results``: each stored run with its headline figures, one line per headline row
     where its record is given (``records``: run id -> record), else the registry's summary.
 
-    ``nested`` (the terminal's layout): a line per run (its id, date, workload, status and error),
-    and under it a line per headline row with the case indented in the workload column, so that a
-    long workload name, a long case label and a run id fit at 100 columns side by side with the
-    figure. Otherwise (Markdown, where nothing has to fit) one flat row per headline row with a
-    case column of its own."""
+    ``nested`` (the terminal's layout): a line of its own per run (its id, workload, version,
+    device and date; for a run without a figure its status, and its error under it), and under
+    it a row per headline figure with the case indented, so that a long workload name costs the
+    figures no room: at 100 columns the case, metric, value, unit, CI, regime and status of the
+    filed submissions fit side by side (:data:`NESTED_COLUMNS` says what goes first where they do
+    not). Otherwise (Markdown, where nothing has to fit) one flat row per headline row with a
+    column for each. ``ids`` may name more runs than ``rows`` (the ceilings' runs, shown by the
+    same prefixes)."""
     ids = _ids(rows, ids)
-    columns = RUNS_COLUMNS
-    if nested:
-        columns = tuple(
-            Column("workload / case") if c.header == "workload" else c for c in RUNS_COLUMNS if c.header != "case"
-        )
-    t = FittedTable(columns, title="recorded runs")
+    t = FittedTable(NESTED_COLUMNS if nested else RUNS_COLUMNS, title="recorded runs")
     for r in rows:
-        shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
-        lines = _run_lines(r, (records or {}).get(r["run_id"]))
+        lines = _run_lines(r, (records or {}).get(r["run_id"]), ids)
         error = r.get("error") or ""
         if not nested:
+            shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
             status = status_cell(r["status"], r["verification"])
             for line in lines or [("",) * 8 + (status,)]:
                 t.add_row(*shared, r["device"], *line, error)
             continue
-        run_status = "" if lines else status_cell(r["status"], r["verification"])
-        t.add_row(*shared, r["device"], "", "", "", "", "", "", "", run_status, error)
+        t.add_line(run_line(ids[r["run_id"]], r, "" if lines else status_cell(r["status"], r["verification"])))
+        if error:
+            t.add_line(error, indent=len(CASE_INDENT))
         for case, *rest in lines:
-            t.add_row("", "", CASE_INDENT + case, "", "", *rest, "")
+            t.add_row(CASE_INDENT + case, *rest)
     return t
 
 

@@ -192,15 +192,15 @@ def _columns(result) -> list:
 
     p_col = "p (Welch, runs)" if result.basis == "between runs" else "p within run (calls)"
     n_col = "runs A/B" if result.basis == "between runs" else "calls A/B"
-    # the ratio's CI is what a verdict rests on: never left out for the width; the metric's name
-    # (one headline per case), the counts and the p-value go first
+    # the ratio's CI is what a verdict rests on and the metric's name says what the row is: never
+    # left out for the width (a long name breaks after an underscore); the counts and the p-value go first
     return [
         Column("case", wrap=True),
-        Column("metric", drop=4),
+        Column("metric", split="_"),
         Column("median A", justify="right"),
         Column("median B", justify="right"),
         Column("unit"),
-        Column("B/A", justify="right"),
+        Column("B/A", justify="right", wrap=True),  # at its narrowest the share under the ratio
         Column("95% CI of B/A", justify="right"),
         Column(p_col, justify="right", drop=2),
         Column(n_col, justify="right", drop=3),

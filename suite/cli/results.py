@@ -52,12 +52,21 @@ def results_cmd(
     from perfsuite.analysis.tables import runs_table
 
     ids = [r["run_id"] for r in rows]
-    table = runs_table(rows, run_id_prefixes(registry, ids), records_by_id(registry, ids), nested=fmt != "markdown")
+    records = records_by_id(registry, ids)
+    # a ceiling's run named beside a figure is shown by its prefix too, as the runs are
+    prefixes = run_id_prefixes(registry, [*ids, *ceiling_runs(records.values())])
+    table = runs_table(rows, prefixes, records, nested=fmt != "markdown")
     if fmt == "markdown":
         click.echo(table.markdown(), nl=False)
     else:
         console().print(table)
     notice_unstored(registry)
+
+
+def ceiling_runs(records) -> list[str]:
+    """The run ids of the ceilings the records' figures are judged against."""
+    found = (((m.get("roofline") or {}).get("ceiling_run_id")) for record in records for m in record["metrics"])
+    return sorted({run for run in found if run})
 
 
 def notice_unstored(registry) -> None:
