@@ -5,6 +5,7 @@ table whose records carry no curve says so instead of drawing an empty chart."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -256,4 +257,98 @@ def test_steps_with_no_steady_state_are_drawn_apart_as_marked_points_not_as_the_
     (key,) = latency.locator("p.unsteady-key").all_inner_texts()
     assert key.startswith("Hollow points, never joined to a line: rate steps whose throughput is no steady-state")
     assert curve.locator("p.unsteady-key").count() == 0
+    assert page.errors == []
+
+
+def _zigzag_sweep(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """A rate sweep as the filed h200-x1 one ran: below saturation every step reads 9.7 to 10
+    tokens/s per user, so in order of it the per-GPU figures run 928, 256, 512, 128; and one step
+    past saturation with no steady state. The site of its one record, and its steps."""
+    b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
+
+    def step(rate: float, per_user: float, per_gpu: float, steady: bool = True) -> dict:
+        row = {
+            "case": f"rate {rate:g}/s",
+            "mode": "rate",
+            "load": rate,
+            "steady_state": steady,
+            "output_tokens_per_s": per_gpu,
+            "output_tokens": per_gpu * 20,
+            "rate_span_s": 20.0,
+            "ttft_ms": {"p50": 100.0, "p99": 400.0},
+            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 1.2e3 / per_user},
+            "valid": True,
+            "within_slo": True,
+        }
+        row["curve"] = point(row, b, None)
+        return row
+
+    steps = [step(2.0, 10.0, 128.0), step(4.0, 9.7, 256.0), step(8.0, 9.85, 512.0), step(16.0, 7.6, 928.0)]
+    steps.append(step(32.0, 2.9, 1040.0, steady=False))
+    record = make_record(
+        workload_name="inference.serving",
+        category="inference",
+        host="zigzag-node",
+        device="cuda",
+        params={"rates": [2.0, 4.0, 8.0, 16.0, 32.0], "output_tokens": 64},
+        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [8.0], higher_is_better=True)],
+        details={
+            "serving": {
+                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
+                "endpoint": {"engine": {"name": "vllm", "version": "1"}},
+                "rate_sweep": {"steps": steps},
+            }
+        },
+    )
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(record)
+        build_site(reg, tmp_path / "site")
+    return tmp_path / "site", steps
+
+
+def _curve(step: dict) -> list[float]:
+    return [step["curve"]["output_tokens_per_s_per_user"], step["curve"]["output_tokens_per_s_per_gpu"]]
+
+
+def test_a_systems_per_gpu_line_joins_only_its_frontier_and_draws_its_other_steps_as_points(tmp_path):
+    """InferenceMAX's frontier: a step is on it when no other step has both more tokens/s per user
+    and more per GPU. The line is the frontier (in order of tokens/s per user its per-GPU figure
+    only falls); the step it leaves out is a series of its own, never dropped; the step with no
+    steady state stays in its series as filed."""
+    site, steps = _zigzag_sweep(tmp_path)
+    text = (site / "data" / "inference.serving.js").read_text()
+    (chart,) = json.loads(text.removeprefix("window.PERFSUITE_BOARD = ").removesuffix(";\n"))["charts"].values()
+    per_gpu = chart["per_gpu"]
+    assert list(per_gpu) == [
+        "zigzag-node vllm",
+        "zigzag-node vllm · below the frontier",
+        "zigzag-node vllm · no steady state",
+    ]
+    line = per_gpu["zigzag-node vllm"]
+    assert line == sorted(line) and [gpu for _, gpu in line] == sorted((gpu for _, gpu in line), reverse=True)
+    assert [gpu for _, gpu in line] == [928.0, 512.0, 128.0]
+    assert per_gpu["zigzag-node vllm · below the frontier"] == [_curve(steps[1])]  # 9.7 tokens/s per user, 256 per GPU
+    assert sorted(line + per_gpu["zigzag-node vllm · below the frontier"]) == sorted(_curve(s) for s in steps[:4])
+    assert per_gpu["zigzag-node vllm · no steady state"] == [_curve(steps[4])]
+
+
+def test_the_steps_below_the_frontier_are_drawn_as_unjoined_points_and_said_so_under_the_picture(tmp_path, page):
+    site, steps = _zigzag_sweep(tmp_path)
+    page.goto((site / "workloads" / "inference.serving.html").as_uri())
+    curve = page.locator("#serving-curve")
+    curve.locator("canvas").wait_for()
+    assert curve.get_attribute("data-series") == "3"
+    legend = curve.locator(".u-legend .u-series th").all_inner_texts()
+    assert "zigzag-node vllm · below the frontier" in legend and "zigzag-node vllm" in legend
+    # the line is the frontier; the steps below it and the one with no steady state are points
+    assert curve.get_attribute("data-unjoined").split(" | ") == [
+        "zigzag-node vllm · below the frontier",
+        "zigzag-node vllm · no steady state",
+    ]
+    x_min, _ = map(float, curve.get_attribute("data-x").split())
+    _, y_max = map(float, curve.get_attribute("data-y").split())
+    assert x_min <= min(_curve(s)[0] for s in steps) and y_max >= max(_curve(s)[1] for s in steps)
+    (key,) = curve.locator("p.frontier-key").all_inner_texts()
+    assert key.startswith("Each system's line joins only its frontier, as InferenceMAX draws it")
+    assert "below the frontier" in key
     assert page.errors == []

@@ -358,6 +358,10 @@ def _busbw_charts(session, board: Board) -> dict:
 # arrivals lasted less than twice their requests): drawn apart, as points, never joined to the line
 # of the steps that measured one; the page's script draws a series so named that way.
 UNSTEADY = " · no steady state"
+# The suffix of the steady-state steps of a system's per-GPU series that its frontier leaves out
+# (another step is as good on both figures and better on one): drawn as points, never joined,
+# so that the line is InferenceMAX's Pareto frontier and no measured step leaves the picture.
+BELOW_FRONTIER = " · below the frontier"
 
 
 def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], dict[str, list]]:
@@ -371,9 +375,12 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
     of its own.
 
     Beside them, InferenceMAX's view (``per_gpu``): output tokens/s per GPU against output
-    tokens/s per user (``serving.curve``), one line per system and engine, from every step of the
-    rate and concurrency sweeps that records both (records made before the curve was kept have
-    none).
+    tokens/s per user (``serving.curve``), per system and engine, from every step of the rate and
+    concurrency sweeps that records both (records made before the curve was kept have none). The
+    line is the steps' Pareto frontier (:func:`_pareto_frontier`), as InferenceMAX draws it: below
+    saturation the per-user figure barely moves, and a line through every step in order of it
+    zigzags. The steps it leaves out are drawn as points of a series named with
+    :data:`BELOW_FRONTIER`.
 
     A step whose throughput is not a steady-state figure (``serving_steady``: a rate step whose
     arrivals lasted less than twice its requests, as the 5 s steps filed before the window was
@@ -404,10 +411,11 @@ def _serving_curves(session, latest: dict[str, str]) -> tuple[dict[str, list], d
                     if points:
                         curves[f"{system} {label}{suffix}"] = points
             engine = ((details.get("endpoint") or {}).get("engine") or {}).get("name")
-            for steady, suffix in ((True, ""), (False, UNSTEADY)):
-                line = _per_gpu_line(details, steady)
-                if line:
-                    per_gpu[(f"{system} {engine}" if engine else system) + suffix] = line
+            frontier, below = _pareto_frontier(_per_gpu_line(details, steady=True))
+            unsteady = _per_gpu_line(details, steady=False)
+            for suffix, points in (("", frontier), (BELOW_FRONTIER, below), (UNSTEADY, unsteady)):
+                if points:
+                    per_gpu[(f"{system} {engine}" if engine else system) + suffix] = points
             if by_rate:
                 for label, key in (("SLO TTFT", "ttft_ms"), ("SLO TPOT", "tpot_ms")):
                     if (details.get("slo") or {}).get(key):
@@ -442,6 +450,19 @@ def _per_gpu_line(details: dict, steady: bool = True) -> list:
         if isinstance(user, (int, float)) and isinstance(gpu, (int, float)) and user > 0 and gpu > 0:
             points.append([float(user), float(gpu)])
     return sorted(points)
+
+
+def _pareto_frontier(points: list) -> tuple[list, list]:
+    """``points`` ([tokens/s per user, tokens/s per GPU]) split into their Pareto frontier and the
+    rest, each in the order given. A point is on the frontier when no other point is at least as
+    good on both figures and better on one: joined in order of tokens/s per user, the frontier's
+    tokens/s per GPU only falls. Quadratic, and a sweep has tens of steps."""
+
+    def beaten(p: list) -> bool:
+        return any(q[0] >= p[0] and q[1] >= p[1] and q != p for q in points)
+
+    frontier = [p for p in points if not beaten(p)]
+    return frontier, [p for p in points if beaten(p)]
 
 
 def _chunks(items: list) -> list[list]:

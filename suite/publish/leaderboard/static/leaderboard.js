@@ -134,14 +134,16 @@
   // A serving series of steps whose throughput is not a steady-state figure (the site names it
   // with this suffix): hollow points in its system's colour, never joined by a line, so that a
   // step shorter than its requests is shown as what it is, not drawn as a measurement.
-  var UNSTEADY = " · no steady state";
+  // The steady steps a system's per-GPU frontier leaves out (the site names them with this
+  // suffix): plain points in its system's colour, never joined, so the line stays the frontier.
+  var UNSTEADY = " · no steady state", BELOW_FRONTIER = " · below the frontier";
   function servingSeries(n, i, names) {
-    var at = n.indexOf(UNSTEADY);
-    if (at < 0) return lineSeries(n, i, true);
-    var own = names.indexOf(n.slice(0, at));
+    var suffix = [UNSTEADY, BELOW_FRONTIER].filter(function (x) { return n.indexOf(x) >= 0; })[0];
+    if (!suffix) return lineSeries(n, i, true);
+    var own = names.indexOf(n.slice(0, n.indexOf(suffix)));
     var s = lineSeries(n, own >= 0 ? own : i, false);
     s.width = 0;
-    s.points = { show: true, size: 9, fill: "#fff", stroke: s.stroke, width: 2 };
+    if (suffix === UNSTEADY) s.points = { show: true, size: 9, fill: "#fff", stroke: s.stroke, width: 2 };
     return s;
   }
   // Under the first serving picture with such steps: what the hollow points are, in words (a
@@ -257,7 +259,8 @@
   }
 
   // InferenceMAX's view of a serving table: output tokens/s per GPU against output tokens/s per
-  // user, one line per system and engine, in a chart of its own below the latency picture.
+  // user, one line per system and engine (its steps' Pareto frontier, as the site picks it), in a
+  // chart of its own below the latency picture, with a sentence saying what the line joins.
   function inferenceMaxChart(after, series) {
     var el = doc.createElement("div");
     el.className = "chart";
@@ -274,6 +277,9 @@
       axes: [{ label: "output tokens/s per user" }, { label: "output tokens/s per GPU" }],
       series: [{ label: "tokens/s per user" }].concat(names.map(function (n, i) { return servingSeries(n, i, names); }))
     }, align(names.map(function (n) { return { points: series[n] }; })));
+    el.appendChild(text(doc.createElement("p"), "Each system's line joins only its frontier, as InferenceMAX draws it: " +
+      "the steps that no other step of its sweep beats on both tokens/s per user and tokens/s per GPU; its other " +
+      "steps are drawn unjoined, as points of their own (\u201cbelow the frontier\u201d) or hollow (no steady state).")).className = "note frontier-key";
     unsteadyKey(el, names);
   }
 
