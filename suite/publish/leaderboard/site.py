@@ -37,7 +37,7 @@ from perfsuite.schemas.serving_steady import no_steady_state
 from .compare import system_pairs
 from .data import Board, Cell, Config, SystemInfo, load, setting_name
 from .scaling import leading_series, scaling_charts
-from .training import goal_text, scaling_beside, training_card
+from .training import goal_text, ranks_time_to_target, scaling_beside, training_card
 from .trend import trend_series
 
 HERE = Path(__file__).resolve().parent
@@ -246,7 +246,7 @@ def _family_charts(session, board: Board) -> dict:
                     series[system] = pts
             if series:
                 out[config.id] = {"kind": "latency", "series": series}
-        elif any(head.metric == "time_to_target_s" for head in config.heads.values()):
+        elif ranks_time_to_target(config):
             # a table of throughput-goal runs has no time to target: the scaling view draws its figures
             out[config.id] = {"kind": "time_to_target", "series": _seed_points(config)}
     return out
