@@ -38,7 +38,7 @@ def goal_text(board: Board, config: Config) -> str:
             else "this benchmark has no time-to-target run to rank it by yet"
         )
         return (
-            f"Throughput runs (goal = throughput) on {world_size(config)} GPU{'s' if world_size(config) != 1 else ''}: "
+            f"Throughput runs (goal = throughput) on {_gpus([world_size(config)])}: "
             "each trained for a fixed budget and reports its rate, never reaching a target. They are "
             "points of the scaling view below, compared only with throughput runs of the same settings; "
             f"{where}."
