@@ -207,16 +207,16 @@ class Sender:
         self._counters: dict[str, Callable[[str], int] | None] = {}
         self.prepared_ns: dict[str, int] = {}  # when each tokenizer was ready (the clock of the schedules)
 
-    def prepare(self, job: Job) -> Callable[[str], int] | None:
-        """The job's token counter, loaded on first use and kept."""
-        key = job.tokenizer or ""
+    def prepare(self, tokenizer: str | None) -> Callable[[str], int] | None:
+        """The token counter of a job's ``tokenizer``, loaded on first use and kept."""
+        key = tokenizer or ""
         if key not in self._counters:
-            self._counters[key] = token_counter(job.tokenizer)
+            self._counters[key] = token_counter(tokenizer)
             self.prepared_ns[key] = perf_counter_ns()
         return self._counters[key]
 
     def run(self, job: Job) -> list[RequestResult]:
-        count = self.prepare(job)
+        count = self.prepare(job.tokenizer)
         if not job.start_ns:
             job.start_ns = perf_counter_ns()
         return self.loop.run_until_complete(_run(job, self.session, count))
@@ -242,21 +242,22 @@ def run_here(job: Job) -> list[RequestResult]:
 
 
 def _worker_main(conn: Any) -> None:
-    """A client process: run each job it receives, send back its results; None ends it. The
-    client's modules are imported before it says it is ready, so a job's schedule starts on time."""
+    """A client process: load a job's token counter when asked ("prepare", the tokenizer's path),
+    run each job it receives ("run"), send back its results; None ends it. The client's modules
+    are imported before it says it is ready, so a job's schedule starts on time."""
     with Sender() as sender:
         conn.send(("ready", None))
         while True:
             message = conn.recv()
             if message is None:
                 return
-            verb, job = message
+            verb, part = message
             try:
                 if verb == "prepare":
-                    sender.prepare(job)
+                    sender.prepare(part)
                     conn.send(("ok", None))
                 else:
-                    conn.send(("ok", sender.run(job)))
+                    conn.send(("ok", sender.run(part)))
             except Exception as exc:  # noqa: BLE001 - reported to the pool, which raises it in the measuring process
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -299,11 +300,11 @@ class ClientPool:
         if not self._workers:
             if self._here is None:
                 self._here = Sender()
-            self._here.prepare(job)
+            self._here.prepare(job.tokenizer)
             job.start_ns = perf_counter_ns()
             return self._here.run(job)
         workers = self._workers[: self.senders(job)]
-        self._each(workers, "prepare", lambda w: job)
+        self._each(workers, "prepare", lambda w: job.tokenizer)  # the path only, not the job's bodies
         job.start_ns = perf_counter_ns() + int(START_LEAD_S * 1e9)
         out: list[RequestResult] = []
         for payload in self._each(workers, "run", lambda w: job.share(w, len(workers))):
@@ -311,7 +312,7 @@ class ClientPool:
         return out
 
     @staticmethod
-    def _each(workers: list[tuple[Any, Any]], verb: str, part: Callable[[int], Job]) -> list[Any]:
+    def _each(workers: list[tuple[Any, Any]], verb: str, part: Callable[[int], Any]) -> list[Any]:
         """Hand each worker its part of a job under ``verb`` and collect the answers; a worker's
         error is raised here, after every worker has answered (none is left mid-job)."""
         for w, (_, conn) in enumerate(workers):
