@@ -361,9 +361,11 @@
     scalingShown = chart;
     tableEl.textContent = "";
     var narrow = !!(PHONE && PHONE.matches);
+    // a header or cell ([text, class]) kept at this width: one rule, so headers and cells line up
+    var kept = function (c) { return !narrow || (c[1] !== "series" && c[1] !== "against"); };
     var heads = [["series", "series"], ["GPUs", "num"], [chart.metric + " (" + chart.unit + ")", "num"],
                  ["efficiency", "num"], ["against", "against"], ["runs", "num"], ["bare DDP loop's efficiency", "num"]]
-      .filter(function (h) { return !narrow || (h[1] !== "series" && h[1] !== "against"); });
+      .filter(kept);
     var wrap = doc.createElement("table"), head = doc.createElement("tr");
     heads.forEach(function (h) { head.appendChild(breakable(doc.createElement("th"), h[0])).className = h[1]; });
     var thead = doc.createElement("thead"); thead.appendChild(head); wrap.appendChild(thead);
@@ -386,8 +388,7 @@
         var loop = p[4] === null || p[4] === undefined ? "" : p[4].toFixed(3);
         var cells = [[s.label, "series"], [String(p[0]), "num"], [fmt(p[1]), "num"], [p[2] === null ? "" : p[2].toFixed(3), "num"],
                      [against, "against"], [String(p[3]), "num"], [loop, "num"]];
-        cells.filter(function (c) { return !narrow || (c[1] !== "series" && c[1] !== "against"); })
-          .forEach(function (c) { tr.appendChild(text(doc.createElement("td"), c[0])).className = c[1]; });
+        cells.filter(kept).forEach(function (c) { tr.appendChild(text(doc.createElement("td"), c[0])).className = c[1]; });
         body.appendChild(tr);
       });
     });
