@@ -14,8 +14,6 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,29 +23,10 @@ from support.safety_support import can_mount, tmpfs
 from perfsuite.owned_file import RECORD_FORMAT, Content, record_path, write_owned_file
 from perfsuite.owned_output import OutputRefused
 from perfsuite.registry import open_registry
+from tests.test_hostile_writes import ok, perfsuite, refused  # a CLI process, its exit, its one error line
 from tests.test_kernels_roofline import ceilings_record, gemm_record
 
 PHOTO = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # a user's picture, as far as names go
-
-
-def perfsuite(env: dict, *args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "perfsuite", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    return proc
-
-
-def refused(proc: subprocess.CompletedProcess) -> str:
-    """The one error line of a refusal: exit 2, no traceback, a single ``Error:`` line."""
-    assert proc.returncode == 2, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1, proc.stderr
-    return errors[0]
 
 
 def listing(folder: Path) -> dict[str, tuple[int, int, bytes]]:
