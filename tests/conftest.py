@@ -127,3 +127,12 @@ def add_plugin(tmp_path, perfsuite_env):
             perfsuite_env["PYTHONPATH"] = os.pathsep.join([str(site), *paths])
 
     return _add
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for one test module (``support.browser.launch_chromium``): the browser
+    tests of the leaderboard share it, each opening pages of its own."""
+    from support.browser import launch_chromium
+
+    yield from launch_chromium()

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -125,11 +125,6 @@ def test_the_site_is_swapped_in_whole_and_a_failed_build_keeps_the_old_one(site,
             build_site(broken, out)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site.")]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1400, downloads: bool = False):

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -79,11 +79,6 @@ def _table_id(site: Path, world: int, high: int, dtype: str, iters: int) -> str:
     }
     (found,) = [c["id"] for c in board["configs"] if all(c["shown"].get(k) == v for k, v in wanted.items())]
     return found
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 @pytest.fixture

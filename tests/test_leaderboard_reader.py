@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -128,11 +128,6 @@ def dead_links(site: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def reader_site(tmp_path_factory) -> Path:
     return build_reader_site(tmp_path_factory.mktemp("reader"))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1280):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -48,11 +48,6 @@ def site(tmp_path_factory) -> Path:
             reg.store(_throughput_run("no-loop", world, tokens_per_s * 0.9, None))
         build_site(reg, root / "site")
     return root / "site"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -74,11 +74,6 @@ def site(tmp_path_factory) -> Path:
         reg.store(_serving("old-node", "vllm", 1, 50.0, with_curve=False, tokens=128))  # a table of its own
         build_site(reg, root / "site")
     return root / "site"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.browser import launch_chromium, offline_page
+from support.browser import offline_page
 from support.factories import gemm_metrics, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -114,11 +114,6 @@ def built(tmp_path_factory) -> tuple[Path, int]:
         counts = build_site(reg, root / "site")
     assert counts["records"] == count
     return root / "site", count
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 def _page(browser, width: int = 1280):

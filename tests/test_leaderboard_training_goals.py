@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.browser import launch_chromium, watched_page
+from support.browser import watched_page
 from support.factories import DEFAULT_START, make_metric, make_record
 
 from perfsuite.publish.leaderboard import build_site
@@ -78,11 +78,6 @@ def site(registry_url, tmp_path_factory) -> Path:
     with open_registry(registry_url) as reg:
         build_site(reg, out)
     return out
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from launch_chromium()
 
 
 @pytest.fixture
