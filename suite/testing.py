@@ -11,12 +11,16 @@ torn down), and read what it recorded. The built-in workloads' tests use the sam
 
 Parameters are given as the command line would give them (strings or values, the quick preset
 under them by default); controls by name (``device``, ``seed``, ``iterations``, ``min_time_s``,
-``warmup``, ``l2_flush``, ``cuda_graph`` ...), defaulting to a short CPU run.
+``warmup``, ``l2_flush``, ``cuda_graph`` ...), defaulting to a short CPU run. A workload that
+writes files of its own (``ctx.artifact_dir()``: LoadGen's logs, a server's log) writes them under
+``artifact_dir`` where one is given (a test's ``tmp_path``), else in a fresh temporary folder
+that is the caller's to remove (``ctx.artifact_root`` names it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,18 +36,30 @@ TEST_CONTROLS = {"device": "cpu", "seed": 0, "warmup": 1, "iterations": 5, "min_
 
 
 def run_in_process(
-    workload_cls: type, params: Mapping[str, Any] | None = None, *, quick: bool = True, **controls: Any
+    workload_cls: type,
+    params: Mapping[str, Any] | None = None,
+    *,
+    quick: bool = True,
+    artifact_dir: str | os.PathLike[str] | None = None,
+    **controls: Any,
 ) -> RunContext:
     """Run ``workload_cls`` here with ``params`` over its defaults (and its quick preset when
     ``quick``) under ``controls`` over :data:`TEST_CONTROLS`; return the run's context (its
     ``metrics``, ``checks``, ``details``). Raises :class:`Unmet` where the workload cannot run
-    here and :class:`ParamError` for a parameter it does not have."""
+    here and :class:`ParamError` for a parameter it does not have. ``artifact_dir``: the folder the
+    run's own files go in (made if missing)."""
     known = {f.name for f in dataclasses.fields(Controls)}
     unknown = sorted(set(controls) - known)
     if unknown:
         raise TypeError(f"unknown controls {unknown} (known: {', '.join(sorted(known))})")
     resolved = resolve(workload_cls, dict(params or {}), quick)
-    return run_workload(workload_cls, resolved, Controls(**{**TEST_CONTROLS, **controls}), quick=quick)
+    ctx = RunContext(
+        params=resolved,
+        controls=Controls(**{**TEST_CONTROLS, **controls}),
+        quick=quick,
+        artifact_root=None if artifact_dir is None else os.fspath(artifact_dir),
+    )
+    return run_workload(workload_cls, resolved, ctx.controls, quick=quick, ctx=ctx)
 
 
 def metric(ctx: RunContext, case: str, name: str) -> dict:

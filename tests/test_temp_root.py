@@ -42,3 +42,35 @@ def test_a_subprocess_makes_its_temporary_files_under_the_test_runs_temp(session
     assert made.is_dir() and made.is_relative_to(session_temp_root)
     os.rmdir(made)
     assert Path(tempfile.gettempdir()) == session_temp_root
+
+
+def test_run_in_process_writes_a_workloads_own_files_under_the_folder_a_test_gives(tmp_path, session_temp_root):
+    """A plugin's test keeps a run's files with the test: ``artifact_dir`` (made if missing)."""
+    from dataclasses import dataclass
+
+    from perfsuite import Case, Check, Work, Workload, param
+    from perfsuite.testing import run_in_process
+
+    @dataclass(frozen=True)
+    class P:
+        n: int = param(10, "lines the run writes beside its figures")
+
+    class Notes(Workload):
+        name = "demo.notes"
+        category = "kernels"
+        description = "writes a file of its own"
+        Params = P
+
+        def cases(self, ctx):
+            def fn():
+                (ctx.artifact_dir() / "notes.txt").write_text("x\n" * self.params.n)
+
+            return [Case("notes", fn, Work(items=1, item_unit="files"), verify=lambda: Check("notes", True, "none"))]
+
+    target = tmp_path / "run-files"
+    ctx = run_in_process(Notes, {"n": 3}, artifact_dir=target)
+    assert ctx.artifact_root == str(target)
+    assert (target / "notes.txt").read_text() == "x\n" * 3
+    default = run_in_process(Notes, {"n": 1})  # no folder given: a fresh one, under this run's temp
+    assert Path(default.artifact_root).is_relative_to(session_temp_root)
+    assert (Path(default.artifact_root) / "notes.txt").is_file()
