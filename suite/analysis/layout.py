@@ -87,24 +87,18 @@ def _pieces(text: str, split: str) -> list[str]:
     ``split`` characters (``early_``, ``stopping_``, ``latency_``, ``p90_ms``): a word's last
     piece of :data:`SHORT_TAIL` characters or fewer is kept with the one before it, so that
     ``samples_per_s`` breaks as ``samples_`` / ``per_s``, never leaving ``s`` alone."""
-    pieces, piece = [], ""
-    for char in text:
-        piece += char
-        if char == " " or char in split:
-            pieces.append(piece)
-            piece = ""
-    if piece:
-        if split and len(piece.rstrip()) <= SHORT_TAIL and pieces and pieces[-1][-1:] in split:
-            pieces[-1] += piece
-        else:
-            pieces.append(piece)
     out: list[str] = []
-    for piece in pieces:  # the same for a word that ends before a space ("j *" stays "token_j *")
-        tail = piece.rstrip()
-        if split and out and out[-1][-1:] in split and piece.endswith(" ") and len(tail) <= SHORT_TAIL:
-            out[-1] += piece
-        else:
-            out.append(piece)
+    piece = ""
+    for n, char in enumerate(text):
+        piece += char
+        if char == " " or char in split or n == len(text) - 1:
+            # a word ends at a space or at the text's end: "per_s", and "token_j *" before a space
+            ends_word = char == " " or char not in split
+            if split and ends_word and out and out[-1][-1:] in split and len(piece.rstrip()) <= SHORT_TAIL:
+                out[-1] += piece
+            else:
+                out.append(piece)
+            piece = ""
     return out
 
 
