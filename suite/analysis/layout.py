@@ -35,7 +35,7 @@ The same specs render as a GitHub-flavoured Markdown table (:func:`markdown`) fo
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,7 +186,7 @@ def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
     cells = {i: Counter(row[i] or "" for row in rows) for i in narrow}
     if narrow and sum(map(len, cells.values())) <= MAX_REFLOWED:
         for i in narrow:
-            used = _used(columns[i], list(cells[i]), sizes[i])
+            used = _used(columns[i], cells[i], sizes[i])
             spare += sizes[i] - used
             sizes[i] = used
         while spare > 0:
@@ -212,20 +212,26 @@ def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
     return shown, [sizes[i] for i in shown]
 
 
+def _cell_lines(col: Column, cell: str, size: int) -> list[str]:
+    """A wrapping column's cell as its lines where the column is ``size`` cells wide: broken
+    between words (a split column's also after its split characters), its indent (a case under
+    its run) kept on every line."""
+    lead = _indent(cell)
+    return [" " * lead + line for line in broken(cell[lead:], max(1, size - lead), col.split)]
+
+
 def _line_count(col: Column, cells: Counter[str], size: int) -> int:
     """The lines a wrapping column's cells (each as often as it is in the column) take where
     the column is ``size`` cells wide."""
-    return sum(n * len(broken(c[_indent(c) :], max(1, size - _indent(c)), col.split)) for c, n in cells.items())
+    return sum(n * len(_cell_lines(col, c, size)) for c, n in cells.items())
 
 
-def _used(col: Column, cells: list[str], size: int) -> int:
-    """The cells a wrapping column's widest line takes where the column is ``size`` cells wide."""
+def _used(col: Column, cells: Iterable[str], size: int) -> int:
+    """The cells a wrapping column's widest line takes where the column is ``size`` cells wide
+    (``cells``: each distinct cell once)."""
     from rich.cells import cell_len
 
-    lines = [_longest_word(col.header)]
-    for cell in set(cells):
-        lead = _indent(cell)
-        lines += [lead + cell_len(line) for line in broken(cell[lead:], max(1, size - lead), col.split)]
+    lines = [_longest_word(col.header)] + [cell_len(line) for c in cells for line in _cell_lines(col, c, size)]
     return min(size, max(lines))
 
 
@@ -300,10 +306,8 @@ class FittedTable:
         its indent kept on each line (as :func:`widths` measured it); any other as it is."""
         cell = row[i] or ""
         col = self.columns[i]
-        lead = _indent(cell)
         if (col.split or col.wrap) and _width(cell) > size:
-            lines = broken(cell[lead:], max(1, size - lead), col.split)
-            return "\n".join(" " * lead + line for line in lines)
+            return "\n".join(_cell_lines(col, cell, size))
         return cell
 
     def table(self, width: int):
