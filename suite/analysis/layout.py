@@ -165,20 +165,13 @@ def widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
     if spare < 0:
         return None
 
-    def fill(cols: list[int]) -> int:
-        """Grow ``cols`` toward their comfortable width (where they are narrower), then toward
-        their natural width, the smallest need first, each its share of the space left."""
-        nonlocal spare
-        given = 0
-        for target in (0, 1):
-            for n, i in enumerate(sorted(cols, key=lambda i: needs[i][target] - sizes[i])):
-                grow = min(max(needs[i][target] - sizes[i], 0), max(spare // (len(cols) - n), 0))
-                sizes[i] += grow
-                spare -= grow
-                given += grow
-        return given
-
-    fill(wrapping)
+    # Grow the wrapping columns toward their comfortable width (where they are narrower), then
+    # toward their natural width, the smallest need first, each its share of the space left.
+    for target in (0, 1):
+        for n, i in enumerate(sorted(wrapping, key=lambda i: needs[i][target] - sizes[i])):
+            grow = min(max(needs[i][target] - sizes[i], 0), max(spare // (len(wrapping) - n), 0))
+            sizes[i] += grow
+            spare -= grow
     # A wrapping column breaks between words: its cells may use less than it was given (14 cells
     # for "concurrency sweep" hold "concurrency" as 11 do). What they leave goes, a few cells at a
     # time, to the column where they save the most lines (where the cells to try are few).
