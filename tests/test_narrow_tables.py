@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from perfsuite.analysis.layout import Column, FittedTable, broken, widths
+from tests.conftest import cli_env, run_cli
 
 RESULTS = Path(__file__).resolve().parent.parent / "submissions/perfsuite/results"
 FILED = {
@@ -38,16 +39,23 @@ def filed(key: str) -> Path:
     return path
 
 
-@pytest.fixture
-def registry(cli):
-    """The filed records above, imported by ``perfsuite import`` into the test's own registry."""
-    cli("import", *(str(filed(key)) for key in FILED), check=True)
+@pytest.fixture(scope="module")
+def filed_env(tmp_path_factory) -> dict:
+    """A registry of its own that ``perfsuite import`` filled with the filed records above, once
+    for the module: its tests only read it."""
+    env = cli_env(tmp_path_factory.mktemp("filed"))
+    run_cli(env, "import", *(str(filed(key)) for key in FILED), check=True)
+    return env
+
+
+@pytest.fixture(scope="module")
+def registry(filed_env) -> dict:
+    """The filed records that ``filed_env``'s registry holds, by key."""
     return {key: json.loads(filed(key).read_text()) for key in FILED}
 
 
-def at(cli, perfsuite_env, width: int, *args: str) -> str:
-    perfsuite_env["COLUMNS"] = str(width)
-    return cli(*args, check=True).stdout
+def at(env: dict, width: int, *args: str) -> str:
+    return run_cli({**env, "COLUMNS": str(width)}, *args, check=True).stdout
 
 
 def assert_a_table_inside(text: str, width: int) -> None:
@@ -93,8 +101,8 @@ def headline_names(record: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("width", [100, 120, 160])
-def test_results_of_filed_runs_is_a_table_that_names_every_metric(cli, perfsuite_env, registry, width):
-    text = at(cli, perfsuite_env, width, "results")
+def test_results_of_filed_runs_is_a_table_that_names_every_metric(filed_env, registry, width):
+    text = at(filed_env, width, "results")
     assert_a_table_inside(text, width)
     header = " ".join(text.split())
     for name in ("run / case", "metric", "value", "unit", "95% CI", "regime", "status"):
@@ -117,10 +125,10 @@ def sorted_as_listed(text: str, registry: dict) -> list[dict]:
 
 
 def test_results_at_100_columns_says_which_columns_it_left_out_and_names_the_ceilings_run_by_its_prefix(
-    cli, perfsuite_env, registry
+    filed_env, registry
 ):
-    narrow = at(cli, perfsuite_env, 100, "results")
-    wide = at(cli, perfsuite_env, 250, "results")
+    narrow = at(filed_env, 100, "results")
+    wide = at(filed_env, 250, "results")
     assert "left out for the width" not in wide
     for name in ("% of ceiling", "valid"):  # shown where there is room: a share of the ceiling, LoadGen's verdict
         assert name in wide
@@ -143,18 +151,18 @@ def test_results_falls_back_to_the_list_only_where_no_table_can_be_read(cli, per
     at 50 not even the columns always shown fit at their narrowest: each row is a block."""
     keys = ("serving_b", "all_reduce_a", "generate")
     cli("import", *(str(filed(key)) for key in keys), check=True)
-    text = at(cli, perfsuite_env, 80, "results")
+    text = at(perfsuite_env, 80, "results")
     assert_a_table_inside(text, 80)
     records = {key: json.loads(filed(key).read_text()) for key in keys}
     expected = [name for record in sorted_as_listed(text, records) for name in headline_names(record)]
     assert len(expected) > 5 and column_cells(text, "metric", results_row) == expected
-    listed = at(cli, perfsuite_env, 50, "results")
+    listed = at(perfsuite_env, 50, "results")
     assert "-[ 1 ]-" in listed and all(len(line) <= 50 for line in listed.splitlines())
     assert "goodput_at_slo_rps" in listed.split()
 
 
-def compare_json(cli, a: str, b: str) -> dict:
-    return json.loads(cli("compare", a, b, "--json", check=True).stdout)
+def compare_json(env: dict, a: str, b: str) -> dict:
+    return json.loads(run_cli(env, "compare", a, b, "--json", check=True).stdout)
 
 
 @pytest.mark.parametrize(
@@ -166,16 +174,16 @@ def compare_json(cli, a: str, b: str) -> dict:
         ("all_reduce_a", "all_reduce_b", 80),
     ],
 )
-def test_compare_at_a_narrow_width_shows_every_metric_name(cli, perfsuite_env, registry, a, b, width):
+def test_compare_at_a_narrow_width_shows_every_metric_name(filed_env, registry, a, b, width):
     run_a, run_b = registry[a]["run_id"], registry[b]["run_id"]
-    text = at(cli, perfsuite_env, width, "compare", run_a[:8], run_b[:8])
+    text = at(filed_env, width, "compare", run_a[:8], run_b[:8])
     text = text[: text.index("verdict: ")]  # the comparison (the environment's table below is another)
     assert_a_table_inside(text, width)
     header = " ".join(text.split())
     for name in ("case", "metric", "median", "unit", "B/A", "95% CI of B/A", "verdict"):
         assert name in header, text
     expected = [
-        m["metric"] + (" *" if m["headline"] else "") for m in compare_json(cli, run_a[:8], run_b[:8])["metrics"]
+        m["metric"] + (" *" if m["headline"] else "") for m in compare_json(filed_env, run_a[:8], run_b[:8])["metrics"]
     ]
     assert column_cells(text, "metric", lambda line: bool(CI_OF_RATIO.search(line))) == expected
     left_out = re.search(rf"left out for the width \({width} columns\): (.*)", text)
