@@ -196,6 +196,9 @@ def test_the_probes_evidence_and_the_guards_thresholds():
     )
     assert not judge(cold, {}, {}, fast, repeated=0, requests=8)["flagged"]
     assert judge(cold, {}, {}, Probe((30.0, 25.0), (None, None), None), 3, 8)["state"] == "unknown"
+    # a few milliseconds' first tokens: a repeat three times faster is within a busy host's jitter, no evidence
+    jitter = Probe((6.0, 2.0), (None, None), None)
+    assert jitter.engine_keeps_prompts is None and judge(cold, {}, {}, jitter, 3, 8)["state"] == "unknown"
     # a chat template's shared opening: a never-seen prompt's share is the floor a cold step may reach
     templated = Probe((5.0, 5.0), (16, 48), 64)
     assert templated.floor == 0.25

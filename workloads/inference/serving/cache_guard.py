@@ -24,8 +24,9 @@ The step's hit rate comes from ``usage.prompt_tokens_details.cached_tokens`` whe
 streams it, else from its scraped prefix-cache counters (hits / queries over the step), else the
 probe decides: after the step the probe prompt is sent twice more, each time followed by a prompt
 of its length that the engine never saw (and all after one more that warms the connection); both
-repeats' first tokens coming in under ``PROBE_TTFT_RATIO`` of the faster fresh prompt's time show
-an engine that keeps prompts in its cache (one slow answer cannot pass for a hit); a cold step
+repeats' first tokens coming in under ``PROBE_TTFT_RATIO`` of the faster fresh prompt's time, and
+at least ``PROBE_MIN_SAVING_MS`` sooner, show an engine that keeps prompts in its cache (one slow
+answer cannot pass for a hit, nor can the jitter of a first token a few milliseconds long); a cold step
 that repeats prompts sent earlier then met a warm cache. With none of
 these the cache state is "unknown" (recorded, not flagged).
 """
@@ -38,6 +39,9 @@ from typing import Any
 COLD_MAX_EXTRA_HIT_RATE = 0.10  # a cold step's hit rate may pass a never-seen prompt's by this much
 SHARED_MIN_SHARE = 0.5  # a shared-prefix step below half the rate its design implies met a cold cache
 PROBE_TTFT_RATIO = 0.5  # a probe's second TTFT under half its first: the engine served it from its cache
+# ... and sooner by at least this: a short prompt's TTFT of a few ms moves by its own size with the host's
+# scheduling (an 8-token probe on a CPU engine: 2.6 to 3.5 ms fresh, 3.0 to 12.7 ms repeated, idle host)
+PROBE_MIN_SAVING_MS = 10.0
 PROBE_TIMEOUT_S = 5.0  # one probe request (one token), whole: an engine that cannot answer it gives no evidence
 
 
@@ -98,7 +102,7 @@ class Probe:
         if before is not None and after is not None:
             return after > before
         t0, t1 = self.ttft_ms
-        if t0 and t1 is not None and t1 < PROBE_TTFT_RATIO * t0:
+        if t0 and t1 is not None and t1 < PROBE_TTFT_RATIO * t0 and t0 - t1 >= PROBE_MIN_SAVING_MS:
             return True
         return None
 
