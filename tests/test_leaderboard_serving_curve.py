@@ -116,6 +116,32 @@ def test_a_serving_table_without_the_curve_says_why_instead_of_drawing_nothing(s
     assert page.errors == []
 
 
+def _sweep_site(tmp_path: Path, host: str, steps: list[dict], rates: list[float], goodput: float, **record) -> Path:
+    """The site of one registry holding one rate sweep of ``steps`` (a vllm engine unless
+    ``details``' engine is given through ``engine``) from ``host``."""
+    engine = record.pop("engine", {"name": "vllm", "version": "1"})
+    made = make_record(
+        workload_name="inference.serving",
+        category="inference",
+        host=host,
+        device="cuda",
+        params={"rates": rates, "output_tokens": 64, **record.pop("params", {})},
+        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [goodput], higher_is_better=True)],
+        details={
+            "serving": {
+                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
+                "endpoint": {"engine": engine},
+                "rate_sweep": {"steps": steps},
+            }
+        },
+        **record,
+    )
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        reg.store(made)
+        build_site(reg, tmp_path / "site")
+    return tmp_path / "site"
+
+
 def _rate_sweep_with_peak_search(tmp_path: Path) -> Path:
     """A rate sweep of three rates, then a peak search that measured two of those rates again with
     other figures (as a real sweep does): the site of one record holding both."""
@@ -139,25 +165,7 @@ def _rate_sweep_with_peak_search(tmp_path: Path) -> Path:
 
     steps = [step(f"rate {r:g}/s", r, u, t) for r, u, t in ((2.0, 14.0, 100.0), (4.0, 12.0, 150.0), (8.0, 9.0, 300.0))]
     steps += [step("find_peak 4/s", 4.0, 30.0, 5000.0), step("find_peak 8/s", 8.0, 25.0, 9000.0)]
-    record = make_record(
-        workload_name="inference.serving",
-        category="inference",
-        host="peak-node",
-        device="cuda",
-        params={"rates": [2.0, 4.0, 8.0], "find_peak": True, "output_tokens": 64},
-        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [8.0], higher_is_better=True)],
-        details={
-            "serving": {
-                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
-                "endpoint": {"engine": {"name": "vllm", "version": "1"}},
-                "rate_sweep": {"steps": steps},
-            }
-        },
-    )
-    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        reg.store(record)
-        build_site(reg, tmp_path / "site")
-    return tmp_path / "site"
+    return _sweep_site(tmp_path, "peak-node", steps, [2.0, 4.0, 8.0], 8.0, params={"find_peak": True})
 
 
 def test_a_sweeps_peak_search_is_left_out_of_both_pictures_where_the_sweep_has_rates_of_its_own(tmp_path, page):
@@ -202,26 +210,8 @@ def _filed_sweep(tmp_path: Path) -> Path:
 
     steps = [step(2.0, 32.0, 4.0, 16.0)]  # 32 s of arrivals for 4 s requests: a steady state
     steps += [step(r, 4.99, e, u) for r, e, u in ((16.0, 6.8, 9.5), (64.0, 11.9, 5.4), (128.0, 24.0, 2.8))]
-    record = make_record(
-        workload_name="inference.serving",
-        category="inference",
-        version=3,
-        host="filed-node",
-        device="cuda",
-        params={"rates": [2.0, 16.0, 64.0, 128.0], "output_tokens": 64},
-        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [2.0], higher_is_better=True)],
-        details={
-            "serving": {
-                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
-                "endpoint": {"engine": {"name": "transformers serve", "version": "5.17.0"}},
-                "rate_sweep": {"steps": steps},
-            }
-        },
-    )
-    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        reg.store(record)
-        build_site(reg, tmp_path / "site")
-    return tmp_path / "site"
+    engine = {"name": "transformers serve", "version": "5.17.0"}
+    return _sweep_site(tmp_path, "filed-node", steps, [2.0, 16.0, 64.0, 128.0], 2.0, version=3, engine=engine)
 
 
 def test_steps_with_no_steady_state_are_drawn_apart_as_marked_points_not_as_the_line(tmp_path, page):
@@ -280,25 +270,7 @@ def _zigzag_sweep(tmp_path: Path) -> tuple[Path, list[dict]]:
 
     steps = [step(2.0, 10.0, 128.0), step(4.0, 9.7, 256.0), step(8.0, 9.85, 512.0), step(16.0, 7.6, 928.0)]
     steps.append(step(32.0, 2.9, 1040.0, steady=False))
-    record = make_record(
-        workload_name="inference.serving",
-        category="inference",
-        host="zigzag-node",
-        device="cuda",
-        params={"rates": [2.0, 4.0, 8.0, 16.0, 32.0], "output_tokens": 64},
-        metrics=[make_metric("rate sweep", "goodput_at_slo_rps", "requests/s", [8.0], higher_is_better=True)],
-        details={
-            "serving": {
-                "slo": {"ttft_ms": 1000.0, "tpot_ms": 100.0},
-                "endpoint": {"engine": {"name": "vllm", "version": "1"}},
-                "rate_sweep": {"steps": steps},
-            }
-        },
-    )
-    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
-        reg.store(record)
-        build_site(reg, tmp_path / "site")
-    return tmp_path / "site", steps
+    return _sweep_site(tmp_path, "zigzag-node", steps, [2.0, 4.0, 8.0, 16.0, 32.0], 8.0), steps
 
 
 def _curve(step: dict) -> list[float]:
