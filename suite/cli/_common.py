@@ -168,3 +168,22 @@ def price_per_hour_option(help: str) -> Callable[[Callable], Callable]:
     return click.option(
         "--price-per-hour", "price_per_hour", type=FiniteFloat(low=0), default=None, metavar="USD", help=help
     )
+
+
+def owned_file_options(flag: str) -> Callable[[Callable], Callable]:
+    """``--parents`` and ``--replace`` for a command that writes one file at ``flag`` (``--out``,
+    ``--plot``): one definition, so that every such command words them alike
+    (:mod:`perfsuite.owned_file` decides which file may be replaced)."""
+
+    def decorate(command: Callable) -> Callable:
+        command = click.option(
+            "--replace",
+            is_flag=True,
+            help=f"Replace the regular file at {flag} even where perfsuite cannot tell it wrote it "
+            "(no record beside it).",
+        )(command)
+        return click.option("--parents", is_flag=True, help=f"Create the folders above {flag} where they are missing.")(
+            command
+        )
+
+    return decorate

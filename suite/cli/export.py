@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import fail, open_db
+from perfsuite.cli._common import fail, open_db, owned_file_options
 from perfsuite.cli._types import AsciiIntRange
 from perfsuite.cli.results import parse_since
 
@@ -44,12 +44,7 @@ def write_out(out: Path | None, data: str | bytes, parents: bool = False, replac
     "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
     "refused, and so are a device, FIFO or symlink.",
 )
-@click.option("--parents", is_flag=True, help="Create the folders above --out where they are missing.")
-@click.option(
-    "--replace",
-    is_flag=True,
-    help="Replace the regular file at --out even where perfsuite cannot tell it wrote it (no record beside it).",
-)
+@owned_file_options("--out")
 @click.option("--workload", default=None, help="Only this workload.")
 @click.option("--since", default=None, metavar="DATE", help="ISO date or datetime (UTC), e.g. 2026-11-01.")
 @click.option("--status", default=None, help="Only runs of this status (success, failed, invalid ...).")

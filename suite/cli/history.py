@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from perfsuite.cli._common import fmt_p, pct
+from perfsuite.cli._common import fmt_p, owned_file_options, pct
 from perfsuite.cli._types import FiniteFloat, Name
 
 
@@ -36,12 +36,7 @@ from perfsuite.cli._types import FiniteFloat, Name
     "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
     "refused, and so are a device, FIFO or symlink.",
 )
-@click.option("--parents", is_flag=True, help="Create the folders above --plot where they are missing.")
-@click.option(
-    "--replace",
-    is_flag=True,
-    help="Replace the regular file at --plot even where perfsuite cannot tell it wrote it (no record beside it).",
-)
+@owned_file_options("--plot")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def history_cmd(

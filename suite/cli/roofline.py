@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from perfsuite.analysis.roofline_report import render_table, report
+from perfsuite.cli._common import owned_file_options
 from perfsuite.cli._types import AsciiIntRange
 from perfsuite.measure.roofline import CEILINGS_WORKLOAD
 
@@ -74,12 +75,7 @@ def require_matplotlib() -> None:
     "perfsuite wrote there before (recorded beside it in .NAME.perfsuite.json). Any other file there is "
     "refused, and so are a device, FIFO or symlink.",
 )
-@click.option("--parents", is_flag=True, help="Create the folders above --out where they are missing.")
-@click.option(
-    "--replace",
-    is_flag=True,
-    help="Replace the regular file at --out even where perfsuite cannot tell it wrote it (no record beside it).",
-)
+@owned_file_options("--out")
 @click.option("--json", "as_json", is_flag=True, help="Print the placed points as JSON.")
 @click.pass_context
 def roofline_command(
