@@ -20,7 +20,9 @@ rounds that rotate their order, so that each difference's cost shows alone:
     scheduler   the lr set by torch's LambdaLR (perfsuite.workloads.training._optim)
     sampler     the NVML sampler thread in this process (perfsuite.measure.nvml_sampler), as the
                 cross-check's turns ran it around the suite's blocks
-    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch), as they run it now
+    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch), at the period the
+                cross-check's turns sample at (perfsuite.crosscheck.training.TURN_SAMPLE_PERIOD_S)
+    watch-fast  the child sampling at the sampler's default period (every 20 ms), as the turns once did
     lifeline    the lifeline thread every measuring process runs (perfsuite.engine.lifeline), polling
     suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step as it
                 was measured beside the bare loop)
@@ -108,6 +110,7 @@ VARIANTS: dict[str, frozenset[str]] = {
     "sampler": frozenset({"sampler"}),
     "lifeline": frozenset({"lifeline"}),
     "watch": frozenset({"watch"}),
+    "watch-fast": frozenset({"watch-fast"}),
     "suite": frozenset({"suite-data", "events", "scheduler", "sampler", "lifeline"}),
     "suite-now": frozenset({"suite-data", "events", "scheduler", "watch", "lifeline"}),
 }
@@ -243,6 +246,9 @@ class Steps:
         self.stream = batches("tensor", train_x, train_y, self.order, device, 0)
         next(self.stream)  # the split goes to the device here, before any block
         self.index = 0
+        from perfsuite.workloads.training._phases import PhaseClock
+
+        self.clock = PhaseClock(self.cuda)
 
     def amp(self) -> Any:
         torch = self.torch
@@ -384,10 +390,12 @@ def beside(toggles: frozenset[str], index: int | None) -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     if "sampler" in toggles:
         stack.enter_context(nvml_sampler.sample(index))
-    if "watch" in toggles and index is not None:
+    if ("watch" in toggles or "watch-fast" in toggles) and index is not None:
         from perfsuite.crosscheck.gpu_watch import GpuWatch
+        from perfsuite.crosscheck.training import TURN_SAMPLE_PERIOD_S
 
-        watch = GpuWatch(index)  # started before the block's clock, closed after it
+        period = nvml_sampler.DEFAULT_PERIOD_S if "watch-fast" in toggles else TURN_SAMPLE_PERIOD_S
+        watch = GpuWatch(index, period)  # started before the block's clock, closed after it
         stack.callback(watch.close)
         stack.enter_context(watch())
     if "lifeline" in toggles:
@@ -398,13 +406,13 @@ def beside(toggles: frozenset[str], index: int | None) -> contextlib.ExitStack:
 def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> dict:
     """One timed block of ``n`` steps of a variant, after ``WARM_STEPS`` untimed ones."""
     from perfsuite.measure import nvml
-    from perfsuite.workloads.training._phases import COMPUTE, PhaseClock
+    from perfsuite.workloads.training._phases import COMPUTE
 
-    warm = PhaseClock(steps.cuda)
+    clock = steps.clock  # one clock for every block, as a run has: its events are reused
     for _ in range(WARM_STEPS):
-        steps.step(toggles, warm)
-    warm.discard_pending()
-    clock = PhaseClock(steps.cuda)
+        steps.step(toggles, clock)
+    clock.discard_pending()
+    clock.seconds = dict.fromkeys(clock.seconds, 0.0)
     steps.sync()
     e0 = nvml.energy_mj(index) if index is not None else None
     with beside(toggles, index), GcPauses() as pauses:

@@ -43,6 +43,12 @@ BLOCK_TIMEOUT_S = 600.0
 # rounds than the runs it was compared with.
 MIN_BLOCK_S = 3.0
 WARM_STEPS = 3
+# How often the GPU watch samples during a turn's block. NVML queries from another process
+# still reach the driver that the ranks launch through: on 4 H200s, sampling every 20 ms
+# (the sampler's default, made for single-GPU kernel loops) slowed GPT-2 124M's data-parallel
+# step from 42-43 ms to 45-47 ms, and a rank held up holds every rank at the next all-reduce.
+# A 3 s block still gets a dozen samples of its clocks and power at this period.
+TURN_SAMPLE_PERIOD_S = 0.25
 STDERR_TAIL_LINES = 12
 
 
@@ -244,7 +250,7 @@ class BareLoopCheck:
                     if gpu_index is not None:
                         from perfsuite.crosscheck.gpu_watch import GpuWatch
 
-                        watch = GpuWatch(gpu_index)
+                        watch = GpuWatch(gpu_index, TURN_SAMPLE_PERIOD_S)
                         sampler = watch
                     found = versus_bare_loop(
                         self.bare,

@@ -7,7 +7,9 @@ Phases: ``forward``, ``backward`` and ``optimizer`` (the compute that moves the 
 
 On a GPU the three compute phases are timed with CUDA events recorded around them on the
 stream, read back only at evaluation boundaries (where the run synchronises anyway), so
-the timing adds no synchronisation to the step. Host timers take the rest. On a CPU
+the timing adds no synchronisation to the step; the events are created once and reused after
+each read-back, so that a step records events and creates and destroys none (on several ranks
+a rank held up in the driver holds every rank up at the next all-reduce). Host timers take the rest. On a CPU
 everything is synchronous and host timers measure each phase directly. ``other`` is the
 wall time less the named phases; when the GPU's compute overlaps the host's data wait it
 can come out negative, and is then reported as 0 with the overlap stated.
@@ -29,6 +31,7 @@ class PhaseClock:
         self.cuda = cuda
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self._pending: list[tuple[str, Any, Any]] = []  # (phase, start event, end event)
+        self._free: list[Any] = []  # events read back, recorded again by later phases
 
     @contextmanager
     def host(self, phase: str) -> Iterator[None]:
@@ -48,13 +51,21 @@ class PhaseClock:
             return
         import torch
 
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = self._event(torch), self._event(torch)
         start.record()
         try:
             yield
         finally:
             end.record()
             self._pending.append((phase, start, end))
+
+    def _event(self, torch: Any) -> Any:
+        return self._free.pop() if self._free else torch.cuda.Event(enable_timing=True)
+
+    def _recycle(self) -> None:
+        for _phase, start, end in self._pending:
+            self._free += (start, end)
+        self._pending.clear()
 
     def drain(self) -> None:
         """Add up the CUDA events recorded so far (synchronises on the last one)."""
@@ -63,13 +74,13 @@ class PhaseClock:
         self._pending[-1][2].synchronize()
         for phase, start, end in self._pending:
             self.seconds[phase] += start.elapsed_time(end) / 1000.0
-        self._pending.clear()
+        self._recycle()
 
     def discard_pending(self) -> None:
         """Forget events of a step that is accounted elsewhere (the warm-up step)."""
         if self._pending:
             self._pending[-1][2].synchronize()
-        self._pending.clear()
+        self._recycle()
 
     def split(self, wall_s: float) -> dict:
         """Seconds per phase over ``wall_s``, their shares, and the goodput fraction."""
