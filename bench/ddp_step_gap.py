@@ -20,9 +20,9 @@ rounds that rotate their order, so that each difference's cost shows alone:
     scheduler   the lr set by torch's LambdaLR (perfsuite.workloads.training._optim)
     sampler     the NVML sampler thread in this process (perfsuite.measure.nvml_sampler), as the
                 cross-check's turns ran it around the suite's blocks
-    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch), at the period the
-                cross-check's turns sample at (perfsuite.crosscheck.training.TURN_SAMPLE_PERIOD_S)
-    watch-fast  the child sampling at the sampler's default period (every 20 ms), as the turns once did
+    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch) every 250 ms
+    watch-fast  the child sampling at the sampler's default period (every 20 ms), as the cross-check's
+                turns once did (they now read the GPU only at each block's two ends, as every block here does)
     lifeline    the lifeline thread every measuring process runs (perfsuite.engine.lifeline), polling
     suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step as it
                 was measured beside the bare loop)
@@ -66,6 +66,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 WARM_STEPS = 3
+WATCH_SLOW_S = 0.25  # the ``watch`` variant's sampling period
 CALIBRATION_STEPS = 5
 MIN_STEPS = 5
 # The scale-out plan's throughput entries (plans: scaleout-training-x4), per GPU where it scales.
@@ -392,9 +393,8 @@ def beside(toggles: frozenset[str], index: int | None) -> contextlib.ExitStack:
         stack.enter_context(nvml_sampler.sample(index))
     if ("watch" in toggles or "watch-fast" in toggles) and index is not None:
         from perfsuite.crosscheck.gpu_watch import GpuWatch
-        from perfsuite.crosscheck.training import TURN_SAMPLE_PERIOD_S
 
-        period = nvml_sampler.DEFAULT_PERIOD_S if "watch-fast" in toggles else TURN_SAMPLE_PERIOD_S
+        period = nvml_sampler.DEFAULT_PERIOD_S if "watch-fast" in toggles else WATCH_SLOW_S
         watch = GpuWatch(index, period)  # started before the block's clock, closed after it
         stack.callback(watch.close)
         stack.enter_context(watch())

@@ -43,12 +43,6 @@ BLOCK_TIMEOUT_S = 600.0
 # rounds than the runs it was compared with.
 MIN_BLOCK_S = 3.0
 WARM_STEPS = 3
-# How often the GPU watch samples during a turn's block. NVML queries from another process
-# still reach the driver that the ranks launch through: on 4 H200s, sampling every 20 ms
-# (the sampler's default, made for single-GPU kernel loops) slowed GPT-2 124M's data-parallel
-# step from 42-43 ms to 45-47 ms, and a rank held up holds every rank at the next all-reduce.
-# A 3 s block still gets a dozen samples of its clocks and power at this period.
-TURN_SAMPLE_PERIOD_S = 0.25
 STDERR_TAIL_LINES = 12
 
 
@@ -233,10 +227,10 @@ class BareLoopCheck:
         """``versus_bare_loop``, once the bare loop is known to train a model of the suite's
         ``parameters``; the bare loop is closed afterwards. ``agree`` (several ranks): the
         largest of the ranks' block lengths, so that every rank times the same steps.
-        ``gpu_index`` (NVML's index of this rank's GPU): every block of either side is sampled by
-        a child process (``perfsuite.crosscheck.gpu_watch``), not by a thread of the suite's
-        process, which only the suite's side would carry; ``sampler`` is used where it is None."""
-        watch = None
+        ``gpu_index`` (NVML's index of this rank's GPU): every block of either side is read at
+        its two ends by this process (``perfsuite.measure.nvml_sampler.Endpoints``: the clocks at
+        each end, the mean power between), with nothing sampling beside either side's steps;
+        ``sampler`` is used where it is None."""
         out = {"tool": "training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
         try:
             self.wait_ready()
@@ -248,10 +242,9 @@ class BareLoopCheck:
             if self.failure is None:
                 try:
                     if gpu_index is not None:
-                        from perfsuite.crosscheck.gpu_watch import GpuWatch
+                        from perfsuite.measure.nvml_sampler import Endpoints
 
-                        watch = GpuWatch(gpu_index, TURN_SAMPLE_PERIOD_S)
-                        sampler = watch
+                        sampler = lambda: Endpoints(gpu_index)
                     found = versus_bare_loop(
                         self.bare,
                         suite_rates,
@@ -268,8 +261,6 @@ class BareLoopCheck:
                     self.failure = str(exc)
             return {**out, "status": "failed", "reason": self.failure}
         finally:
-            if watch is not None:
-                watch.close()
             self.close()
 
     def close(self) -> None:
@@ -294,10 +285,11 @@ def versus_bare_loop(
     side, the bare loop's included, is ``WARM_STEPS`` untimed steps and then one block of
     ``turn_steps`` steps (the evaluation interval, longer where that is under ``MIN_BLOCK_S``).
     ``sampler`` (a fresh
-    NVML sampler for each block; the training driver's runs in a child process,
-    ``perfsuite.crosscheck.gpu_watch``) samples the GPU during every block of either side, so
-    that a round shows the clocks each ran at. Figures are samples per second; the ratio is the suite's over the bare
-    loop's (below 1: the suite is slower), of the medians over rounds."""
+    NVML reader for each block; the training driver's reads the GPU at each block's two ends,
+    ``perfsuite.measure.nvml_sampler.Endpoints``) observes every block of either side, so
+    that a round shows the clocks and power each ran at. Figures are samples per second; the
+    ratio is the suite's over the bare loop's (below 1: the suite is slower), of the medians
+    over rounds."""
 
     block = turn_steps(steps, samples_per_step, suite_rates)
     if agree is not None:  # each rank measured its own rate: data-parallel steps must match
@@ -372,6 +364,8 @@ def _clocks(nvml: dict | None) -> dict | None:
         "power_w_median": nvml.get("power_w_median"),
         "clock_events": nvml.get("clock_events") or [],
     }
+    if nvml.get("sampling") == "endpoints":  # two reads: the energy counter's mean power says more
+        clocks["power_w_mean"] = nvml.get("power_w_mean")
     if nvml.get("sampler_error"):  # a sampler that failed says so beside the round, not nowhere
         clocks["sampler_error"] = nvml["sampler_error"]
     return clocks
