@@ -19,14 +19,12 @@ rounds that rotate their order, so that each difference's cost shows alone:
     events      CUDA events around forward, backward and optimizer (perfsuite.workloads.training._phases)
     scheduler   the lr set by torch's LambdaLR (perfsuite.workloads.training._optim)
     sampler     the NVML sampler thread in this process (perfsuite.measure.nvml_sampler), as the
-                cross-check's turns ran it around the suite's blocks
-    watch       the same sampling from a child process (perfsuite.crosscheck.gpu_watch) every 250 ms
-    watch-fast  the child sampling at the sampler's default period (every 20 ms), as the cross-check's
-                turns once did (they now read the GPU only at each block's two ends, as every block here does)
+                cross-check's turns ran it around the suite's blocks (they now read the GPU only at
+                each block's two ends, perfsuite.measure.nvml_sampler.Endpoints, as every block here does)
     lifeline    the lifeline thread every measuring process runs (perfsuite.engine.lifeline), polling
     suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step as it
                 was measured beside the bare loop)
-    suite-now   the same with the watch in place of the sampler thread
+    suite-now   the same without the sampler thread (the suite's step as it is measured now)
 
 then, after the model, optimizer and schedule are loaded back from copies taken before compiling
 (as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more; last, on a
@@ -66,7 +64,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 WARM_STEPS = 3
-WATCH_SLOW_S = 0.25  # the ``watch`` variant's sampling period
 CALIBRATION_STEPS = 5
 MIN_STEPS = 5
 # The scale-out plan's throughput entries (plans: scaleout-training-x4), per GPU where it scales.
@@ -110,10 +107,8 @@ VARIANTS: dict[str, frozenset[str]] = {
     "scheduler": frozenset({"scheduler"}),
     "sampler": frozenset({"sampler"}),
     "lifeline": frozenset({"lifeline"}),
-    "watch": frozenset({"watch"}),
-    "watch-fast": frozenset({"watch-fast"}),
     "suite": frozenset({"suite-data", "events", "scheduler", "sampler", "lifeline"}),
-    "suite-now": frozenset({"suite-data", "events", "scheduler", "watch", "lifeline"}),
+    "suite-now": frozenset({"suite-data", "events", "scheduler", "lifeline"}),
 }
 AFTER_RESTORE = ("bare", "suite", "suite-now")
 
@@ -391,13 +386,6 @@ def beside(toggles: frozenset[str], index: int | None) -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     if "sampler" in toggles:
         stack.enter_context(nvml_sampler.sample(index))
-    if ("watch" in toggles or "watch-fast" in toggles) and index is not None:
-        from perfsuite.crosscheck.gpu_watch import GpuWatch
-
-        period = nvml_sampler.DEFAULT_PERIOD_S if "watch-fast" in toggles else WATCH_SLOW_S
-        watch = GpuWatch(index, period)  # started before the block's clock, closed after it
-        stack.callback(watch.close)
-        stack.enter_context(watch())
     if "lifeline" in toggles:
         stack.enter_context(Lifeline())
     return stack

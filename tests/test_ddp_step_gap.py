@@ -24,7 +24,7 @@ TINY = [
     *("--set", "train_samples=64", "--set", "eval_samples=8"),
 ]
 VARIANTS = [
-    *("bare", "vocab", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline", "watch", "watch-fast"),
+    *("bare", "vocab", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline"),
     *("suite", "suite-now"),
 ]
 

@@ -5,9 +5,10 @@ waits until the GPU has rested without a clock event."""
 
 from __future__ import annotations
 
+import threading
 import time
 
-from perfsuite.measure.nvml_sampler import Reading, Sampler, summarize, wait_until_cool
+from perfsuite.measure.nvml_sampler import Endpoints, Reading, Sampler, summarize, wait_until_cool
 from perfsuite.schemas.throttle import throttle_flag
 
 
@@ -57,6 +58,36 @@ def test_the_sampler_reads_in_the_background_at_its_period():
     s = sampler.summary()
     assert s["samples"] >= 5  # one at each end and several in between
     assert s["power_capped"] and s["sm_clock_mhz_min"] == 1455 and s["sm_clock_mhz_max"] == 1980
+
+
+def test_endpoints_read_a_block_at_its_two_ends_with_the_mean_power_from_the_energy_counter():
+    """What a data-parallel training turn is read by: nothing runs beside the block (no thread
+    starts), the clocks come from its two ends, the power from the energy counter between."""
+    reads, joules = [], iter([5_000_000, 5_000_000 + 700_000])  # millijoules: 700 J over the block
+    threads = threading.active_count()
+
+    def read(t):
+        reads.append((t, threading.active_count()))
+        return Reading(t, 1965.0 if not reads[1:] else 1912.5, 690.0, ("software power cap",))
+
+    with Endpoints(0, read=read, energy=lambda: next(joules)) as ends:
+        time.sleep(0.05)
+        assert len(reads) == 1 and threading.active_count() == threads  # read once at the start, alone
+    s = ends.summary()
+    assert len(reads) == 2 and reads[1][0] >= 0.05
+    assert s["sampling"] == "endpoints" and s["samples"] == 2
+    assert s["sm_clock_mhz_min"] == 1912.5 and s["sm_clock_mhz_max"] == 1965.0 and s["power_capped"]
+    assert abs(s["power_w_mean"] - 700.0 / s["duration_s"]) < 1e-6 and s["power_w_mean"] < 700.0 / 0.05
+
+
+def test_endpoints_without_nvml_or_without_an_energy_counter():
+    with Endpoints(0, read=lambda t: None, energy=lambda: None) as ends:
+        pass
+    assert ends.summary() is None  # no readings: nothing to show, as the sampler without NVML
+    with Endpoints(0, read=lambda t: Reading(t, 1980.0, 400.0, ()), energy=lambda: None) as ends:
+        time.sleep(0.01)
+    s = ends.summary()
+    assert s["samples"] == 2 and s["power_w_mean"] is None and s["power_w_median"] == 400.0
 
 
 def test_waiting_for_a_cool_gpu_stops_when_the_power_cap_clears():

@@ -141,9 +141,9 @@ class Endpoints:
     """Context manager: one reading of GPU ``index`` as a block starts and one as it ends, and
     the mean power between them from NVML's energy counter, all taken by the caller's thread
     outside the block's own timing: nothing runs beside the block. For data-parallel training
-    turns, where any sampling beside the step (a thread in the rank, or a child process at
-    20 ms or 250 ms periods alike) made 4-rank GPT-2 steps slower on H200s (42-44 ms to
-    45-48 ms): there the clocks at both ends and the power over the block must do.
+    turns, where sampling beside the step, even from a child process and at 20 ms or 250 ms
+    periods alike, made 4-rank GPT-2 124M steps slower on H200s (42-44 ms to 45-48 ms): there
+    the clocks at both ends and the power over the block must do.
     ``read`` and ``energy`` are injectable for tests."""
 
     def __init__(
