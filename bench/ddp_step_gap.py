@@ -401,6 +401,7 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
         steps.step(toggles, clock)
     clock.discard_pending()
     clock.seconds = dict.fromkeys(clock.seconds, 0.0)
+    clock.reserve(n)  # the block's events made before its timing, as the suite's runs make them
     steps.sync()
     e0 = nvml.energy_mj(index) if index is not None else None
     with beside(toggles, index), GcPauses() as pauses:

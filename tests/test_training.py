@@ -118,6 +118,50 @@ def test_goodput_other_is_the_unnamed_rest_of_the_wall_time():
     assert sum(split["fraction"].values()) == pytest.approx(1.0)
 
 
+class _FakeEvent:
+    """A CUDA timing event's stand-in: counts how many were made and how often each was recorded."""
+
+    made = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+        type(self).made += 1
+        self.records = 0
+
+    def record(self) -> None:
+        self.records += 1
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: "_FakeEvent") -> float:
+        return 2.0  # ms
+
+
+def test_timed_steps_record_events_made_before_the_timing_and_reuse_them_after_each_read_back(monkeypatch):
+    """On a GPU the phase clock makes a block's events up front (``reserve``, each recorded once so
+    that CUDA makes it) and hands them back after each read-back: a timed step makes none."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"synchronize": lambda self: None})())
+    _FakeEvent.made = 0
+    clock = PhaseClock(cuda=True)
+    clock.reserve(4)
+    assert _FakeEvent.made == 24  # 4 steps x 3 compute phases x a start and an end
+    for block in range(3):
+        for _ in range(4):
+            for phase in ("forward", "backward", "optimizer"):
+                with clock.compute(phase):
+                    pass
+        clock.drain()
+        clock.reserve(4)  # nothing more to make: the pool holds a block's events again
+        assert _FakeEvent.made == 24, block
+    assert clock.seconds["forward"] == pytest.approx(3 * 4 * 0.002)
+    clock.reserve(5)  # a longer block makes only the difference
+    assert _FakeEvent.made == 30
+
+
 # -- scoring ------------------------------------------------------------------------------
 def _rec(seed, status, t=None, world=1, key="k"):
     """A time-to-target record; ``key`` is a parameter, so records of different ``key`` differ in key."""

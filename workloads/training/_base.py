@@ -264,6 +264,7 @@ class TimeToTarget(Workload):
 
         # -- the timed run ------------------------------------------------------------
         clock = PhaseClock(cuda)
+        clock.reserve(p.eval_every)  # a block's events, made before run_start: timed steps only record them
         evals: list[dict] = []
         block_rates: list[float] = []
         energy0 = ctx.energy_j()
@@ -357,10 +358,12 @@ class TimeToTarget(Workload):
         goodput = clock.split(wall)
         self._record(ctx, reached, wall, init_s, steps_run, accuracy, energy_j, goodput, block_rates, flops_per_sample)
         if bare is not None:  # after run_stop: the run's figures stand as measured
+            extra = PhaseClock(cuda)  # the turns' own clock: the run's goodput split is already taken
 
             def suite_block(steps: int) -> float:
-                """Seconds for ``steps`` more steps, instrumented and timed as the run's blocks are."""
-                extra = PhaseClock(cuda)  # kept apart: the run's goodput split is already taken
+                """Seconds for ``steps`` more steps, instrumented and timed as the run's blocks are
+                (their events made beforehand and reused from turn to turn, as the run's are)."""
+                extra.reserve(steps)
                 ctx.synchronize()
                 t = time.perf_counter()
                 for _ in range(steps):
