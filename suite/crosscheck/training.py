@@ -316,6 +316,7 @@ def versus_bare_loop(
     ref = statistics.median(t["reference"]["samples_per_s"] for t in turns)
     ratio = suite / ref if ref > 0 else None
     agrees = ratio is not None and abs(ratio - 1.0) <= AGREEMENT
+    paired = round_ratios(turns)
     return {
         "status": "measured",
         "compared_with": "bare loop ms per step",
@@ -329,9 +330,21 @@ def versus_bare_loop(
         "time_ratio": None if not ratio else 1.0 / ratio,
         "agrees": agrees,
         "tolerance": AGREEMENT,
-        "note": "agrees"
-        if agrees
-        else (f"the suite runs at {ratio:.3f} of the bare loop's throughput" if ratio else "no figure"),
+        "note": (
+            "agrees"
+            if agrees
+            else (f"the suite runs at {ratio:.3f} of the bare loop's throughput" if ratio else "no figure")
+        )
+        + (
+            f"; per round {paired['median']:.3f} (95% CI {paired['ci95'][0]:.3f}-{paired['ci95'][1]:.3f})"
+            if paired
+            else ""
+        ),
+        # each round's two sides ran one after the other: their ratio leaves out what drifts
+        # between rounds (clocks under a power cap), which the medians of each side keep
+        "round_ratios": paired["ratios"] if paired else [],
+        "round_ratio_median": paired["median"] if paired else None,
+        "round_ratio_ci95": paired["ci95"] if paired else None,
         "steps_per_block": block,
         "warm_steps_per_block": WARM_STEPS,
         "rounds": [
@@ -345,6 +358,26 @@ def versus_bare_loop(
             for t in turns
         ],
     }
+
+
+def round_ratios(turns: list[dict]) -> dict | None:
+    """Each round's suite samples/s over its bare loop's, their median and its 95% percentile
+    bootstrap interval (``perfsuite.measure.stats.bootstrap_ci``), or None without a round whose
+    bare loop measured anything. Both sides of a round ran back to back, so a round's ratio
+    carries less of what drifts over a call than the ratio of each side's median does. A data-
+    parallel run's efficiency over the bare loop's at the same world size is its round ratio
+    over the one-GPU run's."""
+    from perfsuite.measure.stats import bootstrap_ci
+
+    ratios = [
+        t["suite"]["samples_per_s"] / t["reference"]["samples_per_s"]
+        for t in turns
+        if t["reference"]["samples_per_s"] > 0
+    ]
+    if not ratios:
+        return None
+    low, high = bootstrap_ci(ratios)
+    return {"ratios": ratios, "median": statistics.median(ratios), "ci95": [low, high]}
 
 
 def turn_steps(steps: int, samples_per_step: int, suite_rates: list[float]) -> int:

@@ -19,6 +19,12 @@ Beside it, the bare DDP loop's efficiency by the same formula, from the bare loo
 cross-check ran in the same call as each run (``details.crosscheck.train.reference_samples_per_s``,
 the same model, loss, precision, optimizer and compile setting at the run's world size): scaling
 is judged against what a plain loop reaches on the same machine, not against 1.0 alone.
+
+And the suite's efficiency over the bare loop's from the cross-check's rounds, whose two sides
+ran back to back: the median of a point's round ratios (suite over bare loop) over the median of
+the series' first point's, with a 95% percentile bootstrap interval over both points' rounds
+(``perfsuite.measure.stats.ratio_of_medians_ci``). Under a power cap a side's rounds can spread
+wider than the few percent between two efficiencies, which a round's ratio mostly leaves out.
 """
 
 from __future__ import annotations
@@ -90,20 +96,44 @@ def _throughputs(session, run_ids: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _bare_loop_rates(session, run_ids: list[str]) -> dict[str, float]:
-    """run id -> the bare DDP loop's samples/s that the training cross-check measured beside the
-    run, where it measured one."""
-    out: dict[str, float] = {}
+def _bare_loops(session, run_ids: list[str]) -> dict[str, tuple[float, list[float]]]:
+    """run id -> (the bare DDP loop's samples/s that the training cross-check measured beside the
+    run, each round's suite samples/s over its bare loop's), where it measured one."""
+    out: dict[str, tuple[float, list[float]]] = {}
     for start in range(0, len(run_ids), CHUNK):
         chunk = run_ids[start : start + CHUNK]
         for run_id, crosscheck in session.execute(
             select(Run.run_id, Run.record[("details", "crosscheck")]).where(Run.run_id.in_(chunk))
         ):
-            train = (crosscheck or {}).get("train") if isinstance(crosscheck, dict) else None
-            rate = (train or {}).get("reference_samples_per_s")
-            if (train or {}).get("status") == "measured" and isinstance(rate, (int, float)) and rate > 0:
-                out[run_id] = float(rate)
+            train = crosscheck.get("train") if isinstance(crosscheck, dict) else None
+            if not isinstance(train, dict) or train.get("status") != "measured":
+                continue
+            rate = train.get("reference_samples_per_s")
+            if isinstance(rate, (int, float)) and rate > 0:
+                out[run_id] = (float(rate), _round_ratios(train))
     return out
+
+
+def _round_ratios(train: dict) -> list[float]:
+    """Each round's suite samples/s over its bare loop's (records that predate the stored
+    ratios have the rounds' rates)."""
+    ratios = []
+    for r in train.get("rounds") or []:
+        suite, ref = r.get("suite_samples_per_s"), r.get("reference_samples_per_s")
+        if isinstance(suite, (int, float)) and isinstance(ref, (int, float)) and ref > 0:
+            ratios.append(suite / ref)
+    return ratios
+
+
+def _versus_bare(base: list[float], here: list[float]) -> list[float] | None:
+    """The suite's efficiency over the bare loop's at a point, from the rounds' ratios there and
+    at the series' first point: [median ratio over the first point's, 95% interval low, high]."""
+    if not base or not here:
+        return None
+    from perfsuite.measure.stats import ratio_of_medians_ci
+
+    ratio, low, high = ratio_of_medians_ci(base, here)
+    return [ratio, low, high]
 
 
 def _efficiencies(points: list[tuple[int, float | None]]) -> list[float | None]:
@@ -115,9 +145,11 @@ def _efficiencies(points: list[tuple[int, float | None]]) -> list[float | None]:
 def scaling_charts(session, board: Board) -> dict[str, dict]:
     """Per table id, the scaling series it belongs to (strong and weak), as the page's chart data:
     ``{"metric", "unit", "series": [{"label", "system", "kind", "held", "base_world",
-    "points": [[world, throughput, efficiency, run count, bare loop efficiency], ...]}]}`` (the
-    bare loop's efficiency null where a point's runs, or the series' first point's, measured no
-    bare loop). Tables in no group with two world sizes have no entry. Training boards only."""
+    "points": [[world, throughput, efficiency, run count, bare loop efficiency, versus bare],
+    ...]}]}`` (the bare loop's efficiency null where a point's runs, or the series' first
+    point's, measured no bare loop; versus bare, ``[ratio, low, high]``, the suite's efficiency
+    over the bare loop's from the rounds, null at the first point and where either point's runs
+    have no rounds). Tables in no group with two world sizes have no entry. Training boards only."""
     if board.category != "training":
         return {}
     groups = scaling_groups(board)
@@ -130,7 +162,7 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
                 ids = {rv.run_id for cell in row.cells.values() for rv in cell.runs}
                 runs_of[(config.id, row.system.name)] = sorted(ids)
     figures = _throughputs(session, sorted({r for ids in runs_of.values() for r in ids}))
-    bare = _bare_loop_rates(session, sorted({r for ids in runs_of.values() for r in ids}))
+    bare = _bare_loops(session, sorted({r for ids in runs_of.values() for r in ids}))
     reported = [set(figures.get(r, {})) for ids in runs_of.values() for r in ids]
     metric = next((m for m in THROUGHPUT if reported and all(m in names for names in reported)), None)
     if metric is None:
@@ -142,18 +174,21 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
         systems = sorted({row.system.name for c in configs for row in c.rows})
         for system in systems:
             points: list[tuple[int, float, int, float | None]] = []
+            rounds: list[list[float]] = []  # per point, its runs' round ratios pooled
             for config in configs:
                 found = runs_of.get((config.id, system))
                 if found:
                     values = [figures[r][metric] for r in found]
-                    loops = [bare[r] for r in found if r in bare]
+                    loops = [bare[r][0] for r in found if r in bare]
                     loop = statistics.median(loops) if loops else None
                     points.append((world_size(config), statistics.median(values), len(values), loop))
+                    rounds.append([x for r in found if r in bare for x in bare[r][1]])
             if len(points) < 2:
                 continue
             base_world = points[0][0]
             efficiency = _efficiencies([(w, t) for w, t, _, _ in points])
             bare_efficiency = _efficiencies([(w, b) for w, _, _, b in points])
+            versus = [None] + [_versus_bare(rounds[0], here) for here in rounds[1:]]
             series.append(
                 {
                     "label": f"{system} · {kind} scaling ({held})",
@@ -162,7 +197,8 @@ def scaling_charts(session, board: Board) -> dict[str, dict]:
                     "held": held,
                     "base_world": base_world,
                     "points": [
-                        [w, t, e, n, b] for (w, t, n, _), e, b in zip(points, efficiency, bare_efficiency, strict=True)
+                        [w, t, e, n, b, v]
+                        for (w, t, n, _), e, b, v in zip(points, efficiency, bare_efficiency, versus, strict=True)
                     ],
                 }
             )

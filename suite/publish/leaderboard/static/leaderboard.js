@@ -395,6 +395,19 @@
     wrap.appendChild(body);
     wrap.className = "scaling" + (narrow ? " narrow" : "");
     tableEl.appendChild(wrap);
+    // the suite's efficiency over the bare loop's from the cross-check's rounds (each round's two
+    // sides back to back): a line a series, under the table, wrapping on a phone
+    chart.series.forEach(function (s) {
+      var found = s.points.filter(function (p) { return p[5]; });
+      if (!found.length) return;
+      var line = doc.createElement("p");
+      line.className = "note versus-bare";
+      text(line, s.label + ": the suite's efficiency over the bare DDP loop's, from the rounds of each run's cross-check " +
+        "(95% interval): " + found.map(function (p) {
+          return p[0] + " GPUs " + p[5][0].toFixed(3) + " (" + p[5][1].toFixed(3) + "\u2013" + p[5][2].toFixed(3) + ")";
+        }).join(", ") + ".");
+      tableEl.appendChild(line);
+    });
   }
   if (PHONE && PHONE.addEventListener) {  // a phone turned, a window narrowed: the table redrawn for its width
     PHONE.addEventListener("change", function () {
