@@ -317,6 +317,14 @@ def versus_bare_loop(
     ratio = suite / ref if ref > 0 else None
     agrees = ratio is not None and abs(ratio - 1.0) <= AGREEMENT
     paired = round_ratios(turns)
+    note = (
+        "agrees"
+        if agrees
+        else (f"the suite runs at {ratio:.3f} of the bare loop's throughput" if ratio else "no figure")
+    )
+    if paired:
+        low, high = paired["ci95"]
+        note += f"; per round {paired['median']:.3f} (95% CI {low:.3f}-{high:.3f})"
     return {
         "status": "measured",
         "compared_with": "bare loop ms per step",
@@ -330,16 +338,7 @@ def versus_bare_loop(
         "time_ratio": None if not ratio else 1.0 / ratio,
         "agrees": agrees,
         "tolerance": AGREEMENT,
-        "note": (
-            "agrees"
-            if agrees
-            else (f"the suite runs at {ratio:.3f} of the bare loop's throughput" if ratio else "no figure")
-        )
-        + (
-            f"; per round {paired['median']:.3f} (95% CI {paired['ci95'][0]:.3f}-{paired['ci95'][1]:.3f})"
-            if paired
-            else ""
-        ),
+        "note": note,
         # each round's two sides ran one after the other: their ratio leaves out what drifts
         # between rounds (clocks under a power cap), which the medians of each side keep
         "round_ratios": paired["ratios"] if paired else [],
