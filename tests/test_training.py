@@ -160,6 +160,11 @@ def test_timed_steps_record_events_made_before_the_timing_and_reuse_them_after_e
     assert clock.seconds["forward"] == pytest.approx(3 * 4 * 0.002)
     clock.reserve(5)  # a longer block makes only the difference
     assert _FakeEvent.made == 30
+    for _ in range(5):
+        with clock.compute("forward"):
+            pass
+    clock.reserve(5)  # events not yet read back are not free: the next block's are made
+    assert _FakeEvent.made == 40
 
 
 # -- scoring ------------------------------------------------------------------------------

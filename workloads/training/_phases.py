@@ -64,12 +64,13 @@ class PhaseClock:
 
     def reserve(self, steps: int) -> None:
         """Make the events of ``steps`` steps of every compute phase now, outside any timing
-        (CUDA makes an event at its first record: each is recorded once here, then kept)."""
+        (CUDA makes an event at its first record: each is recorded once here, then kept). Events
+        still pending come back only at the next read-back, so only the free ones count."""
         if not self.cuda:
             return
         import torch
 
-        short = 2 * len(COMPUTE) * steps - len(self._free) - 2 * len(self._pending)
+        short = 2 * len(COMPUTE) * steps - len(self._free)
         for _ in range(max(0, short)):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
