@@ -280,10 +280,15 @@ def _run_lines(r: dict, record: dict | None, ids: Mapping[str, str] | None = Non
     return [(r.get("case") or "", r.get("metric") or "", value, unit, "", "", r.get("throttled") or "", "", status)]
 
 
+def started_minute(started_at: object) -> str:
+    """A run's start as the tables show it: ``2026-11-27 13:42`` (UTC), from a datetime or its ISO text."""
+    return str(started_at)[:16].replace("T", " ")
+
+
 def run_line(run: str, r: dict, status: str = "") -> str:
     """A run's line of its own in the nested layout: ``c0a33717  inference.serving  v4  cuda
     2026-11-27 13:42 UTC``, and its status where it has no figure to carry one."""
-    started = str(r["started_at"])[:16].replace("T", " ")
+    started = started_minute(r["started_at"])
     words = [run, r["workload"], f"v{r['version']}", r["device"] or "", f"{started} UTC" if started else "", status]
     return "  ".join(w for w in words if w)
 
@@ -311,7 +316,7 @@ def runs_table(
         lines = _run_lines(r, (records or {}).get(r["run_id"]), ids)
         error = r.get("error") or ""
         if not nested:
-            shared = (ids[r["run_id"]], str(r["started_at"])[:16].replace("T", " "), r["workload"], str(r["version"]))
+            shared = (ids[r["run_id"]], started_minute(r["started_at"]), r["workload"], str(r["version"]))
             status = status_cell(r["status"], r["verification"])
             for line in lines or [("",) * 8 + (status,)]:
                 t.add_row(*shared, r["device"], *line, error)
