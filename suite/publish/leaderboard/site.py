@@ -461,8 +461,11 @@ def _pareto_frontier(points: list) -> tuple[list, list]:
     def beaten(p: list) -> bool:
         return any(q[0] >= p[0] and q[1] >= p[1] and q != p for q in points)
 
-    frontier = [p for p in points if not beaten(p)]
-    return frontier, [p for p in points if beaten(p)]
+    frontier: list = []
+    below: list = []
+    for p in points:  # each point judged once
+        (below if beaten(p) else frontier).append(p)
+    return frontier, below
 
 
 def _chunks(items: list) -> list[list]:
