@@ -21,24 +21,44 @@ CONCURRENCIES = (1, 4, 16, 64)
 SYSTEMS = {"fast-node": ("vllm", 2, 90.0), "slow-node": ("sglang", 1, 60.0)}
 
 
+def _step(
+    case: str,
+    mode: str,
+    load: float,
+    tokens_per_s: float,
+    span_s: float,
+    ttft_ms: dict,
+    per_user: float,
+    tpot_p99_over_p50: float,
+    **fields,
+) -> dict:
+    """A sweep step as the workload writes it: ``tokens_per_s`` over ``span_s`` seconds, each
+    user's tokens ``per_user`` a second (TPOT's median and mean; its p99 that many times over),
+    valid and within its SLOs, with ``fields`` of its own; its curve point is the caller's."""
+    tpot = 1e3 / per_user
+    return {
+        "case": case,
+        "mode": mode,
+        "load": load,
+        **fields,
+        "output_tokens_per_s": tokens_per_s,
+        "output_tokens": tokens_per_s * span_s,
+        "rate_span_s": span_s,
+        "ttft_ms": ttft_ms,
+        "tpot_ms": {"p50": tpot, "mean": tpot, "p99": tpot_p99_over_p50 * tpot},
+        "valid": True,
+        "within_slo": True,
+    }
+
+
 def _steps(gpus: int, alone: float, with_curve: bool) -> list[dict]:
     """Concurrency steps as the workload writes them: each user slows as more share the GPUs."""
     b = basis(gpus, "", 0.0, "USD", 0.0, endpoint_local=False)
     steps = []
     for c in CONCURRENCIES:
         per_user = alone / (1 + c / 16)
-        row = {
-            "case": f"concurrency {c}",
-            "mode": "concurrency",
-            "load": c,
-            "output_tokens_per_s": per_user * c,
-            "output_tokens": per_user * c * 10,
-            "rate_span_s": 10.0,
-            "ttft_ms": {"p50": 40.0 * c, "p99": 80.0 * c},
-            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 2e3 / per_user},
-            "valid": True,
-            "within_slo": True,
-        }
+        ttft = {"p50": 40.0 * c, "p99": 80.0 * c}
+        row = _step(f"concurrency {c}", "concurrency", c, per_user * c, 10.0, ttft, per_user, 2.0)
         if with_curve:
             row["curve"] = point(row, b, None)
         steps.append(row)
@@ -148,18 +168,7 @@ def _rate_sweep_with_peak_search(tmp_path: Path) -> Path:
     b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
 
     def step(case: str, rate: float, per_user: float, ttft_p99: float) -> dict:
-        row = {
-            "case": case,
-            "mode": "rate",
-            "load": rate,
-            "output_tokens_per_s": rate * 64,
-            "output_tokens": rate * 64 * 5,
-            "rate_span_s": 5.0,
-            "ttft_ms": {"p50": ttft_p99 / 2, "p99": ttft_p99},
-            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 2e3 / per_user},
-            "valid": True,
-            "within_slo": True,
-        }
+        row = _step(case, "rate", rate, rate * 64, 5.0, {"p50": ttft_p99 / 2, "p99": ttft_p99}, per_user, 2.0)
         row["curve"] = point(row, b, None)
         return row
 
@@ -189,22 +198,20 @@ def _filed_sweep(tmp_path: Path) -> Path:
     b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
 
     def step(rate: float, spread_s: float, e2e_p50_s: float, per_user: float) -> dict:
-        row = {
-            "case": f"rate {rate:g}/s",
-            "mode": "rate",
-            "load": rate,
-            "requests": int(rate * spread_s),
-            "arrival_spread_s": spread_s,
-            "output_tokens_per_s": rate * 64,
-            "output_tokens": rate * 64 * spread_s,
-            "rate_span_s": spread_s,
-            "kept_schedule": True,
-            "e2e_ms": {"p50": e2e_p50_s * 1e3, "p99": e2e_p50_s * 1.1e3},
-            "ttft_ms": {"p50": 100.0, "p99": 400.0},
-            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 1.2e3 / per_user},
-            "valid": True,
-            "within_slo": True,
-        }
+        row = _step(
+            f"rate {rate:g}/s",
+            "rate",
+            rate,
+            rate * 64,
+            spread_s,
+            {"p50": 100.0, "p99": 400.0},
+            per_user,
+            1.2,
+            requests=int(rate * spread_s),
+            arrival_spread_s=spread_s,
+            kept_schedule=True,
+            e2e_ms={"p50": e2e_p50_s * 1e3, "p99": e2e_p50_s * 1.1e3},
+        )
         row["curve"] = point(row, b, None)
         return row
 
@@ -252,19 +259,8 @@ def _zigzag_sweep(tmp_path: Path) -> tuple[Path, list[dict]]:
     b = basis(1, "", 0.0, "USD", 0.0, endpoint_local=False)
 
     def step(rate: float, per_user: float, per_gpu: float, steady: bool = True) -> dict:
-        row = {
-            "case": f"rate {rate:g}/s",
-            "mode": "rate",
-            "load": rate,
-            "steady_state": steady,
-            "output_tokens_per_s": per_gpu,
-            "output_tokens": per_gpu * 20,
-            "rate_span_s": 20.0,
-            "ttft_ms": {"p50": 100.0, "p99": 400.0},
-            "tpot_ms": {"p50": 1e3 / per_user, "mean": 1e3 / per_user, "p99": 1.2e3 / per_user},
-            "valid": True,
-            "within_slo": True,
-        }
+        ttft = {"p50": 100.0, "p99": 400.0}
+        row = _step(f"rate {rate:g}/s", "rate", rate, per_gpu, 20.0, ttft, per_user, 1.2, steady_state=steady)
         row["curve"] = point(row, b, None)
         return row
 
