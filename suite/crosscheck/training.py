@@ -316,7 +316,17 @@ def versus_bare_loop(
     ref = statistics.median(t["reference"]["samples_per_s"] for t in turns)
     ratio = suite / ref if ref > 0 else None
     agrees = ratio is not None and abs(ratio - 1.0) <= AGREEMENT
-    paired = round_ratios(turns)
+    rounds = [
+        {
+            "order": t["order"],
+            "suite_samples_per_s": t["suite"]["samples_per_s"],
+            "reference_samples_per_s": t["reference"]["samples_per_s"],
+            "suite_clocks": _clocks(t["suite"]["nvml"]),
+            "reference_clocks": _clocks(t["reference"]["nvml"]),
+        }
+        for t in turns
+    ]
+    paired = paired_rounds(rounds)
     note = (
         "agrees"
         if agrees
@@ -346,33 +356,18 @@ def versus_bare_loop(
         "round_ratio_ci95": paired["ci95"] if paired else None,
         "steps_per_block": block,
         "warm_steps_per_block": WARM_STEPS,
-        "rounds": [
-            {
-                "order": t["order"],
-                "suite_samples_per_s": t["suite"]["samples_per_s"],
-                "reference_samples_per_s": t["reference"]["samples_per_s"],
-                "suite_clocks": _clocks(t["suite"]["nvml"]),
-                "reference_clocks": _clocks(t["reference"]["nvml"]),
-            }
-            for t in turns
-        ],
+        "rounds": rounds,
     }
 
 
-def round_ratios(turns: list[dict]) -> dict | None:
-    """Each round's suite samples/s over its bare loop's, their median and its 95% percentile
-    bootstrap interval (``perfsuite.measure.stats.bootstrap_ci``), or None without a round whose
-    bare loop measured anything. Both sides of a round ran back to back, so a round's ratio
-    carries less of what drifts over a call than the ratio of each side's median does. A data-
-    parallel run's efficiency over the bare loop's at the same world size is its round ratio
-    over the one-GPU run's."""
+def paired_rounds(rounds: list[dict]) -> dict | None:
+    """The rounds' ratios, suite over bare loop (``perfsuite.schemas.bare_loop_rounds``: each
+    round's two sides ran back to back), their median and its 95% percentile bootstrap interval
+    (``perfsuite.measure.stats.bootstrap_ci``), or None without a round to divide."""
     from perfsuite.measure.stats import bootstrap_ci
+    from perfsuite.schemas.bare_loop_rounds import round_ratios
 
-    ratios = [
-        t["suite"]["samples_per_s"] / t["reference"]["samples_per_s"]
-        for t in turns
-        if t["reference"]["samples_per_s"] > 0
-    ]
+    ratios = round_ratios(rounds)
     if not ratios:
         return None
     low, high = bootstrap_ci(ratios)

@@ -35,6 +35,7 @@ from collections import defaultdict
 from sqlalchemy import select
 
 from perfsuite.registry.models import Metric, Run
+from perfsuite.schemas.bare_loop_rounds import round_ratios
 
 from .data import Board, Config
 
@@ -110,19 +111,8 @@ def _bare_loops(session, run_ids: list[str]) -> dict[str, tuple[float, list[floa
                 continue
             rate = train.get("reference_samples_per_s")
             if isinstance(rate, (int, float)) and rate > 0:
-                out[run_id] = (float(rate), _round_ratios(train))
+                out[run_id] = (float(rate), round_ratios(train.get("rounds") or []))
     return out
-
-
-def _round_ratios(train: dict) -> list[float]:
-    """Each round's suite samples/s over its bare loop's (records that predate the stored
-    ratios have the rounds' rates)."""
-    ratios = []
-    for r in train.get("rounds") or []:
-        suite, ref = r.get("suite_samples_per_s"), r.get("reference_samples_per_s")
-        if isinstance(suite, (int, float)) and isinstance(ref, (int, float)) and ref > 0:
-            ratios.append(suite / ref)
-    return ratios
 
 
 def _versus_bare(base: list[float], here: list[float]) -> list[float] | None:
