@@ -158,17 +158,17 @@ class Endpoints:
         self.energy = energy or (lambda: nvml.energy_mj(index))
         self.readings: list[Reading] = []
         self._t0 = 0.0
-        self._e: list[int | None] = []
+        self._energy_mj: tuple[int | None, int | None] = (None, None)  # at the start, at the end
 
     def __enter__(self) -> "Endpoints":
         self._t0 = time.perf_counter()
-        self._e.append(self.energy())
+        self._energy_mj = (self.energy(), None)
         self._take(0.0)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._take(time.perf_counter() - self._t0)
-        self._e.append(self.energy())
+        self._energy_mj = (self._energy_mj[0], self.energy())
 
     def _take(self, t: float) -> None:
         r = self.read(t)
@@ -180,7 +180,7 @@ class Endpoints:
         if out is None:
             return None
         out["sampling"] = "endpoints"
-        e0, e1 = [*self._e, None, None][:2]
+        e0, e1 = self._energy_mj
         span = out["duration_s"]
         out["power_w_mean"] = (e1 - e0) / 1000.0 / span if e0 is not None and e1 is not None and span > 0 else None
         return out
