@@ -76,7 +76,7 @@ def test_each_rounds_two_sides_are_divided_and_the_median_ratio_has_a_bootstrap_
     assert found["round_ratios"] == pytest.approx([0.95] * 5)
     assert found["round_ratio_median"] == pytest.approx(0.95)
     assert found["round_ratio_ci95"] == pytest.approx([0.95, 0.95])
-    assert "per round 0.950 (95% CI 0.950-0.950)" in found["note"]
+    assert "per round, throughput 0.950 of the bare loop's (95% CI 0.950-0.950)" in found["note"]
 
     uneven = versus_bare_loop(
         _Bare([1000.0, 1000.0, 1000.0]), [900.0], lambda n: 1.0 if n == 3 else n * 10 / 1000.0, 20, 10, 3, take_turns
