@@ -11,6 +11,7 @@ two cores: the server's import of torch and transformers is most of it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -492,11 +493,46 @@ def test_the_bare_reference_replays_a_fixed_schedule_and_refuses_a_file_without_
         "timeout_s": 60.0,
     }
     out = reference_once("bare asyncio reference", spec, tmp_path, 1)
+    assert out["event_loop"] == ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
     # first send to last end: the schedule's 0.95 s, less the first send's own lateness (all at once: a few ms)
     assert out["completed"] == 20 and 0.9 <= out["duration_s"] < 1.95, out
     write_prompts_file(prompts, [(f"bada {i}", 8) for i in range(20)], None)
     with pytest.raises(RuntimeError, match="needs a numeric 'timestamp' on every line"):
         reference_once("bare asyncio reference", spec, tmp_path, 2)
+
+
+def test_the_bare_reference_stamps_bytes_when_they_arrived_not_when_its_reader_ran():
+    """A read's stamp is the arrival of the piece holding its last byte: a reader that runs 50 ms
+    after two pieces came reads their own times, each line the one its bytes came in."""
+    import asyncio
+
+    from perfsuite.crosscheck.serving_reference import Arrivals
+
+    async def scene():
+        conn = Arrivals()
+        conn.data_received(b"data: a\n\nda")
+        first = time.perf_counter()
+        await asyncio.sleep(0.02)
+        conn.data_received(b"ta: b\n\n")
+        second = time.perf_counter()
+        await asyncio.sleep(0.05)
+        read_at = time.perf_counter()
+        lines, stamps = [], []
+        for _ in range(4):
+            lines.append(await conn.readline())
+            stamps.append(conn.last_arrival)
+        waiting = asyncio.ensure_future(conn.readexactly(4))
+        await asyncio.sleep(0.02)
+        late = time.perf_counter()
+        conn.data_received(b"tail")
+        assert await waiting == b"tail"
+        return lines, stamps, conn.last_arrival, (first, second, read_at, late)
+
+    lines, stamps, tail_stamp, (first, second, read_at, late) = asyncio.run(scene())
+    assert lines == [b"data: a\n", b"\n", b"data: b\n", b"\n"]
+    assert stamps[0] == stamps[1] <= first  # both lines wholly in the first piece
+    assert first + 0.015 < stamps[2] == stamps[3] <= second < read_at - 0.04  # the line that spans both: the second's
+    assert late <= tail_stamp  # a piece a waiting reader was woken by: stamped on arrival
 
 
 def test_a_rate_step_sends_at_least_sweep_duration_s_of_arrivals(null):
