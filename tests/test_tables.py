@@ -170,9 +170,10 @@ def rendered(*renderables) -> str:
 
 
 def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_sweep_as_nccl_tests_prints_it():
-    """The headline rows of real H200 records at 100 columns: an inference run's three LoadGen
-    scenarios each with its figure and VALID/INVALID (one planted INVALID), a collective's busbw at
-    its largest size per mode with the size in the case, and its nccl-tests table below."""
+    """The headline rows of real H200 records: an inference run's three LoadGen scenarios each
+    with its figure and VALID/INVALID (one planted INVALID), a collective's busbw at its largest
+    size per mode with the size in the case, and its nccl-tests table below. At 100 columns the
+    verdict's column gives way to the metric's name, and the INVALID scenario's status says so."""
     generate = submitted("h200-x1", "inference.generate", "8157a68a963b40c08cd636695052c51b")
     invalid = copy.deepcopy(generate)
     invalid["run_id"] = "0" * 32
@@ -183,17 +184,22 @@ def test_run_summary_shows_each_scenarios_loadgen_metric_with_its_verdict_and_a_
     records = [generate, invalid, all_reduce]
     text = rendered(results_table(records), *sweep_tables(records))
     assert_fits(text)
-    assert_whole(text, "inference.generate", "collectives.all_reduce", "tokens/s", "ms", "GB/s", "VALID", "INVALID")
+    assert_whole(text, "inference.generate", "collectives.all_reduce", "tokens/s", "ms", "GB/s", "tokens_per_s")
     by_line = lines(text)
     for run in ("8157a68a", "00000000"):
         scenarios = [ln.split()[1] for ln in by_line if ln.startswith("inference.generate") and ln.endswith(run)]
         assert scenarios == ["SingleStream", "Server", "Offline"]
-    assert [ln.split()[4] for ln in by_line if ln.endswith("00000000")] == ["VALID", "INVALID", "VALID"]
-    headline = next(ln for ln in by_line if ln.startswith("collectives.all_reduce"))
-    assert headline.split()[1:5] == ["in-place", "1", "MiB", "85.1"]  # the size the busbw was taken at
+    assert [ln.split()[-2] for ln in by_line if ln.endswith("00000000")] == ["passed", "invalid", "passed"]
+    assert "left out for the width (100 columns): beside, valid" in text
     sweep = text[text.index("the sweep as nccl-tests prints it") :]
     assert_whole(sweep, "8", "1048576", "85.11", "#wrong")
     assert len([ln for ln in lines(sweep) if re.match(r"\s+\d+\s+\d+\s+float\s+sum", ln)]) == 18  # every size
+    console = Console(width=140, record=True)
+    console.print(results_table(records))
+    wide = lines(console.export_text())
+    assert [ln.split()[-3] for ln in wide if ln.endswith("00000000")] == ["VALID", "INVALID", "VALID"]
+    headline = next(ln for ln in wide if ln.startswith("collectives.all_reduce"))
+    assert headline.split()[1:6] == ["in-place", "1", "MiB", "busbw_gbps", "85.1"]  # the size the busbw was taken at
 
 
 def test_results_shows_each_scenarios_loadgen_metric_under_its_run(tmp_path):
@@ -353,3 +359,22 @@ def test_results_flags_the_power_capped_and_thermal_runs_of_the_registry(cli, tm
     assert "power-capped (SM 1,455-1,980 MHz)" in line[capped["run_id"]]
     assert "thermal slowdown (SM 1,455-1,980 MHz)" in line[hot["run_id"]]
     assert "power-capped" not in line[plain_run["run_id"]] and "thermal" not in line[plain_run["run_id"]]
+
+
+@pytest.mark.parametrize("width", [72, 90, 110, 130, 160])
+def test_run_summary_names_every_headline_metric_at_any_width(width):
+    """The name of a figure is never what the width takes away first: without it a value in
+    GB/s could be any of a workload's figures. Other columns go; the name breaks at "_"."""
+    records = [
+        submitted("h200-x1", "kernels.gemm", "00967d54892541a7adab4fed960f4399"),
+        submitted("h200-x1", "data.host_to_device", "24e4972411994629a2681a84407c7ded"),
+        submitted("h200-x2", "collectives.all_reduce", "99c2fe3d05e64871805b8c4cd4e403f3"),
+    ]
+    console = Console(width=width, record=True)
+    console.print(results_table(records))
+    text = console.export_text()
+    left_out = re.search(rf"left out for the width \({width} columns\): (.*)", text)
+    assert left_out is None or "metric" not in left_out[1].split(", "), left_out[1]
+    shown = tokens(text)
+    assert {"tflops", "gbps"} <= shown, text
+    assert "busbw_gbps" in shown or {"busbw_", "gbps"} <= shown, text
