@@ -353,7 +353,7 @@ def transformers_run(tmp_path_factory):
                 "inference.serving",
                 "--quick",
                 "--rounds",
-                "8",
+                "16",
                 "--device",
                 "cpu",
             ],
@@ -414,7 +414,7 @@ def test_the_crosscheck_against_the_reference_client_agrees_within_ten_percent(t
     proc, record, _, _, other = transformers_run
     c = record["details"]["crosscheck"]
     assert c["tool"] == "bare asyncio reference" and "not installed" in c["aiperf_not_used"]
-    assert c["status"] == "measured" and len(c["rounds"]) == 8  # short rounds: a burst of load spoils few
+    assert c["status"] == "measured" and len(c["rounds"]) == 16  # short rounds: a burst of load spoils few
     assert {r["order"] for r in c["rounds"]} == {"suite first", "reference first"}
     assert "cross-check against the reference tools" in proc.stdout and "ttft_p50_ms" in proc.stdout
     # Run alone (scripts/test.sh), only work outside the tests can crowd it: with other processes keeping
@@ -494,11 +494,22 @@ def test_the_bare_reference_replays_a_fixed_schedule_and_refuses_a_file_without_
     }
     out = reference_once("bare asyncio reference", spec, tmp_path, 1)
     assert out["event_loop"] == ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
+    assert out["warmup_requests"] == 4 and out["warmup_failed"] == 0 and out["requests"] == 20  # untimed, apart
     # first send to last end: the schedule's 0.95 s, less the first send's own lateness (all at once: a few ms)
     assert out["completed"] == 20 and 0.9 <= out["duration_s"] < 1.95, out
     write_prompts_file(prompts, [(f"bada {i}", 8) for i in range(20)], None)
     with pytest.raises(RuntimeError, match="needs a numeric 'timestamp' on every line"):
         reference_once("bare asyncio reference", spec, tmp_path, 2)
+
+
+def test_the_bare_reference_refuses_a_negative_warm_up_in_one_line(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"text": "bada", "output_length": 4}\n')
+    argv = [sys.executable, "-m", "perfsuite.crosscheck.serving_reference", "--url", "http://127.0.0.1:1"]
+    argv += ["--model", "m", "--input-file", str(prompts), "--request-count", "2", "--output", str(tmp_path / "o")]
+    proc = subprocess.run([*argv, "--warmup-request-count", "-1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--warmup-request-count not negative" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 
 def test_the_bare_reference_stamps_bytes_when_they_arrived_not_when_its_reader_ran():

@@ -125,6 +125,22 @@ def test_the_crosscheck_asks_aiperf_for_server_token_counts_only_where_the_serve
     assert "--use-server-token-count" in aiperf_argv({**spec, "server_token_counts": True}, tmp_path)
 
 
+def test_both_reference_tools_begin_each_turn_with_untimed_requests_one_a_slot_and_at_least_four(tmp_path):
+    """The reference starts cold each turn (a new process, new connections) where the suite's
+    client pool has served before: AIPerf and the bare reference each send untimed requests first."""
+    from perfsuite.crosscheck.aiperf import reference_argv
+
+    spec = {"model": "m", "base_url": "http://127.0.0.1:1", "api": "completions", "prompts_file": "p.jsonl"}
+    spec |= {"requests": 8, "tokenizer": "tok", "seed": 0, "timeout_s": 60}
+    for load, warm in (
+        ({"concurrency": 2}, "4"),
+        ({"concurrency": 16}, "16"),
+        ({"concurrency": None, "rate": 8.0}, "4"),
+    ):
+        for argv in (aiperf_argv({**spec, **load}, tmp_path), reference_argv({**spec, **load}, tmp_path / "o.json")):
+            assert argv[argv.index("--warmup-request-count") + 1] == warm, (load, argv)
+
+
 # AIPerf 0.13's profile_export_aiperf.json for a server that streamed no token counts while AIPerf
 # was told to use the server's: TTFT is there, inter-token latency and output tokens/s are not.
 AIPERF_WITHOUT_TOKENS = {

@@ -53,6 +53,7 @@ FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_per_s")
 COMPARED = ("ttft_p50_ms", "output_tokens_per_s")  # the figures whose ratio decides "agrees"
 START_SLACK_S = 120.0  # AIPerf starts a dozen services before its first request
 TAIL_CHARS = 1500
+WARMUP_REQUESTS = 4  # the fewest untimed requests a reference turn begins with (warmup_requests)
 
 
 def write_prompts_file(path: Path, prompts: list[tuple[str, int]], offsets_s: list[float] | None) -> None:
@@ -81,6 +82,14 @@ def aiperf_unavailable(spec: dict) -> str | None:
     return None
 
 
+def warmup_requests(spec: dict) -> int:
+    """Untimed requests the reference sends before its timed ones: it starts cold each turn (a new
+    process, new connections) where the suite's client pool has served before. On a CPU-served
+    model a cold reference's first answers took 5-6 ms to a first token against about 3 ms for
+    the rest. One a slot, and at least ``WARMUP_REQUESTS``."""
+    return max(WARMUP_REQUESTS, spec.get("concurrency") or 1)
+
+
 def aiperf_argv(spec: dict, out_dir: Path) -> list[str]:
     argv = [
         str(aiperf_path()),
@@ -105,6 +114,8 @@ def aiperf_argv(spec: dict, out_dir: Path) -> list[str]:
         "--use-legacy-max-tokens",
         "--random-seed",
         str(spec["seed"]),
+        "--warmup-request-count",
+        str(warmup_requests(spec)),
         "--ui",
         "none",
         "--artifact-dir",
@@ -163,6 +174,8 @@ def reference_argv(spec: dict, output: Path) -> list[str]:
         str(spec["requests"]),
         "--seed",
         str(spec["seed"]),
+        "--warmup-request-count",
+        str(warmup_requests(spec)),
         "--timeout",
         str(spec["timeout_s"]),
         "--output",
@@ -189,7 +202,7 @@ def _run(argv: list[str], env: dict, timeout_s: float, log: Path) -> None:
 
 def reference_once(tool: str, spec: dict, workdir: Path, k: int) -> dict:
     """One run of the reference tool; its figures."""
-    timeout_s = spec["timeout_s"] + START_SLACK_S + spec["requests"] * 2.0
+    timeout_s = spec["timeout_s"] + START_SLACK_S + (spec["requests"] + warmup_requests(spec)) * 2.0
     if tool == "aiperf":
         out = workdir / f"aiperf-{k}"
         env = {key: v for key, v in os.environ.items() if key != "HF_HUB_OFFLINE"}
@@ -223,6 +236,7 @@ def versus_reference(
         },
         "prompts_file": Path(spec["prompts_file"]).name,
         "tolerance": AGREEMENT,
+        "reference_warmup_requests": warmup_requests(spec),  # untimed, before each of the reference's turns
         # whether the server streamed usage token counts (the suite's warm-up saw): AIPerf is asked
         # to use the server's counts only then (--use-server-token-count), else counts with the tokenizer
         "server_token_counts": spec.get("server_token_counts"),

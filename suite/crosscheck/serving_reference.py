@@ -4,9 +4,9 @@ that the cross-check compares two independent implementations where AIPerf is no
 
 It runs on uvloop's event loop where uvloop is installed, as the suite's client and AIPerf do:
 on a host of few cores a CPU-served model shares them with its clients, and stdlib asyncio's
-costlier loop slowed the server during the reference's turns (TTFT 5-10% above the suite's on
-2 cores; on uvloop the suite's over the reference's read 1.00-1.05). Bytes are stamped as they
-arrive (``Arrivals``).
+costlier loop slowed the server during the reference's turns. Bytes are stamped as they arrive
+(``Arrivals``). ``--warmup-request-count`` requests go first, untimed, as AIPerf's option of that
+name.
 
 It sends the prompts of a JSONL file (``{"text": ..., "output_length": N}`` a line, AIPerf's
 single-turn format) as streamed completions, either N at a time (``--concurrency``), at a
@@ -278,6 +278,20 @@ async def run(a: argparse.Namespace, prompts: list[dict]) -> dict:
 
     conns = Connections(host, port)
     rows: list[dict] = []
+
+    async def closed_loop(count: int, concurrency: int, out: list[dict]) -> None:
+        todo = iter(range(count))
+
+        async def slot() -> None:
+            for i in todo:
+                out.append(await one(conns, path, url.netloc, body(i), headers, a.timeout))
+
+        await asyncio.gather(*(slot() for _ in range(concurrency)))
+
+    # untimed requests first, as AIPerf's option of that name: this process and its connections
+    # start cold each run, where the client it is compared with has served before
+    warmup: list[dict] = []
+    await closed_loop(a.warmup_request_count, 1 if a.request_rate or a.fixed_schedule else a.concurrency, warmup)
     if a.request_rate or a.fixed_schedule:
         if a.fixed_schedule:
             due = [float(prompts[i % len(prompts)]["timestamp"]) / 1e3 for i in range(a.request_count)]
@@ -295,15 +309,10 @@ async def run(a: argparse.Namespace, prompts: list[dict]) -> dict:
             tasks.append(asyncio.create_task(one(conns, path, url.netloc, body(i), headers, a.timeout)))
         rows = list(await asyncio.gather(*tasks))
     else:
-        todo = iter(range(a.request_count))
-
-        async def slot() -> None:
-            for i in todo:
-                rows.append(await one(conns, path, url.netloc, body(i), headers, a.timeout))
-
-        await asyncio.gather(*(slot() for _ in range(a.concurrency)))
+        await closed_loop(a.request_count, a.concurrency, rows)
     conns.close()
-    return summarize(rows)
+    failed = sum(r["error"] is not None for r in warmup)
+    return {**summarize(rows), "warmup_requests": len(warmup), "warmup_failed": failed}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -344,15 +353,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burstiness", type=float, default=1.0)
     ap.add_argument("--fixed-schedule", action="store_true", help="send each prompt at its 'timestamp' (ms)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warmup-request-count", type=int, default=0, help="untimed requests sent first")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--extra-body", default="", help="JSON object merged into every request body")
     ap.add_argument("--api-key-env", default="", help="environment variable holding an API key (bearer token)")
     ap.add_argument("--output", required=True)
     a = ap.parse_args(argv)
-    if a.request_count < 1 or a.concurrency < 1 or a.request_rate < 0 or a.burstiness <= 0:
+    bad = a.request_count < 1 or a.concurrency < 1 or a.request_rate < 0 or a.burstiness <= 0
+    if bad or a.warmup_request_count < 0:
         print(
-            "error: --request-count and --concurrency must be at least 1, --request-rate not negative, "
-            "--burstiness above 0",
+            "error: --request-count and --concurrency must be at least 1, --request-rate and "
+            "--warmup-request-count not negative, --burstiness above 0",
             file=sys.stderr,
         )
         return 2
