@@ -340,6 +340,37 @@ def test_processes_opening_fresh_files_at_once_never_find_them_locked(tmp_path):
     assert open_fresh_files_at_once(tmp_path, processes=4, rounds=40) == []
 
 
+def test_an_open_that_meets_a_lock_sqlite_does_not_wait_for_is_tried_again(tmp_path, monkeypatch):
+    """The moment a file's last connection closes, SQLite answers "database is locked" without
+    waiting the busy timeout: the open is tried again, and any other error is not."""
+    import sqlite3
+
+    from perfsuite.registry import db
+
+    real, calls = db._use_wal, []
+
+    def locked_twice(connection):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        real(connection)
+
+    monkeypatch.setattr(db, "_use_wal", locked_twice)
+    with open_registry(f"sqlite:///{tmp_path / 'r.db'}") as reg:
+        assert reg.store(make_record()) == "stored"
+    assert len(calls) == 3
+
+    def broken(connection):
+        calls.append(1)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(db, "_use_wal", broken)
+    calls.clear()
+    with pytest.raises(RegistryError, match="disk I/O error"):
+        open_registry(f"sqlite:///{tmp_path / 'other.db'}")
+    assert len(calls) == 1
+
+
 # -- opening and migrations ----------------------------------------------------------------
 def test_a_fresh_database_is_migrated_to_head_and_matches_the_models(tmp_path, db_url):
     from alembic.autogenerate import compare_metadata
