@@ -312,7 +312,8 @@ async def run(a: argparse.Namespace, prompts: list[dict]) -> dict:
         await closed_loop(a.request_count, a.concurrency, rows)
     conns.close()
     failed = sum(r["error"] is not None for r in warmup)
-    return {**summarize(rows), "warmup_requests": len(warmup), "warmup_failed": failed}
+    ran_on = "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+    return {**summarize(rows), "event_loop": ran_on, "warmup_requests": len(warmup), "warmup_failed": failed}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -327,7 +328,6 @@ def summarize(rows: list[dict]) -> dict:
     tokens = sum(r["tokens"] for r in ok)
     return {
         "tool": "perfsuite bare asyncio reference (suite.serving_reference)",
-        "event_loop": "uvloop" if loop_factory() else "asyncio",
         "requests": len(rows),
         "completed": len(ok),
         "failed": len(rows) - len(ok),
