@@ -8,13 +8,14 @@ scraped counters, and a shared-prefix step whose cache served far less than its 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
 from perfsuite.testing import metric, run_in_process
 from perfsuite.workloads.inference.serving import Serving
-from perfsuite.workloads.inference.serving.cache_guard import Probe, design, judge
+from perfsuite.workloads.inference.serving.cache_guard import PROBE_PAIRS, Probe, design, judge, probe_from, probe_order
 from perfsuite.workloads.inference.serving.capacity import null_server
 from perfsuite.workloads.inference.serving.engine_metrics import quantile, reduce
 from perfsuite.workloads.inference.serving.params import ServingParams
@@ -183,6 +184,26 @@ def test_multi_turn_traffic_is_warm_by_design_and_not_judged():
         ctx = _run(server.url, turns=2, sessions=2, concurrencies="2", input_tokens=8, output_tokens=2)
     (step,) = ctx.details["serving"]["concurrency_sweep"]["steps"]
     assert step["cache_state"]["state"] == "not judged" and step["cache_state"]["hit_rate"] > 0 and step["valid"]
+
+
+def _answer(ttft_ms: float) -> SimpleNamespace:
+    return SimpleNamespace(ok=True, ttft_s=ttft_ms / 1e3, cached_tokens=None, prompt_tokens=8, reason="", detail="")
+
+
+def test_the_probe_takes_turns_and_one_fresh_prompt_that_met_no_stall_denies_a_hit():
+    order = probe_order(PROBE_PAIRS)
+    assert order[0] == ("warm", 0) and len(order) == 1 + 2 * PROBE_PAIRS
+    pairs = [order[1 + 2 * i : 3 + 2 * i] for i in range(PROBE_PAIRS)]
+    assert [p[0][0] for p in pairs] == ["repeat", "fresh"] * (PROBE_PAIRS // 2)  # each kind goes first in turn
+    assert all({k for k, _ in p} == {"repeat", "fresh"} and p[0][1] == p[1][1] == i for i, p in enumerate(pairs))
+    before = _answer(4.0)
+    # the loaded host's pattern: stalled fresh prompts, quick repeats, from an engine that keeps nothing
+    stalled = [_answer(t) for t in (16.0, 15.0, 18.0)]
+    quick = [_answer(t) for t in (3.0, 4.0, 3.5, 3.2)]
+    assert probe_from(before, stalled[:2], quick[:2]).engine_keeps_prompts  # two pairs could not tell
+    assert probe_from(before, [*stalled, _answer(3.6)], quick).engine_keeps_prompts is None
+    assert probe_from(before, [*stalled, _answer(40.0)], quick).engine_keeps_prompts  # every fresh one slow
+    assert probe_from(before, [_answer(30.0)] * 4, [*quick[:3], _answer(25.0)]).engine_keeps_prompts is None
 
 
 def test_the_probes_evidence_and_the_guards_thresholds():

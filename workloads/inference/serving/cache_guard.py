@@ -22,11 +22,12 @@ What each design implies (:func:`design`):
 
 The step's hit rate comes from ``usage.prompt_tokens_details.cached_tokens`` where the engine
 streams it, else from its scraped prefix-cache counters (hits / queries over the step), else the
-probe decides: after the step the probe prompt is sent twice more, each time followed by a prompt
-of its length that the engine never saw (and all after one more that warms the connection); both
-repeats' first tokens coming in under ``PROBE_TTFT_RATIO`` of the faster fresh prompt's time, and
-at least ``PROBE_MIN_SAVING_MS`` sooner, show an engine that keeps prompts in its cache (one slow
-answer cannot pass for a hit, nor can the jitter of a first token a few milliseconds long); a cold step
+probe decides: after the step the probe prompt is sent ``PROBE_PAIRS`` times more, each time
+beside a prompt of its length that the engine never saw, the two in turn first (and all after one
+more that warms the connection); every repeat's first token coming in under ``PROBE_TTFT_RATIO``
+of the fastest fresh prompt's time, and at least ``PROBE_MIN_SAVING_MS`` sooner, shows an engine
+that keeps prompts in its cache (slow answers cannot pass for a hit unless every fresh prompt met
+one, nor can the jitter of a first token a few milliseconds long); a cold step
 that repeats prompts sent earlier then met a warm cache. With none of
 these the cache state is "unknown" (recorded, not flagged).
 """
@@ -42,6 +43,9 @@ PROBE_TTFT_RATIO = 0.5  # a probe's second TTFT under half its first: the engine
 # ... and sooner by at least this: a short prompt's TTFT of a few ms moves by its own size with the host's
 # scheduling (an 8-token probe on a CPU engine: 2.6 to 3.5 ms fresh, 3.0 to 12.7 ms repeated, idle host)
 PROBE_MIN_SAVING_MS = 10.0
+# fresh and repeated probes after the step: on a host crowded by other work (a test suite's workers
+# beside a CPU engine) two fresh probes both met a stall of 10 ms or more while both repeats did not
+PROBE_PAIRS = 4
 PROBE_TIMEOUT_S = 5.0  # one probe request (one token), whole: an engine that cannot answer it gives no evidence
 
 
@@ -132,6 +136,18 @@ def send_probes(endpoint: Any, timeouts: Any, bodies: list[bytes], tokenizer: st
     )  # fmt: skip
     job = Job(endpoint, short, dict(enumerate(bodies)), list(range(len(bodies))), None, 1, tokenizer)
     return sorted(run_here(job), key=lambda r: r.index)
+
+
+def probe_order(pairs: int) -> list[tuple[str, int]]:
+    """The probes sent after the step, in order: ``("warm", 0)``, then ``pairs`` pairs of a
+    repeat of the probe and a fresh prompt (``("repeat", i)``, ``("fresh", i)``), the repeat first
+    in even pairs and second in odd ones, so that nothing tied to a place in the sequence (the
+    request after a given one) falls on one kind alone."""
+    order = [("warm", 0)]
+    for i in range(pairs):
+        pair = [("repeat", i), ("fresh", i)]
+        order += pair if i % 2 == 0 else pair[::-1]
+    return order
 
 
 def probe_from(before: Any, fresh: list, repeats: list) -> Probe:

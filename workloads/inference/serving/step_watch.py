@@ -45,7 +45,10 @@ class StepWatch:
         """Send the cache probe (a cold design's), and return ``send`` wrapped in the engine's
         scrape (where its metrics are available)."""
         if self.guard and self.plan["cache"] == "cold":
-            self.probe_bodies = [self.endpoint.body(cache_guard.probe_prompt(self.probe_words), 1) for _ in range(4)]
+            self.probe_bodies = [
+                self.endpoint.body(cache_guard.probe_prompt(self.probe_words), 1)
+                for _ in range(2 + cache_guard.PROBE_PAIRS)
+            ]  # the probe, a warm-up, then a fresh prompt for each pair
             (self.before,) = cache_guard.send_probes(
                 self.endpoint, self.timeouts, self.probe_bodies[:1], self.tokenizer
             )
@@ -84,12 +87,17 @@ class StepWatch:
         probe = None
         if self.before is not None and not self.before.ok:  # no answer before the step: no evidence after it
             probe = cache_guard.probe_from(self.before, [], [])
-        elif self.before is not None:  # a fresh prompt warms the connection, then (the repeat, a fresh one) twice
-            repeat, warm, fresh1, fresh2 = self.probe_bodies
-            sent = cache_guard.send_probes(
-                self.endpoint, self.timeouts, [warm, repeat, fresh1, repeat, fresh2], self.tokenizer
+        elif self.before is not None:  # a fresh prompt warms the connection, then pairs of the repeat and a fresh one
+            repeat, warm, *fresh = self.probe_bodies
+            order = cache_guard.probe_order(len(fresh))
+            bodies = [{"warm": warm, "repeat": repeat}.get(kind) or fresh[i] for kind, i in order]
+            sent = cache_guard.send_probes(self.endpoint, self.timeouts, bodies, self.tokenizer)
+            kinds = [kind for kind, _ in order]
+            probe = cache_guard.probe_from(
+                self.before,
+                [r for r, k in zip(sent, kinds) if k == "fresh"],
+                [r for r, k in zip(sent, kinds) if k == "repeat"],
             )
-            probe = cache_guard.probe_from(self.before, [sent[2], sent[4]], [sent[1], sent[3]])
         repeated = 0
         if sent_before is not None and keys is not None:
             seen = set(sent_before)
