@@ -25,6 +25,16 @@ rounds that rotate their order, so that each difference's cost shows alone:
     suite       suite-data, events, scheduler, sampler and lifeline together (the suite's step as it
                 was measured beside the bare loop)
     suite-now   the same without the sampler thread (the suite's step as it is measured now)
+    evals       an evaluation of the workload's own held-out split (``_evaluate``: the model in
+                eval mode, no gradients, the ranks' sums all-reduced) before each block's warm-up
+                steps, untimed, as a run evaluates between its timed blocks
+    suite-evals suite-now with evals
+
+With ``--as-run`` the model is built as a run builds it: its FLOPs counted on random inputs before
+DDP and compiling (``_count_flops``), and after compiling the workload's untimed initialisation
+(``_untimed_warmup``: warm-up steps on synthetic batches, then the weights, optimizer, schedule and
+random state loaded back), so that what those leave behind shows against the default build in
+the same call.
 
 then, after the model, optimizer and schedule are loaded back from copies taken before compiling
 (as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more; last, on a
@@ -109,6 +119,8 @@ VARIANTS: dict[str, frozenset[str]] = {
     "lifeline": frozenset({"lifeline"}),
     "suite": frozenset({"suite-data", "events", "scheduler", "sampler", "lifeline"}),
     "suite-now": frozenset({"suite-data", "events", "scheduler", "lifeline"}),
+    "evals": frozenset({"evals"}),
+    "suite-evals": frozenset({"suite-data", "events", "scheduler", "lifeline", "evals"}),
 }
 AFTER_RESTORE = ("bare", "suite", "suite-now")
 
@@ -123,6 +135,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--as-run", action="store_true", help="build as a run does: FLOPs counted first, untimed warm-up and restore"
+    )
     ap.add_argument("--summarize", nargs="+", type=Path, default=None, metavar="FILE")
     args = ap.parse_args()
     unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
@@ -203,7 +218,7 @@ def bare_split(workload: Any, device: Any, per_rank: int, rank: int, *extra: str
 class Steps:
     """The training step of each variant, over one compiled DDP model and one optimizer."""
 
-    def __init__(self, workload: Any, rank: int, world: int, device: Any) -> None:
+    def __init__(self, workload: Any, rank: int, world: int, device: Any, as_run: bool = False) -> None:
         import torch
 
         from perfsuite.inputs.tensors import RankBatches, batches
@@ -218,6 +233,9 @@ class Steps:
         if self.cuda and workload.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
+        self.workload = workload
+        if as_run:
+            workload._count_flops(model, device, self.amp)
         whole: Any = _with_loss(workload, model)
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -237,7 +255,8 @@ class Steps:
         self.vocab_y: Any = None
         if workload.reference_args()[0] == "gpt":
             self.vocab_x, self.vocab_y, _ = bare_split(workload, device, self.per_rank, rank, "--symbols", "0")
-        train_x, train_y, _eval_x, _eval_y = workload.make_data()
+        train_x, train_y, eval_x, eval_y = workload.make_data()
+        self.eval_x, self.eval_y = eval_x[rank::world].to(device), eval_y[rank::world].to(device)
         self.order = RankBatches(len(train_x), p.global_batch, rank, world, 1)
         self.stream = batches("tensor", train_x, train_y, self.order, device, 0)
         next(self.stream)  # the split goes to the device here, before any block
@@ -245,6 +264,13 @@ class Steps:
         from perfsuite.workloads.training._phases import PhaseClock
 
         self.clock = PhaseClock(self.cuda)
+        self.untimed_s = None
+        if as_run:  # the run's untimed initialisation: synthetic batches, then everything loaded back
+            self.untimed_s = workload._untimed_warmup(
+                lambda x, y: self.step(frozenset(), None, (x, y)),
+                model, self.opt, self.sched, device, self.per_rank, self,
+            )  # fmt: skip
+            self.index = 0
 
     def amp(self) -> Any:
         torch = self.torch
@@ -263,9 +289,9 @@ class Steps:
         idx = torch.randint(0, len(x), (self.per_rank,), device=self.device)
         return self.layout(x[idx]), y[idx]
 
-    def step(self, toggles: frozenset[str], clock: Any) -> None:
+    def step(self, toggles: frozenset[str], clock: Any, given: tuple[Any, Any] | None = None) -> None:
         torch, p = self.torch, self.p
-        x, y = self.batch(toggles)
+        x, y = given if given is not None else self.batch(toggles)
         phase = clock.compute if "events" in toggles else (lambda _name: contextlib.nullcontext())
         with phase("forward"), self.amp():
             loss = self.step_loss(x, y)
@@ -297,6 +323,12 @@ class Steps:
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize()
+
+    synchronize = sync  # what ``_untimed_warmup`` calls on its run context
+
+    def evaluate(self) -> None:
+        """The run's evaluation between blocks (untimed)."""
+        self.workload._evaluate(self.model, self.eval_x, self.eval_y, self.device, self.amp, self.world, 0.0)
 
 
 # -- what runs beside the steps ------------------------------------------------------------
@@ -397,6 +429,8 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
     from perfsuite.workloads.training._phases import COMPUTE
 
     clock = steps.clock  # one clock for every block, as a run has: its events are reused
+    if "evals" in toggles:
+        steps.evaluate()
     for _ in range(WARM_STEPS):
         steps.step(toggles, clock)
     clock.discard_pending()
@@ -430,7 +464,7 @@ def measure(args: argparse.Namespace) -> None:
 
     rank, world, device = join(args.device)
     workload = workload_for(args, world)
-    steps = Steps(workload, rank, world, device)
+    steps = Steps(workload, rank, world, device, args.as_run)
     index = gpu_index(device)
     names = args.variants.split(",")
     if args.model != "gpt" and "vocab" in names:
@@ -484,6 +518,8 @@ def measure(args: argparse.Namespace) -> None:
             "steps_per_block": n,
             "warm_steps_per_block": WARM_STEPS,
             "compile_s": compile_s,
+            "as_run": args.as_run,
+            "untimed_init_s": steps.untimed_s,
             "torch": torch.__version__,
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "variants": fold(every, n, p.global_batch),
@@ -532,6 +568,7 @@ def print_table(out: dict) -> None:
     print(
         f"{out['model']} on {out['world_size']} rank(s) ({out['device']}, torch {out['torch']}): "
         f"{out['per_rank_batch']} a rank, {out['steps_per_block']} steps a block, compiled in {out['compile_s']:.1f} s"
+        + (" (built as a run: FLOPs counted, untimed warm-up and restore)" if out.get("as_run") else "")
     )
     head = f"{'variant':<22}{'ms/step':>9}{'samples/s':>11}{'vs bare':>9}  {'power W (rank 0..)':<26}"
     print(head + f"{'gc ms (max rank)':>17}  fwd/bwd/opt ms (rank 0)")

@@ -25,7 +25,7 @@ TINY = [
 ]
 VARIANTS = [
     *("bare", "vocab", "suite-data", "epoch-sync", "events", "scheduler", "sampler", "lifeline"),
-    *("suite", "suite-now"),
+    *("suite", "suite-now", "evals", "suite-evals"),
 ]
 
 
@@ -64,6 +64,20 @@ def test_two_ranks_time_every_variant_alike_and_one_rank_summarises_them(tmp_pat
     # the variants the one-rank file has, each at two ranks: its efficiency, and that less bare's
     assert set(rows) == {"bare", "suite", "bare after restore", "suite after restore"}
     assert rows["bare"][1] == "+0.000" and all(len(cells) == 2 for cells in rows.values())
+
+
+def test_built_as_a_run_the_model_is_counted_warmed_on_synthetic_batches_and_restored_first(tmp_path):
+    out = tmp_path / "gap-as-run.json"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    argv = [*torchrun, str(SCRIPT), *TINY, "--variants", "bare,suite-evals", "--as-run", "--out", str(out)]
+    done = _run(argv, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(out.read_text())
+    assert found["as_run"] is True and found["untimed_init_s"] > 0
+    # an evaluation before each block, all-reduced over both ranks: every block still ran on both
+    assert list(found["variants"]) == ["bare", "suite-evals", "bare after restore"]
+    assert all(len(v["power_w"][0]) == 2 for v in found["variants"].values())
+    assert "built as a run" in done.stdout.splitlines()[0]
 
 
 def test_a_summary_without_a_one_rank_file_is_refused(tmp_path):
