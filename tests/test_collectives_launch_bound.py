@@ -1,7 +1,7 @@
 """Which side of the collectives cross-check was launch-bound, judged from each side's own
-per-size times: on the 4xH200 records filed under submissions/ (nccl-tests as one process
-driving four GPUs from threads, the suite one process per GPU) and on tables that isolate
-each rule."""
+per-size times: on the 4xH200 records filed under submissions/ (the suite one process per GPU;
+nccl-tests as one process driving four GPUs from threads on two nodes, as one process per GPU
+through MPI on a third) and on tables that isolate each rule."""
 
 from __future__ import annotations
 
@@ -38,7 +38,13 @@ SECOND_NODE = {
     "aa7f387c", "3b37b1fc", "3077d555", "926a28e4", "905eb743", "fb750e20", "5e0ab5b5", "36809d7e", "8f475e44",
     "3d5c0150", "20b13583",
 }  # fmt: skip
-FIRST_NODE_RUNS = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] not in SECOND_NODE]
+# The third node's: the same plan, nccl-tests built with MPI=1 and run as one process per GPU.
+THIRD_NODE = {
+    "769297fb", "a5b5c1fb", "939aa3ef", "4f4d9435", "c65a7b7b", "99cca735", "0ff26c32", "65a12f48", "c4d1f09c",
+    "3459f060", "9bed8cbd", "5cbf085a", "169e0d17", "92d01f7c", "df172a10", "0869c614", "af7e18fd", "121c6478",
+    "040e896e", "fae13b03",
+}  # fmt: skip
+FIRST_NODE_RUNS = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] not in SECOND_NODE | THIRD_NODE]
 
 
 def test_the_filed_records_hold_the_sizes_this_judges():
@@ -81,6 +87,33 @@ def test_on_the_second_nodes_records_three_sizes_from_1_mib_up_differ_with_no_si
                 unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, r["mode"], round(r["time_ratio"], 3)))
                 assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
     assert unexplained == {("3b37b1fc", 1, "ip", 1.286), ("926a28e4", 1, "ip", 1.378), ("aa7f387c", 4, "oop", 0.947)}
+
+
+def test_against_nccl_tests_as_one_process_per_gpu_every_named_side_is_nccl_tests_and_five_sizes_stay_open():
+    """The third node's 20 sweeps, nccl-tests run as one process per GPU: its fixed cost per call
+    (8-11 µs eagerly against the suite's 5.6-7.1) still decides every size from 1 MiB up that
+    differs and names a side. Five sizes differ with no side named, and the judgement says so:
+    send_recv at 4 MiB in all four sweeps, the suite the slower (as on the second node in bf16),
+    and the eager bf16 all_to_all at 256 MiB."""
+    runs = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] in THIRD_NODE]
+    assert len(runs) == len(THIRD_NODE)
+    unexplained, named = set(), []
+    for name, compare in runs:
+        layout = json.loads(next(FILED.glob(f"{name}*.json")).read_text())["details"]["crosscheck"]["layout"]
+        assert layout == "process per GPU"
+        rows, verdict = attribute(compare)
+        for r in rows:
+            if r["size_bytes"] >= MiB and r["verdict"] != AGREES:
+                if r["launch_bound"] is None:
+                    unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, round(r["time_ratio"], 3)))
+                    assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
+                else:
+                    named.append(r["launch_bound"])
+    assert named and set(named) == {"reference"}
+    assert unexplained == {
+        ("c65a7b7b", 4, 0.9), ("3459f060", 4, 0.892), ("df172a10", 4, 0.962), ("fae13b03", 4, 0.953),
+        ("c4d1f09c", 256, 0.966),
+    }  # fmt: skip
 
 
 def test_the_filed_cuda_graph_all_gather_names_nccl_tests_fixed_cost_up_to_16_mib():
