@@ -29,6 +29,14 @@ VARIANTS = [
 ]
 
 
+def _why(done: subprocess.CompletedProcess) -> str:
+    """A failed run's own words: the lines of any rank that name an error or an abort, then the end."""
+    said = [
+        line for line in done.stderr.splitlines() if any(w in line for w in ("failed:", "Error", "terminate", "Fatal"))
+    ]
+    return "\n".join([*said[:20], "...", done.stderr[-1500:]])
+
+
 def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
@@ -38,7 +46,7 @@ def test_two_ranks_time_every_variant_alike_and_one_rank_summarises_them(tmp_pat
     two, one = tmp_path / "gap-2.json", tmp_path / "gap-1.json"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     done = _run([*torchrun, str(SCRIPT), *TINY, "--out", str(two)], tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, _why(done)
     found = json.loads(two.read_text())
     assert found["world_size"] == 2 and found["global_batch"] == 8 and found["per_rank_batch"] == 4
     restored = ["bare after restore", "suite after restore", "suite-now after restore"]
@@ -71,7 +79,7 @@ def test_built_as_a_run_the_model_is_counted_warmed_on_synthetic_batches_and_res
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     argv = [*torchrun, str(SCRIPT), *TINY, "--variants", "bare,suite-evals", "--as-run", "--out", str(out)]
     done = _run(argv, tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, _why(done)
     found = json.loads(out.read_text())
     assert found["as_run"] is True and found["untimed_init_s"] > 0
     # an evaluation before each block, all-reduced over both ranks: every block still ran on both
