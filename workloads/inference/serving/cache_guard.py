@@ -70,8 +70,8 @@ def design(traffic: dict) -> dict:
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe prompt sent before the step and again after it; ``ttft_ms``: the faster of the
-    fresh prompts' after the step (sent beside the repeats) and the slower of the repeats'."""
+    """One probe prompt sent before the step and again after it; ``ttft_ms``: the fastest of the
+    fresh prompts' after the step (sent beside the repeats) and the slowest of the repeats'."""
 
     ttft_ms: tuple[float | None, float | None]
     cached_tokens: tuple[int | None, int | None]
@@ -152,8 +152,8 @@ def probe_order(pairs: int) -> list[tuple[str, int]]:
 
 def probe_from(before: Any, fresh: list, repeats: list) -> Probe:
     """The probe's results (``RequestResult``: its first send, the fresh prompts after the step,
-    its repeats after the step) as evidence: the slower repeat's TTFT is set against the faster
-    fresh prompt's, so that one slow or one fast answer alone cannot pass for a cache hit."""
+    its repeats after the step) as evidence: the slowest repeat's TTFT is set against the fastest
+    fresh prompt's, so that a hit needs every repeat quicker than every fresh prompt."""
     sends = (("before", before), *(("fresh", r) for r in fresh), *(("repeat", r) for r in repeats))
     failed = "; ".join(f"{when}: {r.reason}: {r.detail}" for when, r in sends if not r.ok)
     if failed:
