@@ -36,6 +36,14 @@ DDP and compiling (``_count_flops``), and after compiling the workload's untimed
 random state loaded back), so that what those leave behind shows against the default build in
 the same call.
 
+With ``--beside-bare VARIANT,...`` the cross-check's own bare loop runs beside this process as it
+runs beside a run (``perfsuite.crosscheck.training``: one child process per rank, its own process
+group, started before the model is built here and waited for before the first block), and after
+every other block each named variant takes turns with it exactly as the suite's blocks take turns
+in a run's cross-check (``versus_bare_loop``, ``--rounds`` rounds): ``bare`` there is the bare step
+against the bare loop's process, the two sides differing only in which process runs them, so its
+round ratio says what the turns themselves read between two equal steps at this world size.
+
 then, after the model, optimizer and schedule are loaded back from copies taken before compiling
 (as the untimed initialisation does), ``bare``, ``suite`` and ``suite-now`` once more; last, on a
 GPU whose ``local_cpulist`` the kernel gives, every rank pinned to the CPUs beside its GPU, ``bare``
@@ -138,9 +146,15 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--as-run", action="store_true", help="build as a run does: FLOPs counted first, untimed warm-up and restore"
     )
+    ap.add_argument(
+        "--beside-bare",
+        default="",
+        metavar="VARIANTS",
+        help="comma-separated variants that take turns with the cross-check's bare loop in its own processes",
+    )
     ap.add_argument("--summarize", nargs="+", type=Path, default=None, metavar="FILE")
     args = ap.parse_args()
-    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    unknown = [v for v in (*args.variants.split(","), *filter(None, args.beside_bare.split(","))) if v not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     return args
@@ -458,13 +472,93 @@ def block(steps: Steps, toggles: frozenset[str], n: int, index: int | None) -> d
     }
 
 
+class _RunShim:
+    """What a training workload's ``_start_bare_loop`` reads of its run context."""
+
+    def __init__(self, device: Any, rank: int, world: int, artifacts: Path) -> None:
+        from perfsuite.crosscheck import take_turns
+        from perfsuite.crosscheck.training import bare_loop_for
+
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        self.device = device.type
+        self.controls = argparse.Namespace(seed=1)
+        self.crosscheck = argparse.Namespace(
+            bare_loop=lambda argv: bare_loop_for(argv, artifacts, rank, world, local, take_turns)
+        )
+
+
+def start_bare_loop(workload: Any, rank: int, world: int, device: Any, out: Path | None) -> Any:
+    """The cross-check's bare loop of this workload, started as a run starts it (one child per
+    rank); its ranks' logs go to a folder made for them beside ``out`` (else a fresh temporary one)."""
+    import tempfile
+
+    if out is not None:
+        logs = out.with_name(out.stem + ".bare-loop")
+        logs.mkdir(parents=True, exist_ok=True)
+    else:
+        logs = Path(tempfile.mkdtemp(prefix="ddp-step-gap-bare-loop-"))
+    return workload._start_bare_loop(_RunShim(device, rank, world, logs))
+
+
+def take_turns_with(
+    check: Any, steps: Steps, names: list[str], n: int, rounds: int, index: int | None, agree: Any
+) -> dict:
+    """Each named variant in turns with the bare loop's processes, as a run's cross-check takes
+    them (``versus_bare_loop``): per variant, both sides' samples/s per round and the paired
+    figures. The bare loop is closed afterwards; one that failed is said, not raised."""
+    from perfsuite.crosscheck.training import ReferenceFailed, versus_bare_loop
+    from perfsuite.measure.nvml_sampler import Endpoints
+
+    out: dict[str, Any] = {}
+    try:
+        if check.failure is not None:
+            return {"status": "failed", "reason": check.failure}
+        parameters = sum(t.numel() for t in steps.model.parameters())
+        if check.info.get("parameters") != parameters:
+            return {"status": "failed", "reason": f"not the same model: {check.info.get('parameters')} parameters"}
+        sampler = (lambda: Endpoints(index)) if index is not None else None
+        for name in names:
+            toggles = VARIANTS[name]
+
+            def suite_block(k: int, toggles: frozenset[str] = toggles) -> float:
+                if "events" in toggles:  # made before the timing, as a run's turns make them
+                    steps.clock.reserve(k)
+                steps.sync()
+                t0 = time.perf_counter()
+                with beside(toggles, None):
+                    for _ in range(k):
+                        steps.step(toggles, steps.clock)
+                    steps.sync()
+                seconds = time.perf_counter() - t0
+                steps.clock.drain()
+                return seconds
+
+            try:
+                found = versus_bare_loop(
+                    check.bare, [], suite_block, n, steps.p.global_batch, rounds, check.take_turns, sampler, agree
+                )
+            except ReferenceFailed as exc:
+                return {**out, name: {"status": "failed", "reason": str(exc)}}
+            out[name] = {
+                key: found[key]
+                for key in ("suite_samples_per_s", "reference_samples_per_s", "rate_ratio", "round_ratio_median")
+            } | {"round_ratio_ci95": found["round_ratio_ci95"], "rounds": found["rounds"]}
+        return out
+    finally:
+        check.close()
+
+
 def measure(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
 
     rank, world, device = join(args.device)
     workload = workload_for(args, world)
+    turning = [name for name in args.beside_bare.split(",") if name]
+    bare_loop = start_bare_loop(workload, rank, world, device, args.out) if turning else None
     steps = Steps(workload, rank, world, device, args.as_run)
+    if bare_loop is not None:
+        bare_loop.wait_ready()  # built and compiled: it holds its memory, idle, as beside a run's blocks
     index = gpu_index(device)
     names = args.variants.split(",")
     if args.model != "gpt" and "vocab" in names:
@@ -501,6 +595,11 @@ def measure(args: argparse.Namespace) -> None:
         for name in ("bare", "suite-now"):
             if name in names:
                 runs.append((f"{name} pinned", args.rounds + 1, block(steps, VARIANTS[name], n, index)))
+    turns = (
+        take_turns_with(bare_loop, steps, turning, n, args.rounds, index, lambda v: int(agree_max(v)))
+        if bare_loop is not None
+        else None
+    )
     mine = [dict(found, variant=name, round=r, rank=rank) for name, r, found in runs]
     every: list[Any] = [None] * world
     if world > 1:
@@ -524,6 +623,8 @@ def measure(args: argparse.Namespace) -> None:
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "variants": fold(every, n, p.global_batch),
         }
+        if turns is not None:
+            out["beside_bare"] = turns
         print_table(out)
         if args.out is not None:
             args.out.write_text(json.dumps(out, indent=1))
@@ -589,6 +690,17 @@ def print_table(out: dict) -> None:
         gc_ms = 1e3 * statistics.median(max(rnd) for rnd in v["gc_s"])
         row = f"{name:<22}{v['ms_per_step']:>9.2f}{v['samples_per_s']:>11.1f}{ratio:>9}  {watts:<26}"
         print(row + f"{gc_ms:>17.1f}  {split}")
+    for name, turns in (out.get("beside_bare") or {}).items():
+        if not isinstance(turns, dict) or "rounds" not in turns:
+            print(f"beside the bare loop's processes, {name}: {turns}")
+            continue
+        ratios = " ".join(f"{r['suite_samples_per_s'] / r['reference_samples_per_s']:.3f}" for r in turns["rounds"])
+        low, high = turns["round_ratio_ci95"]
+        print(
+            f"beside the bare loop's processes, {name}: {turns['suite_samples_per_s']:.1f} against "
+            f"{turns['reference_samples_per_s']:.1f} samples/s, round ratios {ratios}, "
+            f"median {turns['round_ratio_median']:.3f} ({low:.3f}-{high:.3f})"
+        )
     for name in ("bare", "suite", "suite-now"):
         if name in out["variants"]:
             print(f"python threads during a {name} block: {', '.join(out['variants'][name]['python_threads'])}")

@@ -88,6 +88,32 @@ def test_built_as_a_run_the_model_is_counted_warmed_on_synthetic_batches_and_res
     assert "built as a run" in done.stdout.splitlines()[0]
 
 
+def test_beside_the_bare_loops_processes_each_named_variant_takes_turns_as_a_runs_cross_check_does(tmp_path):
+    """Two ranks, each with its own rank of the cross-check's bare loop as a child process: the
+    bare step and the suite's each take two rounds of turns with it, both sides timed every round."""
+    out = tmp_path / "gap-turns.json"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    argv = [*torchrun, str(SCRIPT), *TINY, "--variants", "bare", "--beside-bare", "bare,suite-now"]
+    done = _run([*argv, "--rounds", "2", "--out", str(out)], tmp_path)
+    assert done.returncode == 0, _why(done)
+    turns = json.loads(out.read_text())["beside_bare"]
+    assert list(turns) == ["bare", "suite-now"]
+    for name, found in turns.items():
+        assert [r["order"] for r in found["rounds"]] == ["suite first", "reference first"], name
+        assert all(r["suite_samples_per_s"] > 0 and r["reference_samples_per_s"] > 0 for r in found["rounds"]), name
+        low, high = found["round_ratio_ci95"]
+        assert low <= found["round_ratio_median"] <= high, name
+    # the bare loop ran as a run's does: one process per rank, each with its own log beside the results
+    logs = sorted(p.name for p in (tmp_path / "gap-turns.bare-loop").iterdir())
+    assert logs == ["bare-loop.rank0.log", "bare-loop.rank1.log"]
+    assert "beside the bare loop's processes, suite-now:" in done.stdout
+
+
+def test_an_unknown_variant_to_take_turns_with_the_bare_loop_is_refused(tmp_path):
+    done = _run([sys.executable, str(SCRIPT), *TINY, "--beside-bare", "fast"], tmp_path)
+    assert done.returncode == 2 and "unknown variant(s) fast" in done.stderr
+
+
 def test_a_summary_without_a_one_rank_file_is_refused(tmp_path):
     lone = tmp_path / "gap-2.json"
     lone.write_text(json.dumps({"world_size": 2, "model": "gpt", "variants": {}}))
