@@ -98,6 +98,49 @@ def test_welch_t_gives_scipys_p_value(n1, n2, kind):
     assert resampling.welch_t_p(constant, varied) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("n", [1001, 1002, 10000])
+@pytest.mark.parametrize("kind", ["lognormal", "ties"])
+def test_from_a_thousand_values_the_ratio_of_medians_draws_medians_from_their_exact_distribution(n, kind):
+    """Two records of 10,000 calls a case: each resample's median is drawn from its order
+    statistics instead of by resampling. A random stream of its own, so the interval is scipy's
+    within resampling noise (a few hundredths of its width; to the bit where ties make the median
+    discrete), and the 2,000 ratios are scipy's distribution by a two-sample KS test."""
+    rng = np.random.default_rng(n)
+    a = _samples(rng, n, kind)
+    b = _samples(rng, n + 7, kind) * 1.05 + (1.0 if kind == "ties" else 0.0)
+
+    def ratio(x, y, axis=-1):
+        return np.median(y, axis=axis) / np.median(x, axis=axis)
+
+    expected = scipy_stats.bootstrap(
+        (a, b), ratio, n_resamples=2000, batch=100, method="percentile", vectorized=True, paired=False,
+        rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
+    )  # fmt: skip
+    found, low, high = stats.ratio_of_medians_ci(a, b)
+    assert found == float(np.median(b) / np.median(a))
+    ci = expected.confidence_interval
+    width = ci.high - ci.low
+    assert abs(low - ci.low) <= 0.08 * width and abs(high - ci.high) <= 0.08 * width
+    drawn = resampling.median_bootstrap_distribution(b, 2000, np.random.default_rng(1)) / (
+        resampling.median_bootstrap_distribution(a, 2000, np.random.default_rng(2))
+    )
+    assert scipy_stats.ks_2samp(drawn, expected.bootstrap_distribution).pvalue > 0.05
+
+
+@pytest.mark.parametrize("n", [5, 6, 1001, 1002])
+def test_a_resamples_median_from_order_statistics_is_the_resampled_median_in_distribution(n):
+    """Odd n (the middle value) and even n (the mean of the two middle values), against numpy's
+    median of resamples drawn index by index."""
+    x = np.random.default_rng(n).lognormal(0.0, 0.3, n)
+    fast = resampling.median_bootstrap_distribution(x, 4000, np.random.default_rng(3))
+    slow = resampling.bootstrap_distribution((x,), np.median, 4000, 100, np.random.default_rng(4))
+    assert scipy_stats.ks_2samp(fast, slow).pvalue > 0.05
+    if n % 2:  # an odd resample's median is one of the sample's values
+        assert np.isin(fast, x).all()
+    else:  # an even one's, the mean of two of them
+        assert x.min() <= fast.min() and fast.max() <= x.max() and not np.isin(fast, x).all()
+
+
 def test_the_statistics_of_a_run_and_of_compare_import_no_scipy_stats():
     import subprocess
     import sys
