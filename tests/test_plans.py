@@ -99,3 +99,25 @@ def test_every_gpu_plan_bounds_each_run_within_a_ten_minute_call_and_states_its_
         assert re.search(r"about [\d.]+ minutes", plan.description), name
         for run in plan.runs:
             assert run.options["device"] == "cuda" and 0 < run.options["timeout_s"] < 600, (name, run.label)
+
+
+def test_the_4_gpu_training_plan_scales_each_model_weakly_and_strongly_over_1_2_and_4_gpus():
+    """Its throughput entries, grouped as the leaderboard's scaling view groups tables (every
+    setting equal but the world, and for weak scaling the global batch, the batch per GPU held):
+    for each model one weak series and one strong series, each at 1, 2 and 4 GPUs; the strong
+    series' 2-GPU point is the weak series' own run."""
+    plan = load("scaleout-training-x4", lambda option, value: value)
+    weak: dict[tuple, set[int]] = {}
+    strong: dict[tuple, set[int]] = {}
+    for run in plan.runs:
+        params = dict(item.split("=", 1) for item in run.params)  # as -p K=V
+        if params.get("goal") != "throughput":
+            continue
+        gpus = run.options["nproc_per_node"]
+        rest = tuple(sorted((k, v) for k, v in params.items() if k != "global_batch"))
+        batch = int(params["global_batch"])
+        weak.setdefault((run.workloads[0], rest, batch // gpus), set()).add(gpus)
+        strong.setdefault((run.workloads[0], rest, batch), set()).add(gpus)
+    for model in ("training.gpt", "training.resnet"):
+        assert [g for (w, _, _), g in weak.items() if w == model and len(g) > 1] == [{1, 2, 4}], model
+        assert [g for (w, _, _), g in strong.items() if w == model and len(g) > 1] == [{1, 2, 4}], model
