@@ -40,11 +40,13 @@ class ScriptedServer:
     """Answers each request with the next scripted action, in order over every connection:
     ``("answer", pieces)`` sends the pieces (a short pause between them, so they arrive as
     separate reads) and keeps the connection; ``("answer_close", pieces)`` closes it after;
-    ``("drop", ())`` closes it without answering. With no script left it answers with chunks."""
+    ``("drop", ())`` closes it without answering. With no script left it answers with chunks.
+    ``later_pieces_ns``: when each piece after a first one went out (the client's clock)."""
 
     def __init__(self, script: list[tuple[str, tuple[bytes, ...]]]) -> None:
         self.script = deque(script)
         self.connections = 0
+        self.later_pieces_ns: list[int] = []
         self.lock = threading.Lock()
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
@@ -82,7 +84,8 @@ class ScriptedServer:
                     kind, pieces = self.script.popleft() if self.script else ("answer", (_chunked(LF_EVENTS),))
                 for k, piece in enumerate(pieces):
                     if k:
-                        time.sleep(0.02)
+                        time.sleep(0.05)
+                        self.later_pieces_ns.append(time.perf_counter_ns())
                     conn.sendall(piece)
                 if kind != "answer":
                     return
@@ -129,7 +132,9 @@ def test_answers_framed_three_ways_are_read_and_a_dropped_idle_connection_is_rep
     finally:
         server.close()
     assert first.ok and first.text == "a b" and (first.output_tokens, first.token_source) == (2, "usage")
-    assert len(first.chunk_ns) == 2 and first.chunk_ns[1] - first.chunk_ns[0] > 10e6  # each event at its read
+    # each event stamped at its own read: the first before the second piece left the server
+    (second_piece_ns,) = server.later_pieces_ns
+    assert len(first.chunk_ns) == 2 and first.chunk_ns[0] < second_piece_ns <= first.chunk_ns[1]
     assert second.ok and second.text == "c" and second.finish_reason == "stop"
     assert server.connections == 2  # the dropped one replaced, once
 
