@@ -131,6 +131,10 @@ VARIANTS: dict[str, frozenset[str]] = {
     "suite-evals": frozenset({"suite-data", "events", "scheduler", "lifeline", "evals"}),
 }
 AFTER_RESTORE = ("bare", "suite", "suite-now")
+# What --beside-bare keeps of each variant's turns with the bare loop (``versus_bare_loop``'s figures).
+TURN_FIGURES = (
+    "suite_samples_per_s", "reference_samples_per_s", "rate_ratio", "round_ratio_median", "round_ratio_ci95", "rounds",
+)  # fmt: skip
 
 
 def parse_args() -> argparse.Namespace:
@@ -539,10 +543,7 @@ def take_turns_with(
                 )
             except ReferenceFailed as exc:
                 return {**out, name: {"status": "failed", "reason": str(exc)}}
-            out[name] = {
-                key: found[key]
-                for key in ("suite_samples_per_s", "reference_samples_per_s", "rate_ratio", "round_ratio_median")
-            } | {"round_ratio_ci95": found["round_ratio_ci95"], "rounds": found["rounds"]}
+            out[name] = {key: found[key] for key in TURN_FIGURES}
         return out
     finally:
         check.close()

@@ -49,6 +49,25 @@ THIRD_NODE = {
 FIRST_NODE_RUNS = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] not in SECOND_NODE | THIRD_NODE]
 
 
+def _open_and_named(runs: list[tuple[str, list[dict]]], folder: Path) -> tuple[set[tuple], list[str | None]]:
+    """Of records filed with nccl-tests as one process per GPU: each size from 1 MiB up that
+    differs with no side named, as (run, MiB, mode, time ratio), each such record's judgement
+    saying so; and the side named at every other size that differs."""
+    unexplained, named = set(), []
+    for name, compare in runs:
+        record = json.loads(next(folder.glob(f"{name}*.json")).read_text())
+        assert record["details"]["crosscheck"]["layout"] == "process per GPU"
+        rows, verdict = attribute(compare)
+        for r in rows:
+            if r["size_bytes"] >= MiB and r["verdict"] != AGREES:
+                if r["launch_bound"] is None:
+                    unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, r["mode"], round(r["time_ratio"], 3)))
+                    assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
+                else:
+                    named.append(r["launch_bound"])
+    return unexplained, named
+
+
 def test_the_filed_records_hold_the_sizes_this_judges():
     names = {name.split("/")[0] for name, _ in FILED_RUNS}
     assert {"collectives.all_reduce", "collectives.all_gather", "collectives.reduce_scatter"} <= names
@@ -99,22 +118,11 @@ def test_against_nccl_tests_as_one_process_per_gpu_every_named_side_is_nccl_test
     and the eager bf16 all_to_all at 256 MiB."""
     runs = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] in THIRD_NODE]
     assert len(runs) == len(THIRD_NODE)
-    unexplained, named = set(), []
-    for name, compare in runs:
-        layout = json.loads(next(FILED.glob(f"{name}*.json")).read_text())["details"]["crosscheck"]["layout"]
-        assert layout == "process per GPU"
-        rows, verdict = attribute(compare)
-        for r in rows:
-            if r["size_bytes"] >= MiB and r["verdict"] != AGREES:
-                if r["launch_bound"] is None:
-                    unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, round(r["time_ratio"], 3)))
-                    assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
-                else:
-                    named.append(r["launch_bound"])
+    unexplained, named = _open_and_named(runs, FILED)
     assert named and set(named) == {"reference"}
     assert unexplained == {
-        ("c65a7b7b", 4, 0.9), ("3459f060", 4, 0.892), ("df172a10", 4, 0.962), ("fae13b03", 4, 0.953),
-        ("c4d1f09c", 256, 0.966),
+        ("c65a7b7b", 4, "oop", 0.9), ("3459f060", 4, "oop", 0.892), ("df172a10", 4, "oop", 0.962),
+        ("fae13b03", 4, "oop", 0.953), ("c4d1f09c", 256, "oop", 0.966),
     }  # fmt: skip
 
 
@@ -129,18 +137,7 @@ def test_on_the_4_gpu_h100_node_every_named_side_is_nccl_tests_and_seven_sizes_s
     all_gather)."""
     runs = _filed(FILED_H100)
     assert len(runs) == 20
-    unexplained, named = set(), []
-    for name, compare in runs:
-        record = json.loads(next(FILED_H100.glob(f"{name}*.json")).read_text())
-        assert record["details"]["crosscheck"]["layout"] == "process per GPU"
-        rows, verdict = attribute(compare)
-        for r in rows:
-            if r["size_bytes"] >= MiB and r["verdict"] != AGREES:
-                if r["launch_bound"] is None:
-                    unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, r["mode"], round(r["time_ratio"], 3)))
-                    assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
-                else:
-                    named.append(r["launch_bound"])
+    unexplained, named = _open_and_named(runs, FILED_H100)
     assert named and set(named) == {"reference"}
     assert unexplained == {
         ("2c54f887", 4, "oop", 0.95), ("ed7a8c55", 4, "oop", 0.924), ("de47d89c", 4, "oop", 0.884),

@@ -47,18 +47,25 @@ def test_the_bootstrap_draws_scipys_resamples_and_gives_its_interval_to_the_bit(
     assert resampling.percentile_interval(drawn, confidence) == (float(ci.low), float(ci.high))
 
 
+def _median_ratio(x, y, axis=-1):
+    return np.median(y, axis=axis) / np.median(x, axis=axis)
+
+
+def _scipy_ratio_of_medians(a, b):
+    """scipy's unpaired percentile bootstrap of median(b) / median(a), drawn as the suite draws it."""
+    return scipy_stats.bootstrap(
+        (a, b), _median_ratio, n_resamples=2000, batch=100, method="percentile", vectorized=True, paired=False,
+        rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
+    )  # fmt: skip
+
+
 def test_the_ratio_of_medians_resamples_each_side_as_scipy_does_unpaired():
     rng = np.random.default_rng(7)
     a, b = rng.lognormal(0, 0.2, 12), rng.lognormal(0.1, 0.2, 30)
-
-    def ratio(x, y, axis=-1):
-        return np.median(y, axis=axis) / np.median(x, axis=axis)
-
-    expected = scipy_stats.bootstrap(
-        (a, b), ratio, n_resamples=2000, batch=100, method="percentile", vectorized=True, paired=False,
-        rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
-    )  # fmt: skip
-    drawn = resampling.bootstrap_distribution((a, b), ratio, 2000, 100, np.random.default_rng(stats.BOOTSTRAP_SEED))
+    expected = _scipy_ratio_of_medians(a, b)
+    drawn = resampling.bootstrap_distribution(
+        (a, b), _median_ratio, 2000, 100, np.random.default_rng(stats.BOOTSTRAP_SEED)
+    )
     assert np.array_equal(drawn, expected.bootstrap_distribution)
 
 
@@ -108,14 +115,7 @@ def test_from_a_thousand_values_the_ratio_of_medians_draws_medians_from_their_ex
     rng = np.random.default_rng(n)
     a = _samples(rng, n, kind)
     b = _samples(rng, n + 7, kind) * 1.05 + (1.0 if kind == "ties" else 0.0)
-
-    def ratio(x, y, axis=-1):
-        return np.median(y, axis=axis) / np.median(x, axis=axis)
-
-    expected = scipy_stats.bootstrap(
-        (a, b), ratio, n_resamples=2000, batch=100, method="percentile", vectorized=True, paired=False,
-        rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
-    )  # fmt: skip
+    expected = _scipy_ratio_of_medians(a, b)
     found, low, high = stats.ratio_of_medians_ci(a, b)
     assert found == float(np.median(b) / np.median(a))
     ci = expected.confidence_interval
