@@ -125,6 +125,7 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
     """Each series (as :func:`_series` gives it) as a table: its runs (ids as their unique
     prefixes), medians and CIs in the unit the series reads best in, and the change points."""
     from perfsuite.analysis.layout import Column, FittedTable, print_table
+    from perfsuite.analysis.tables import started_minute
     from perfsuite.analysis.units import number, scale_for
     from perfsuite.schemas.comparability import settings_line
 
@@ -149,8 +150,7 @@ def _print(out: list[dict], workload: str, con, ids: dict[str, str]) -> None:
             c = steps.get(i)
             flag = f"step {pct(c['ratio'])} (p {fmt_p(c['p_value'])} over runs)" if c else ""
             ci = f"{number(p.ci_low * factor)}–{number(p.ci_high * factor)}" if p.ci_low is not None else ""
-            started = p.started_at[:16].replace("T", " ")
-            t.add_row(ids.get(p.run_id, p.run_id), started, number(p.median * factor), ci, flag)
+            t.add_row(ids.get(p.run_id, p.run_id), started_minute(p.started_at), number(p.median * factor), ci, flag)
         print_table(con, t)
 
 
