@@ -508,18 +508,16 @@ def take_turns_with(
     check: Any, steps: Steps, names: list[str], n: int, rounds: int, index: int | None, agree: Any
 ) -> dict:
     """Each named variant in turns with the bare loop's processes, as a run's cross-check takes
-    them (``versus_bare_loop``): per variant, both sides' samples/s per round and the paired
-    figures. The bare loop is closed afterwards; one that failed is said, not raised."""
+    them (``versus_bare_loop``, after ``BareLoopCheck.ready_for``, as its ``compare`` does): per
+    variant, both sides' samples/s per round and the paired figures. The bare loop is closed
+    afterwards; one that failed is said, not raised."""
     from perfsuite.crosscheck.training import ReferenceFailed, versus_bare_loop
     from perfsuite.measure.nvml_sampler import Endpoints
 
     out: dict[str, Any] = {}
     try:
-        if check.failure is not None:
+        if not check.ready_for(sum(t.numel() for t in steps.model.parameters())):
             return {"status": "failed", "reason": check.failure}
-        parameters = sum(t.numel() for t in steps.model.parameters())
-        if check.info.get("parameters") != parameters:
-            return {"status": "failed", "reason": f"not the same model: {check.info.get('parameters')} parameters"}
         sampler = (lambda: Endpoints(index)) if index is not None else None
         for name in names:
             toggles = VARIANTS[name]

@@ -212,6 +212,17 @@ class BareLoopCheck:
             except ReferenceFailed as exc:
                 self.failure = str(exc)
 
+    def ready_for(self, parameters: int) -> bool:
+        """Wait for the bare loop, then whether it trains a model of the suite's ``parameters``;
+        where not, ``failure`` says why."""
+        self.wait_ready()
+        if self.failure is None and self.info.get("parameters") != parameters:
+            self.failure = (
+                f"not the same model: the bare loop's has {self.info.get('parameters')} parameters, "
+                f"the suite's {parameters}"
+            )
+        return self.failure is None
+
     def compare(
         self,
         parameters: int,
@@ -233,13 +244,7 @@ class BareLoopCheck:
         ``sampler`` is used where it is None."""
         out = {"tool": "training_reference.py", "script": str(self.bare.script), "argv": self.bare.argv[1:]}
         try:
-            self.wait_ready()
-            if self.failure is None and self.info.get("parameters") != parameters:
-                self.failure = (
-                    f"not the same model: the bare loop's has {self.info.get('parameters')} parameters, "
-                    f"the suite's {parameters}"
-                )
-            if self.failure is None:
+            if self.ready_for(parameters):
                 try:
                     if gpu_index is not None:
                         from perfsuite.measure.nvml_sampler import Endpoints
