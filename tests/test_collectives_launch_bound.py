@@ -49,14 +49,19 @@ THIRD_NODE = {
 FIRST_NODE_RUNS = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] not in SECOND_NODE | THIRD_NODE]
 
 
-def _open_and_named(runs: list[tuple[str, list[dict]]], folder: Path) -> tuple[set[tuple], list[str | None]]:
-    """Of records filed with nccl-tests as one process per GPU: each size from 1 MiB up that
-    differs with no side named, as (run, MiB, mode, time ratio), each such record's judgement
-    saying so; and the side named at every other size that differs."""
+def _layouts(runs: list[tuple[str, list[dict]]], folder: Path) -> set[str]:
+    """How the records of ``runs`` under ``folder`` ran their reference (their cross-check's layout)."""
+    return {
+        json.loads(next(folder.glob(f"{name}*.json")).read_text())["details"]["crosscheck"]["layout"]
+        for name, _ in runs
+    }
+
+
+def _open_and_named(runs: list[tuple[str, list[dict]]]) -> tuple[set[tuple], list[str | None]]:
+    """Each size from 1 MiB up that differs with no side named, as (run, MiB, mode, time ratio),
+    each such record's judgement saying so; and the side named at every other size that differs."""
     unexplained, named = set(), []
     for name, compare in runs:
-        record = json.loads(next(folder.glob(f"{name}*.json")).read_text())
-        assert record["details"]["crosscheck"]["layout"] == "process per GPU"
         rows, verdict = attribute(compare)
         for r in rows:
             if r["size_bytes"] >= MiB and r["verdict"] != AGREES:
@@ -100,13 +105,7 @@ def test_on_the_second_nodes_records_three_sizes_from_1_mib_up_differ_with_no_si
     take 3%, and bf16 send_recv at 4 MiB, where the suite read 0.947 of nccl-tests' busbw."""
     runs = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] in SECOND_NODE]
     assert len(runs) == len(SECOND_NODE)
-    unexplained = set()
-    for name, compare in runs:
-        rows, verdict = attribute(compare)
-        for r in rows:
-            if r["size_bytes"] >= MiB and r["verdict"] != AGREES and r["launch_bound"] is None:
-                unexplained.add((name.split("/")[1], r["size_bytes"] // MiB, r["mode"], round(r["time_ratio"], 3)))
-                assert verdict["explained"] is False and "neither side is launch-bound" in verdict["summary"]
+    unexplained, _ = _open_and_named(runs)
     assert unexplained == {("3b37b1fc", 1, "ip", 1.286), ("926a28e4", 1, "ip", 1.378), ("aa7f387c", 4, "oop", 0.947)}
 
 
@@ -118,7 +117,8 @@ def test_against_nccl_tests_as_one_process_per_gpu_every_named_side_is_nccl_test
     and the eager bf16 all_to_all at 256 MiB."""
     runs = [(n, c) for n, c in FILED_RUNS if n.split("/")[1] in THIRD_NODE]
     assert len(runs) == len(THIRD_NODE)
-    unexplained, named = _open_and_named(runs, FILED)
+    assert _layouts(runs, FILED) == {"process per GPU"}
+    unexplained, named = _open_and_named(runs)
     assert named and set(named) == {"reference"}
     assert unexplained == {
         ("c65a7b7b", 4, "oop", 0.9), ("3459f060", 4, "oop", 0.892), ("df172a10", 4, "oop", 0.962),
@@ -137,7 +137,8 @@ def test_on_the_4_gpu_h100_node_every_named_side_is_nccl_tests_and_seven_sizes_s
     all_gather)."""
     runs = _filed(FILED_H100)
     assert len(runs) == 20
-    unexplained, named = _open_and_named(runs, FILED_H100)
+    assert _layouts(runs, FILED_H100) == {"process per GPU"}
+    unexplained, named = _open_and_named(runs)
     assert named and set(named) == {"reference"}
     assert unexplained == {
         ("2c54f887", 4, "oop", 0.95), ("ed7a8c55", 4, "oop", 0.924), ("de47d89c", 4, "oop", 0.884),
